@@ -1,0 +1,64 @@
+"""Actions that touch the outside world: the Executor protocol and the registry of built-in types.
+
+Control actions (finish, ask, notify, sleep, wait_event) change the run or the inbox and are carried out
+by the engine; the executors here (command, http) reach outside systems and know nothing of the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from agentd.config import ActionConfig, CommandAction, HttpAction
+from agentd.models import JSON
+
+CONTROL_TYPES = frozenset({"finish", "ask", "notify", "sleep", "wait_event"})
+
+
+@dataclass(frozen=True)
+class ActionContext:
+    """What an execution knows about itself; the key is stable across crashes (`run_id:seq`)."""
+
+    run_id: int
+    goal_id: int
+    seq: int
+    action: str
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.run_id}:{self.seq}"
+
+
+class Executor(Protocol):
+    """One configured action of an outside kind."""
+
+    idempotent: bool
+
+    async def execute(self, args: JSON, ctx: ActionContext) -> JSON:
+        """Carry the action out; the returned dict (small, JSON-able) is journaled as its result.
+
+        A failure the run should see (non-zero exit, HTTP 500) is a result with `"ok": false`;
+        raise ActionFailed only when the action could not be attempted at all.
+        """
+        ...
+
+    async def verify(self, args: JSON, ctx: ActionContext) -> bool | None:
+        """After a crash: did the execution keyed `ctx.idempotency_key` happen? None = unknown."""
+        ...
+
+
+def build(name: str, cfg: ActionConfig, base_env: Mapping[str, str]) -> Executor | None:
+    """The executor for an outside action, or None for a control action the engine handles.
+
+    `base_env` is the scrubbed environment commands start from (see `config.base_env`).
+    """
+    if isinstance(cfg, CommandAction):
+        from agentd.actions.command import CommandExecutor
+
+        return CommandExecutor(name, cfg, base_env=base_env)
+    if isinstance(cfg, HttpAction):
+        from agentd.actions.http import HttpExecutor
+
+        return HttpExecutor(name, cfg)
+    return None

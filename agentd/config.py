@@ -1,0 +1,322 @@
+"""The config file (`$AGENTD_HOME/config.toml`) validated at the edge, and where state lives.
+
+Only this module reads the environment. A bad file raises ConfigError naming the file, the line and the
+key, and what to fix. Secrets are named by environment variable (`api_key_env`), never written here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentd.errors import ConfigError
+
+CONFIG_NAME = "config.toml"
+DB_NAME = "agentd.db"
+BUILTIN_ACTIONS = ("finish", "ask", "notify", "sleep", "wait_event")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DaemonConfig(_Strict):
+    max_concurrent_runs: int = Field(8, ge=1, le=1000)
+    poll_interval_s: float = Field(0.1, gt=0, le=5)
+    shutdown_grace_s: float = Field(10.0, gt=0, le=300)
+    watchdog_interval_s: float = Field(5.0, gt=0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    journal_retention_days: int = Field(90, ge=1)
+
+
+class ScriptedModel(_Strict):
+    provider: Literal["scripted"]
+    replies: Path
+    request_log: Path | None = None
+
+
+class OtherModel(_Strict):
+    """A provider other issues add (anthropic, openai); validated here so the file stays stable."""
+
+    provider: Literal["anthropic", "openai"]
+    model: str
+    api_key_env: str | None = None
+    base_url: str | None = None
+    max_tokens: int = Field(1024, ge=1)
+    timeout_s: float = Field(60.0, gt=0)
+
+
+ModelConfig = Annotated[ScriptedModel | OtherModel, Field(discriminator="provider")]
+
+
+class HttpSource(_Strict):
+    type: Literal["http"]
+    url: str
+    method: Literal["GET", "HEAD"] = "GET"
+    timeout_s: float = Field(5.0, gt=0)
+    body_excerpt_bytes: int = Field(500, ge=0)
+
+
+class CommandSource(_Strict):
+    type: Literal["command"]
+    argv: list[str] = Field(min_length=1)
+    timeout_s: float = Field(10.0, gt=0)
+    output_bytes: int = Field(2000, ge=0)
+
+
+class FileTailSource(_Strict):
+    type: Literal["file_tail"]
+    path: Path
+    lines: int = Field(20, ge=1, le=1000)
+
+
+SourceConfig = Annotated[HttpSource | CommandSource | FileTailSource, Field(discriminator="type")]
+
+
+class Param(_Strict):
+    """A string argument the model fills in; `{name}` in argv or url is replaced by it."""
+
+    description: str = ""
+    choices: list[str] | None = None
+    pattern: str | None = None
+    max_length: int = Field(200, ge=1)
+
+
+class _ActionBase(_Strict):
+    description: str = ""
+    idempotent: bool = False
+    params: dict[str, Param] = {}
+
+
+class CommandAction(_ActionBase):
+    type: Literal["command"]
+    argv: list[str] = Field(min_length=1)
+    timeout_s: float = Field(60.0, gt=0)
+    output_bytes: int = Field(4000, ge=0)
+    cwd: Path | None = None
+    env: dict[str, str] = {}
+    # Tells whether a started-but-unrecorded execution happened: exit 0 = it did, 1 = it did not,
+    # anything else = unknown (the operator is asked). AGENTD_IDEMPOTENCY_KEY is set for both.
+    verify_argv: list[str] | None = None
+
+
+class HttpAction(_ActionBase):
+    type: Literal["http"]
+    urls: list[str] = Field(min_length=1)
+    methods: list[Literal["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"]] = ["POST"]
+    timeout_s: float = Field(10.0, gt=0)
+    body_excerpt_bytes: int = Field(1000, ge=0)
+
+
+class BuiltinAction(_ActionBase):
+    type: Literal["finish", "ask", "notify", "sleep", "wait_event"]
+    max_sleep_s: float = Field(7 * 86400, gt=0)
+    events: list[str] | None = None  # wait_event: names the model may wait for (None = any)
+
+
+ActionConfig = Annotated[CommandAction | HttpAction | BuiltinAction, Field(discriminator="type")]
+
+
+class ExpiryRule(_Strict):
+    after_s: float = Field(gt=0)
+    on_expire: Literal["deny", "remind"] = "deny"
+
+
+class Policy(_Strict):
+    default: Literal["allow", "approve", "deny"] = "allow"
+    rules: dict[str, Literal["allow", "approve", "deny"]] = {}
+    max_per_hour: dict[str, int] = {}
+    expire: dict[Literal["approval", "question"], ExpiryRule] = {}
+
+
+class Limits(_Strict):
+    max_steps: int = Field(50, ge=1)
+    max_invalid_outputs: int = Field(3, ge=0)
+    max_denials: int = Field(3, ge=1)
+    loop_threshold: int = Field(3, ge=2)
+    history_steps: int = Field(30, ge=1)
+    retry_base_s: float = Field(5.0, gt=0)
+    retry_max_s: float = Field(600.0, gt=0)
+
+
+class AgentConfig(_Strict):
+    description: str = ""
+    model: str = "default"
+    sources: list[str] = []
+    actions: list[str] = Field(min_length=1)
+    triggers: list[str] = []
+    policy: Policy = Policy()
+    limits: Limits = Limits()
+
+
+class Config(_Strict):
+    daemon: DaemonConfig = DaemonConfig()
+    models: dict[str, ModelConfig] = {}
+    sources: dict[str, SourceConfig] = {}
+    actions: dict[str, ActionConfig] = {}
+    agents: dict[str, AgentConfig] = {}
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> Config:
+        for name, agent in self.agents.items():
+            if agent.model not in self.models:
+                raise ValueError(f"agents.{name}.model names unknown model {agent.model!r}")
+            for src in agent.sources:
+                if src not in self.sources:
+                    raise ValueError(f"agents.{name}.sources names unknown source {src!r}")
+            for act in agent.actions:
+                if act not in self.actions and act not in BUILTIN_ACTIONS:
+                    raise ValueError(
+                        f"agents.{name}.actions names unknown action {act!r} "
+                        f"(define [actions.{act}] or use one of {', '.join(BUILTIN_ACTIONS)})"
+                    )
+            for act in [*agent.policy.rules, *agent.policy.max_per_hour]:
+                if act not in agent.actions:
+                    raise ValueError(f"agents.{name}.policy names {act!r}, not in its actions")
+        return self
+
+    def action(self, name: str) -> ActionConfig:
+        """The definition of an action name, built-ins included."""
+        if name in self.actions:
+            return self.actions[name]
+        return BuiltinAction.model_validate({"type": name})
+
+
+class Paths:
+    """Where one agentd home keeps its files."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.config = home / CONFIG_NAME
+        self.db = home / DB_NAME
+        self.lock = home / "agentd.lock"
+
+
+def default_home() -> Path:
+    """`AGENTD_HOME`, else `$XDG_DATA_HOME/agentd`, else `~/.local/share/agentd`."""
+    if env := os.environ.get("AGENTD_HOME"):
+        return Path(env)
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "agentd"
+
+
+SCRUBBED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER")
+
+
+def base_env() -> dict[str, str]:
+    """The environment commands and command sources start from: no secrets, just the basics."""
+    env = {k: os.environ[k] for k in SCRUBBED_ENV if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env
+
+
+def notify_socket() -> str | None:
+    """systemd's notification socket, when running under `Type=notify`."""
+    return os.environ.get("NOTIFY_SOCKET") or None
+
+
+def watchdog_interval_s() -> float | None:
+    """Half of systemd's WatchdogSec, when the unit sets one."""
+    usec = os.environ.get("WATCHDOG_USEC")
+    return int(usec) / 2e6 if usec and usec.isdigit() else None
+
+
+def log_format() -> str:
+    """`json` or `console`; AGENTD_LOG_FORMAT overrides the terminal-based default."""
+    return os.environ.get("AGENTD_LOG_FORMAT", "")
+
+
+def secret(env_name: str) -> str | None:
+    """The value of a named secret; callers must never log or store it."""
+    return os.environ.get(env_name) or None
+
+
+def load(path: Path) -> Config:
+    """Read and validate a config file; relative paths in it are relative to its folder."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no config file; run `agentd init` to write one") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config: {e.strerror}") from None
+    return parse(text, path)
+
+
+def parse(text: str, path: Path) -> Config:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    _resolve_paths(raw, path.parent)
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, text, path)) from None
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    for model in raw.get("models", {}).values():
+        if isinstance(model, dict):
+            for key in ("replies", "request_log"):
+                if isinstance(model.get(key), str):
+                    model[key] = str(base / Path(model[key]).expanduser())
+
+
+def _describe(err: ValidationError, text: str, path: Path) -> str:
+    lines = [f"{path}: invalid config:"]
+    for item in err.errors():
+        loc = [str(p) for p in item["loc"] if not str(p).startswith(("function-", "tagged-"))]
+        key = ".".join(loc) or "(top level)"
+        msg = item["msg"]
+        if item["type"] == "extra_forbidden":
+            msg = "unknown key; remove it or check its spelling against config.example.toml"
+        elif item["type"] == "missing":
+            msg = "required key is missing"
+        elif item["type"] == "union_tag_invalid":
+            msg = f"unknown type; {msg}"
+        line = _line_of(text, loc)
+        where = f"line {line}, " if line else ""
+        lines.append(f"  {where}{key}: {msg}")
+    return "\n".join(lines)
+
+
+def _line_of(text: str, loc: list[str]) -> int | None:
+    """Best-effort line of a dotted key: its [table] header, then the key inside the table."""
+    rows = text.splitlines()
+    best: int | None = None
+    for depth in range(len(loc), 0, -1):
+        table, key = loc[: depth - 1], loc[depth - 1]
+        header = re.compile(r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, table)) + r"\s*\]+\s*$")
+        start = 0
+        if table:
+            found = [i for i, r in enumerate(rows) if header.match(r)]
+            if not found:
+                continue
+            start = found[0] + 1
+            best = best or start
+        key_re = re.compile(r"^\s*" + re.escape(key) + r"\s*=")
+        sub_header = re.compile(
+            r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, [*table, key])) + r"\s*\]+\s*$"
+        )
+        for i in range(start, len(rows)):
+            if (
+                table
+                and i > start
+                and rows[i].lstrip().startswith("[")
+                and not key_re.match(rows[i])
+            ):
+                if sub_header.match(rows[i]):
+                    return i + 1
+                break
+            if key_re.match(rows[i]) or sub_header.match(rows[i]):
+                return i + 1
+        if not table:
+            for i, r in enumerate(rows):
+                if sub_header.match(r):
+                    return i + 1
+    return best

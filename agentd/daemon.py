@@ -1,0 +1,169 @@
+"""The daemon's lifecycle: lock the home, migrate, recover, run the root tasks, stop cleanly.
+
+`serve` holds an exclusive lock on the home (a second daemon exits at once), resumes every run that
+was executing, lets the scheduler re-match waits (answers committed while down apply now), tells
+systemd READY, and on SIGTERM/SIGINT takes no new step and lets steps in flight reach their journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import structlog
+
+from agentd import actions, config, llm, sdnotify, sources
+from agentd.config import Config, Paths
+from agentd.db import queries as q
+from agentd.db.store import Store
+from agentd.engine import LEASE_S, Deps, Engine
+from agentd.errors import DaemonRunning, StateError
+from agentd.scheduler import Scheduler
+
+log = structlog.get_logger("agentd.daemon")
+
+
+@contextlib.contextmanager
+def home_lock(paths: Paths) -> Iterator[None]:
+    """Exclusive, crash-safe ownership of a home (the kernel drops it if the process dies)."""
+    try:
+        fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise StateError(f"{paths.lock}: cannot create lock file: {e.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise DaemonRunning(
+                f"another agentd (pid {pid}) is already serving {paths.home}; "
+                "stop it first, or use another --home"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def daemon_pid(paths: Paths) -> int | None:
+    """The pid of the daemon serving this home, or None when none holds the lock."""
+    try:
+        fd = os.open(paths.lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else -1
+    finally:
+        os.close(fd)
+    return None
+
+
+def build_deps(cfg: Config, store: Store, owner: str) -> Deps:
+    env = config.base_env()
+    used_actions = {a for agent in cfg.agents.values() for a in agent.actions}
+    used_sources = {s for agent in cfg.agents.values() for s in agent.sources}
+    executors = {}
+    for name in used_actions:
+        ex = actions.build(name, cfg.action(name), env)
+        if ex is not None:
+            executors[name] = ex
+    return Deps(
+        config=cfg,
+        store=store,
+        models={name: llm.build(name, m) for name, m in cfg.models.items()},
+        executors=executors,
+        sources={name: sources.build(name, cfg.sources[name], env) for name in used_sources},
+        owner=owner,
+    )
+
+
+async def serve(
+    paths: Paths, cfg: Config, *, ready: Any = None, stop: asyncio.Event | None = None
+) -> int:
+    """Run until SIGTERM/SIGINT (or `stop` is set); returns the exit code.
+
+    `ready` (a callable) is told when recovery is done — what systemd hears as READY=1.
+    """
+    with home_lock(paths):
+        return await _serve_locked(paths, cfg, ready, stop or asyncio.Event())
+
+
+async def _serve_locked(paths: Paths, cfg: Config, ready: Any, stop: asyncio.Event) -> int:
+    started = time.monotonic()
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    store = Store(paths.db)
+    await store.open()
+    deps = build_deps(cfg, store, owner)
+    engine = Engine(deps)
+    scheduler = Scheduler(deps, engine.launch)
+    deps.on_change = scheduler.nudge
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        resumed = await store.write(lambda c: q.claim_running(c, owner, LEASE_S))
+        for run_id, epoch in resumed:
+            engine.launch(run_id, epoch)
+        await scheduler.tick(force=True)
+        counts = await store.read(q.count_runs)
+        log.info(
+            "daemon.ready",
+            home=str(paths.home),
+            resumed=len(resumed),
+            waiting=counts.get("waiting", 0),
+            startup_ms=round((time.monotonic() - started) * 1000, 1),
+        )
+        sdnotify.notify("READY=1\nSTATUS=serving")
+        if ready is not None:
+            ready()
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(scheduler.run(stop), name="scheduler")
+            tg.create_task(_watchdog(deps, stop), name="watchdog")
+            tg.create_task(_retention(deps, stop), name="retention")
+        log.info("daemon.stopping", in_flight=len(engine.tasks))
+        sdnotify.notify("STOPPING=1")
+        await engine.stop(cfg.daemon.shutdown_grace_s)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await store.close()
+    log.info("daemon.stopped")
+    return 0
+
+
+async def _watchdog(deps: Deps, stop: asyncio.Event) -> None:
+    """Prove the loop and the database are alive: a real read each period, then WATCHDOG=1."""
+    interval = config.watchdog_interval_s() or deps.config.daemon.watchdog_interval_s
+    while not stop.is_set():
+        try:
+            async with asyncio.timeout(interval):
+                await deps.store.read(lambda c: c.execute("SELECT 1").fetchone())
+        except (TimeoutError, StateError) as e:
+            log.error("daemon.unhealthy", error=str(e) or "database read timed out")
+        else:
+            sdnotify.notify("WATCHDOG=1")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+
+
+async def _retention(deps: Deps, stop: asyncio.Event) -> None:
+    """Drop world snapshots past `journal_retention_days`, once an hour."""
+    keep_s = deps.config.daemon.journal_retention_days * 86400
+    while not stop.is_set():
+        pruned = await deps.store.write(lambda c: q.prune(c, time.time() - keep_s))
+        if pruned:
+            log.info("journal.pruned", snapshots=pruned)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 3600)

@@ -1,0 +1,1 @@
+"""The SQLite state: schema and migrations, connections, and every query (`agentd.db.queries`)."""

@@ -1,0 +1,213 @@
+"""Queries on inbox items (questions, approvals, notices) and events.
+
+An approval moves open → approved → consumed exactly once; `consume_approval` is the only way to
+consume one and it checks the digest of what is about to execute.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Any
+
+from agentd.errors import NotFound, Refused
+from agentd.models import JSON, Event, InboxItem, InboxKind, InboxStatus, from_ts
+
+
+def _j(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), default=str)
+
+
+ITEM_COLS = (
+    "item_id, kind, status, goal_id, run_id, title, body, action, args, digest, rule, answer,"
+    " created_at, expires_at, resolved_at, data"
+)
+
+
+def item_from_row(r: tuple[Any, ...]) -> InboxItem:
+    return InboxItem(
+        item_id=r[0],
+        kind=InboxKind(r[1]),
+        status=InboxStatus(r[2]),
+        goal_id=r[3],
+        run_id=r[4],
+        title=r[5],
+        body=r[6],
+        action=r[7],
+        args=None if r[8] is None else json.loads(r[8]),
+        digest=r[9],
+        rule=r[10],
+        answer=r[11],
+        created_at=from_ts(r[12]),  # type: ignore[arg-type]  # NOT NULL column
+        expires_at=from_ts(r[13]),
+        resolved_at=from_ts(r[14]),
+        data=json.loads(r[15]),
+    )
+
+
+def post(
+    c: sqlite3.Connection,
+    kind: InboxKind,
+    *,
+    title: str,
+    body: str = "",
+    goal_id: int | None = None,
+    run_id: int | None = None,
+    seq: int | None = None,
+    action: str | None = None,
+    args: JSON | None = None,
+    digest: str | None = None,
+    rule: str | None = None,
+    expires_at: float | None = None,
+    data: JSON | None = None,
+) -> int:
+    cur = c.execute(
+        "INSERT INTO inbox (kind, status, goal_id, run_id, seq, title, body, action, args, digest,"
+        " rule, data, created_at, expires_at) VALUES (?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            kind,
+            goal_id,
+            run_id,
+            seq,
+            title,
+            body,
+            action,
+            _j(args),
+            digest,
+            rule,
+            _j(data or {}),
+            time.time(),
+            expires_at,
+        ),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def get_item(c: sqlite3.Connection, item_id: int) -> InboxItem:
+    row = c.execute(f"SELECT {ITEM_COLS} FROM inbox WHERE item_id = ?", (item_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no inbox item {item_id}; `agentd inbox list` shows the open items")
+    return item_from_row(row)
+
+
+def list_items(
+    c: sqlite3.Connection, *, status: str | None = "open", run_id: int | None = None
+) -> list[InboxItem]:
+    where: list[str] = []
+    params: list[Any] = []
+    if status:
+        where.append("status = ?")
+        params.append(status)
+    if run_id is not None:
+        where.append("run_id = ?")
+        params.append(run_id)
+    sql = f"SELECT {ITEM_COLS} FROM inbox"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return [item_from_row(r) for r in c.execute(sql + " ORDER BY item_id", params)]
+
+
+def resolve(
+    c: sqlite3.Connection,
+    item_id: int,
+    status: InboxStatus,
+    *,
+    answer: str | None = None,
+    args: JSON | None = None,
+    digest: str | None = None,
+    extra: JSON | None = None,
+) -> InboxItem:
+    """Close an open item (answer, approve, deny, expire, dismiss); refused unless it is open."""
+    item = get_item(c, item_id)
+    if item.status != InboxStatus.OPEN:
+        raise Refused(f"inbox item {item_id} is already {item.status}")
+    data = {**item.data, **(extra or {})}
+    edited = args is not None
+    c.execute(
+        "UPDATE inbox SET status = ?, answer = ?, resolved_at = ?, data = ?,"
+        " args = coalesce(?, args), digest = coalesce(?, digest), edited = ?"
+        " WHERE item_id = ? AND status = 'open'",
+        (status, answer, time.time(), _j(data), _j(args), digest, int(edited), item_id),
+    )
+    return get_item(c, item_id)
+
+
+def consume_approval(c: sqlite3.Connection, item_id: int, digest: str, key: str) -> InboxItem:
+    """Mark an approved item used by the execution `key` — only if it approves exactly `digest`."""
+    cur = c.execute(
+        "UPDATE inbox SET status = 'consumed', consumed_by = ?"
+        " WHERE item_id = ? AND kind = 'approval' AND status = 'approved' AND digest = ?",
+        (key, item_id, digest),
+    )
+    if cur.rowcount != 1:
+        raise Refused(f"inbox item {item_id} is not an unused approval of digest {digest[:12]}")
+    return get_item(c, item_id)
+
+
+def due_for_expiry(c: sqlite3.Connection, now: float) -> list[InboxItem]:
+    rows = c.execute(
+        f"SELECT {ITEM_COLS} FROM inbox WHERE status = 'open' AND expires_at <= ?", (now,)
+    )
+    return [item_from_row(r) for r in rows]
+
+
+def push_expiry(c: sqlite3.Connection, item_id: int, expires_at: float, reminders: int) -> None:
+    item = get_item(c, item_id)
+    c.execute(
+        "UPDATE inbox SET expires_at = ?, data = ? WHERE item_id = ?",
+        (expires_at, _j({**item.data, "reminders": reminders}), item_id),
+    )
+
+
+def withdraw_open_items(c: sqlite3.Connection, run_id: int, reason: str) -> int:
+    """Expire a run's open questions/approvals (the run ended or no longer needs them)."""
+    return c.execute(
+        "UPDATE inbox SET status = 'expired', answer = ?, resolved_at = ?"
+        " WHERE run_id = ? AND status = 'open' AND kind != 'notice'",
+        (reason, time.time(), run_id),
+    ).rowcount
+
+
+# ── events ───────────────────────────────────────────────────────────────────────────────────────
+
+EVENT_COLS = "event_id, name, data, dedupe_key, created_at"
+
+
+def event_from_row(r: tuple[Any, ...]) -> Event:
+    return Event(
+        event_id=r[0],
+        name=r[1],
+        data=json.loads(r[2]),
+        dedupe_key=r[3],
+        created_at=from_ts(r[4]),  # type: ignore[arg-type]  # NOT NULL column
+    )
+
+
+def add_event(
+    c: sqlite3.Connection, name: str, data: JSON, dedupe_key: str | None, source: str = "cli"
+) -> int | None:
+    """Store an event; None when an event with the same dedupe key already exists."""
+    cur = c.execute(
+        "INSERT INTO events (name, data, dedupe_key, source, created_at) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT(dedupe_key) DO NOTHING",
+        (name, _j(data), dedupe_key, source, time.time()),
+    )
+    return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
+
+
+def events_after(c: sqlite3.Connection, event_id: int, limit: int = 500) -> list[Event]:
+    rows = c.execute(
+        f"SELECT {EVENT_COLS} FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?",
+        (event_id, limit),
+    )
+    return [event_from_row(r) for r in rows]
+
+
+def last_event_id(c: sqlite3.Connection) -> int:
+    return int(c.execute("SELECT coalesce(max(event_id), 0) FROM events").fetchone()[0])
+
+
+def list_events(c: sqlite3.Connection, limit: int = 50) -> list[Event]:
+    rows = c.execute(f"SELECT {EVENT_COLS} FROM events ORDER BY event_id DESC LIMIT ?", (limit,))
+    return [event_from_row(r) for r in rows]

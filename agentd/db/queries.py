@@ -1,0 +1,519 @@
+"""Every query on goals, runs, the step journal and world snapshots, as functions over a connection.
+
+Write functions expect to be called inside a write transaction (the Store or SyncStore opens it) and
+keep each state change together with its journal row. Engine writes are fenced by the run's lease epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Any
+
+from agentd.errors import NotFound, Refused
+from agentd.models import (
+    JSON,
+    Goal,
+    GoalStatus,
+    Run,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+    Verdict,
+    from_ts,
+)
+
+
+def _j(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _uj(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+# ── goals ────────────────────────────────────────────────────────────────────────────────────────
+
+
+def goal_from_row(r: sqlite3.Row | tuple[Any, ...]) -> Goal:
+    return Goal(
+        goal_id=r[0],
+        title=r[1],
+        why=r[2],
+        agent=r[3],
+        status=GoalStatus(r[4]),
+        criteria=json.loads(r[5]),
+        deadline=from_ts(r[6]),
+        created_at=from_ts(r[7]),  # type: ignore[arg-type]  # NOT NULL column
+        updated_at=from_ts(r[8]),  # type: ignore[arg-type]
+    )
+
+
+GOAL_COLS = "goal_id, title, why, agent, status, criteria, deadline, created_at, updated_at"
+
+
+def add_goal(
+    c: sqlite3.Connection,
+    *,
+    title: str,
+    why: str,
+    agent: str,
+    criteria: list[str],
+    deadline: float | None,
+) -> int:
+    now = time.time()
+    cur = c.execute(
+        "INSERT INTO goals (title, why, agent, status, criteria, deadline, created_at, updated_at)"
+        " VALUES (?, ?, ?, 'active', ?, ?, ?, ?)",
+        (title, why, agent, json.dumps(criteria), deadline, now, now),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def get_goal(c: sqlite3.Connection, goal_id: int) -> Goal:
+    row = c.execute(f"SELECT {GOAL_COLS} FROM goals WHERE goal_id = ?", (goal_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no goal {goal_id}; `agentd goal list` shows the goals")
+    return goal_from_row(row)
+
+
+def list_goals(c: sqlite3.Connection, status: str | None = None) -> list[Goal]:
+    sql = f"SELECT {GOAL_COLS} FROM goals"
+    rows = (
+        c.execute(sql + " WHERE status = ? ORDER BY goal_id", (status,))
+        if status
+        else c.execute(sql + " ORDER BY goal_id")
+    )
+    return [goal_from_row(r) for r in rows]
+
+
+GOAL_MOVES: dict[GoalStatus, set[GoalStatus]] = {
+    GoalStatus.ACTIVE: {GoalStatus.PAUSED, GoalStatus.ACHIEVED, GoalStatus.ABANDONED},
+    GoalStatus.PAUSED: {GoalStatus.ACTIVE, GoalStatus.ACHIEVED, GoalStatus.ABANDONED},
+    GoalStatus.ACHIEVED: set(),
+    GoalStatus.ABANDONED: set(),
+}
+
+
+def set_goal_status(c: sqlite3.Connection, goal_id: int, status: GoalStatus) -> Goal:
+    goal = get_goal(c, goal_id)
+    if status not in GOAL_MOVES[goal.status]:
+        raise Refused(f"goal {goal_id} is {goal.status}; it cannot become {status}")
+    c.execute(
+        "UPDATE goals SET status = ?, updated_at = ? WHERE goal_id = ?",
+        (status, time.time(), goal_id),
+    )
+    return get_goal(c, goal_id)
+
+
+# ── runs ─────────────────────────────────────────────────────────────────────────────────────────
+
+RUN_COLS = (
+    "run_id, goal_id, agent, status, trigger, step_count, wait, next_wake_at, summary,"
+    " created_at, updated_at, lease_owner, lease_epoch"
+)
+
+
+def run_from_row(r: tuple[Any, ...]) -> Run:
+    return Run(
+        run_id=r[0],
+        goal_id=r[1],
+        agent=r[2],
+        status=RunStatus(r[3]),
+        trigger=r[4],
+        step_count=r[5],
+        wait=_uj(r[6]),
+        next_wake_at=from_ts(r[7]),
+        summary=r[8],
+        created_at=from_ts(r[9]),  # type: ignore[arg-type]  # NOT NULL column
+        updated_at=from_ts(r[10]),  # type: ignore[arg-type]
+        lease_owner=r[11],
+        lease_epoch=r[12],
+    )
+
+
+def create_run(
+    c: sqlite3.Connection, *, goal_id: int, agent: str, trigger: str, data: JSON | None = None
+) -> int:
+    """A new run, `running`, with its START step — one transaction."""
+    now = time.time()
+    cur = c.execute(
+        "INSERT INTO runs (goal_id, agent, status, trigger, step_count, created_at, updated_at)"
+        " VALUES (?, ?, 'running', ?, 1, ?, ?)",
+        (goal_id, agent, trigger, now, now),
+    )
+    run_id = int(cur.lastrowid or 0)
+    c.execute(
+        "INSERT INTO steps (run_id, seq, kind, status, data, created_at, completed_at)"
+        " VALUES (?, 1, 'start', 'done', ?, ?, ?)",
+        (run_id, _j({"trigger": trigger, **(data or {})}), now, now),
+    )
+    return run_id
+
+
+def get_run(c: sqlite3.Connection, run_id: int) -> Run:
+    row = c.execute(f"SELECT {RUN_COLS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no run {run_id}; `agentd runs list` shows the runs")
+    return run_from_row(row)
+
+
+def list_runs(
+    c: sqlite3.Connection,
+    *,
+    goal_id: int | None = None,
+    status: str | None = None,
+    limit: int = 100,
+) -> list[Run]:
+    where: list[str] = []
+    params: list[Any] = []
+    if goal_id is not None:
+        where.append("goal_id = ?")
+        params.append(goal_id)
+    if status:
+        where.append("status = ?")
+        params.append(status)
+    sql = f"SELECT {RUN_COLS} FROM runs"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY run_id DESC LIMIT ?"
+    return [run_from_row(r) for r in c.execute(sql, (*params, limit))]
+
+
+def active_run_of_goal(c: sqlite3.Connection, goal_id: int) -> int | None:
+    row = c.execute(
+        "SELECT run_id FROM runs WHERE goal_id = ? AND status IN ('running','waiting') LIMIT 1",
+        (goal_id,),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def count_runs(c: sqlite3.Connection) -> dict[str, int]:
+    return {s: n for s, n in c.execute("SELECT status, count(*) FROM runs GROUP BY status")}
+
+
+def claim_running(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:
+    """Take the lease on every `running` run (recovery); returns (run_id, new epoch) pairs.
+
+    Bumping the epoch fences any late write from a previous owner of the same run.
+    """
+    now = time.time()
+    c.execute(
+        "UPDATE runs SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1"
+        " WHERE status = 'running'",
+        (owner, now + lease_s),
+    )
+    rows = c.execute(
+        "SELECT run_id, lease_epoch FROM runs WHERE status = 'running' ORDER BY run_id"
+    ).fetchall()
+    return [(int(r[0]), int(r[1])) for r in rows]
+
+
+def claim_unowned(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:
+    """Take the lease on running runs nobody owns (created by the CLI)."""
+    ids = [r[0] for r in c.execute("SELECT run_id FROM runs WHERE status = 'running' AND lease_owner IS NULL")]
+    return [(int(i), claim_run(c, int(i), owner, lease_s)) for i in ids]
+
+
+def claim_run(c: sqlite3.Connection, run_id: int, owner: str, lease_s: float) -> int:
+    """Take the lease on one running run; returns its new epoch."""
+    c.execute(
+        "UPDATE runs SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1"
+        " WHERE run_id = ?",
+        (owner, time.time() + lease_s, run_id),
+    )
+    return int(c.execute("SELECT lease_epoch FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+
+
+def _fence(c: sqlite3.Connection, run_id: int, epoch: int) -> int:
+    """The run's step count, after checking that we still hold its lease at `epoch`."""
+    row = c.execute(
+        "SELECT lease_epoch, step_count, status FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"no run {run_id}")
+    if row[0] != epoch:
+        raise Refused(f"run {run_id}: lease lost (epoch {epoch}, now {row[0]}); not writing")
+    if row[2] != RunStatus.RUNNING:
+        raise Refused(f"run {run_id} is {row[2]}; not writing a step")
+    return int(row[1])
+
+
+# ── steps ────────────────────────────────────────────────────────────────────────────────────────
+
+STEP_COLS = (
+    "run_id, seq, kind, status, data, created_at, completed_at, action, args, digest, verdict,"
+    " result, tokens_in, tokens_out"
+)
+
+
+def step_from_row(r: tuple[Any, ...]) -> Step:
+    return Step(
+        run_id=r[0],
+        seq=r[1],
+        kind=StepKind(r[2]),
+        status=StepStatus(r[3]),
+        data=json.loads(r[4]),
+        created_at=from_ts(r[5]),  # type: ignore[arg-type]  # NOT NULL column
+        completed_at=from_ts(r[6]),
+        action=r[7],
+        args=_uj(r[8]),
+        digest=r[9],
+        verdict=Verdict(r[10]) if r[10] else None,
+        result=_uj(r[11]),
+        tokens_in=r[12],
+        tokens_out=r[13],
+    )
+
+
+def append_step(
+    c: sqlite3.Connection,
+    run_id: int,
+    epoch: int,
+    kind: StepKind,
+    *,
+    status: StepStatus = StepStatus.DONE,
+    data: JSON | None = None,
+    action: str | None = None,
+    args: JSON | None = None,
+    digest: str | None = None,
+    verdict: Verdict | None = None,
+    result: JSON | None = None,
+    tokens_in: int = 0,
+    tokens_out: int = 0,
+) -> Step:
+    """Journal the run's next step (seq = step_count + 1) and return it as stored."""
+    seq = _fence(c, run_id, epoch) + 1
+    now = time.time()
+    done_at = None if status == StepStatus.STARTED else now
+    c.execute(
+        f"INSERT INTO steps ({STEP_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            run_id,
+            seq,
+            kind,
+            status,
+            _j(data or {}),
+            now,
+            done_at,
+            action,
+            _j(args),
+            digest,
+            verdict,
+            _j(result),
+            tokens_in,
+            tokens_out,
+        ),
+    )
+    c.execute("UPDATE runs SET step_count = ?, updated_at = ? WHERE run_id = ?", (seq, now, run_id))
+    return get_step(c, run_id, seq)
+
+
+def complete_step(
+    c: sqlite3.Connection,
+    run_id: int,
+    epoch: int,
+    seq: int,
+    *,
+    status: StepStatus,
+    result: JSON,
+) -> Step:
+    """Record the outcome of a started (intent-only) step."""
+    _fence(c, run_id, epoch)
+    cur = c.execute(
+        "UPDATE steps SET status = ?, result = ?, completed_at = ?"
+        " WHERE run_id = ? AND seq = ? AND status = 'started'",
+        (status, _j(result), time.time(), run_id, seq),
+    )
+    if cur.rowcount != 1:
+        raise Refused(f"run {run_id} step {seq} is not awaiting a result")
+    return get_step(c, run_id, seq)
+
+
+def get_step(c: sqlite3.Connection, run_id: int, seq: int) -> Step:
+    row = c.execute(
+        f"SELECT {STEP_COLS} FROM steps WHERE run_id = ? AND seq = ?", (run_id, seq)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"run {run_id} has no step {seq}")
+    return step_from_row(row)
+
+
+def list_steps(c: sqlite3.Connection, run_id: int) -> list[Step]:
+    rows = c.execute(f"SELECT {STEP_COLS} FROM steps WHERE run_id = ? ORDER BY seq", (run_id,))
+    return [step_from_row(r) for r in rows]
+
+
+def count_acts_since(c: sqlite3.Connection, agent: str, action: str, since: float) -> int:
+    """Executions (intents) of an action by any run of the agent since a time: for rate limits."""
+    row = c.execute(
+        "SELECT count(*) FROM steps s JOIN runs r ON r.run_id = s.run_id"
+        " WHERE s.kind = 'act' AND s.action = ? AND s.created_at >= ? AND r.agent = ?",
+        (action, since, agent),
+    ).fetchone()
+    return int(row[0])
+
+
+# ── run state transitions ────────────────────────────────────────────────────────────────────────
+
+
+def suspend(
+    c: sqlite3.Connection,
+    run_id: int,
+    epoch: int,
+    wait: JSON,
+    *,
+    item_id: int | None = None,
+    event: str | None = None,
+    after_event: int | None = None,
+    wake_at: float | None = None,
+) -> Step:
+    """Journal a WAIT step and park the run as a row (no task holds it) — one transaction."""
+    step = append_step(c, run_id, epoch, StepKind.WAIT, data=wait)
+    c.execute(
+        "UPDATE runs SET status = 'waiting', wait = ?, wait_kind = ?, wait_item_id = ?,"
+        " wait_event = ?, wait_after_event = ?, next_wake_at = ?, lease_owner = NULL,"
+        " updated_at = ? WHERE run_id = ?",
+        (_j(wait), wait["kind"], item_id, event, after_event, wake_at, time.time(), run_id),
+    )
+    return step
+
+
+def wake(c: sqlite3.Connection, run_id: int, owner: str, why: JSON, lease_s: float) -> int | None:
+    """Move a waiting run back to running with a WAKE step; None if it was no longer waiting.
+
+    Returns the new lease epoch. Called by the daemon only, after it matched the wait condition.
+    """
+    now = time.time()
+    cur = c.execute(
+        "UPDATE runs SET status = 'running', wait = NULL, wait_kind = NULL, wait_item_id = NULL,"
+        " wait_event = NULL, wait_after_event = NULL, next_wake_at = NULL, lease_owner = ?,"
+        " lease_expires_at = ?, lease_epoch = lease_epoch + 1, updated_at = ?"
+        " WHERE run_id = ? AND status = 'waiting'",
+        (owner, now + lease_s, now, run_id),
+    )
+    if cur.rowcount != 1:
+        return None
+    epoch = int(c.execute("SELECT lease_epoch FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+    append_step(c, run_id, epoch, StepKind.WAKE, data=why)
+    return epoch
+
+
+def finish(c: sqlite3.Connection, run_id: int, epoch: int, status: RunStatus, summary: str) -> Step:
+    step = append_step(
+        c, run_id, epoch, StepKind.FINISH, data={"status": str(status), "summary": summary}
+    )
+    c.execute(
+        "UPDATE runs SET status = ?, summary = ?, lease_owner = NULL, next_wake_at = NULL,"
+        " updated_at = ? WHERE run_id = ?",
+        (status, summary, time.time(), run_id),
+    )
+    return step
+
+
+def cancel(c: sqlite3.Connection, run_id: int, reason: str) -> None:
+    """Operator cancel: allowed from any unfinished state; journals a FINISH step."""
+    run = get_run(c, run_id)
+    if run.status.finished:
+        raise Refused(f"run {run_id} already {run.status}")
+    now = time.time()
+    c.execute(
+        "INSERT INTO steps (run_id, seq, kind, status, data, created_at, completed_at)"
+        " VALUES (?, ?, 'finish', 'done', ?, ?, ?)",
+        (run_id, run.step_count + 1, _j({"status": "cancelled", "summary": reason}), now, now),
+    )
+    c.execute(
+        "UPDATE runs SET status = 'cancelled', summary = ?, step_count = step_count + 1,"
+        " lease_epoch = lease_epoch + 1, lease_owner = NULL, wait = NULL, wait_kind = NULL,"
+        " next_wake_at = NULL, updated_at = ? WHERE run_id = ?",
+        (reason, now, run_id),
+    )
+
+
+# ── what the daemon's waker matches ─────────────────────────────────────────────────────────────
+
+
+def due_timers(c: sqlite3.Connection, now: float, limit: int = 500) -> list[int]:
+    rows = c.execute(
+        "SELECT run_id FROM runs WHERE status = 'waiting' AND next_wake_at <= ?"
+        " ORDER BY next_wake_at LIMIT ?",
+        (now, limit),
+    )
+    return [int(r[0]) for r in rows]
+
+
+def next_timer(c: sqlite3.Connection) -> float | None:
+    row = c.execute(
+        "SELECT min(next_wake_at) FROM runs WHERE status = 'waiting' AND next_wake_at IS NOT NULL"
+    ).fetchone()
+    return None if row[0] is None else float(row[0])
+
+
+def runs_with_resolved_items(c: sqlite3.Connection) -> list[tuple[int, int]]:
+    """(run_id, item_id) for waiting runs whose inbox item is no longer open."""
+    rows = c.execute(
+        "SELECT r.run_id, i.item_id FROM runs r JOIN inbox i ON i.item_id = r.wait_item_id"
+        " WHERE r.status = 'waiting' AND r.wait_kind = 'inbox' AND i.status != 'open'"
+    )
+    return [(int(a), int(b)) for a, b in rows]
+
+
+def runs_waiting_on_events(c: sqlite3.Connection) -> list[tuple[int, JSON, int, str, JSON]]:
+    """(run_id, wait, event_id, name, data) for each event newer than the run's wait began."""
+    rows = c.execute(
+        "SELECT r.run_id, r.wait, e.event_id, e.name, e.data FROM runs r"
+        " JOIN events e ON e.name = r.wait_event AND e.event_id > r.wait_after_event"
+        " WHERE r.status = 'waiting' AND r.wait_kind = 'event' ORDER BY e.event_id"
+    )
+    return [(int(a), json.loads(b), int(e), n, json.loads(d)) for a, b, e, n, d in rows]
+
+
+# ── world ────────────────────────────────────────────────────────────────────────────────────────
+
+
+def last_snapshot(c: sqlite3.Connection, agent: str) -> tuple[int, JSON] | None:
+    row = c.execute(
+        "SELECT snapshot_id, data FROM world WHERE agent = ? ORDER BY snapshot_id DESC LIMIT 1",
+        (agent,),
+    ).fetchone()
+    return None if row is None else (int(row[0]), json.loads(row[1]))
+
+
+def add_snapshot(
+    c: sqlite3.Connection, agent: str, run_id: int | None, data: JSON, changes: JSON
+) -> int:
+    cur = c.execute(
+        "INSERT INTO world (agent, run_id, taken_at, data, changes) VALUES (?, ?, ?, ?, ?)",
+        (agent, run_id, time.time(), _j(data), _j(changes)),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def get_snapshot(c: sqlite3.Connection, snapshot_id: int) -> JSON:
+    row = c.execute("SELECT data FROM world WHERE snapshot_id = ?", (snapshot_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no world snapshot {snapshot_id}")
+    return dict(json.loads(row[0]))
+
+
+# ── meta (cursors) and retention ─────────────────────────────────────────────────────────────────
+
+
+def get_meta(c: sqlite3.Connection, key: str, default: str = "") -> str:
+    row = c.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return default if row is None else str(row[0])
+
+
+def set_meta(c: sqlite3.Connection, key: str, value: str) -> None:
+    c.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?)"
+        " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
+def prune(c: sqlite3.Connection, older_than: float) -> int:
+    """Drop world snapshots older than the retention horizon (runs and steps are kept)."""
+    return c.execute("DELETE FROM world WHERE taken_at < ?", (older_than,)).rowcount

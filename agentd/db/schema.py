@@ -1,0 +1,160 @@
+"""Ordered migrations, tracked by `PRAGMA user_version`, each applied in one transaction.
+
+A migration is appended, never edited once released. Each runs inside `BEGIN IMMEDIATE … COMMIT` with
+its own `user_version` bump, so a failing one leaves the previous schema (and version) intact.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from agentd.errors import StateError
+
+MIGRATIONS: list[str] = [
+    # 1: the durable core — goals, runs, the step journal, world snapshots, events, inbox, schedules.
+    """
+    CREATE TABLE goals (
+        goal_id     INTEGER PRIMARY KEY,
+        title       TEXT NOT NULL,
+        why         TEXT NOT NULL,
+        agent       TEXT NOT NULL,
+        status      TEXT NOT NULL CHECK (status IN ('active','paused','achieved','abandoned')),
+        criteria    TEXT NOT NULL DEFAULT '[]',
+        deadline    REAL,
+        created_at  REAL NOT NULL,
+        updated_at  REAL NOT NULL
+    ) STRICT;
+
+    CREATE TABLE runs (
+        run_id            INTEGER PRIMARY KEY,
+        goal_id           INTEGER NOT NULL REFERENCES goals(goal_id),
+        agent             TEXT NOT NULL,
+        status            TEXT NOT NULL
+                          CHECK (status IN ('running','waiting','succeeded','failed','cancelled')),
+        trigger           TEXT NOT NULL,
+        step_count        INTEGER NOT NULL DEFAULT 0,
+        wait              TEXT,
+        wait_kind         TEXT CHECK (wait_kind IN ('inbox','event','timer')),
+        wait_item_id      INTEGER,
+        wait_event        TEXT,
+        wait_after_event  INTEGER,
+        next_wake_at      REAL,
+        summary           TEXT,
+        lease_owner       TEXT,
+        lease_expires_at  REAL,
+        lease_epoch       INTEGER NOT NULL DEFAULT 0,
+        created_at        REAL NOT NULL,
+        updated_at        REAL NOT NULL
+    ) STRICT;
+    CREATE INDEX runs_by_status ON runs(status, next_wake_at);
+    CREATE INDEX runs_by_goal ON runs(goal_id, status);
+    CREATE INDEX runs_by_item ON runs(wait_item_id) WHERE status = 'waiting';
+    CREATE INDEX runs_by_event ON runs(wait_event) WHERE status = 'waiting';
+
+    CREATE TABLE steps (
+        run_id        INTEGER NOT NULL REFERENCES runs(run_id),
+        seq           INTEGER NOT NULL,
+        kind          TEXT NOT NULL,
+        status        TEXT NOT NULL CHECK (status IN ('started','done','error')),
+        action        TEXT,
+        args          TEXT,
+        digest        TEXT,
+        verdict       TEXT CHECK (verdict IN ('allow','approve','deny')),
+        result        TEXT,
+        data          TEXT NOT NULL DEFAULT '{}',
+        tokens_in     INTEGER NOT NULL DEFAULT 0,
+        tokens_out    INTEGER NOT NULL DEFAULT 0,
+        created_at    REAL NOT NULL,
+        completed_at  REAL,
+        PRIMARY KEY (run_id, seq)
+    ) STRICT;
+    CREATE INDEX steps_acts ON steps(action, created_at) WHERE kind = 'act';
+
+    CREATE TABLE world (
+        snapshot_id  INTEGER PRIMARY KEY,
+        agent        TEXT NOT NULL,
+        run_id       INTEGER REFERENCES runs(run_id),
+        taken_at     REAL NOT NULL,
+        data         TEXT NOT NULL,
+        changes      TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX world_by_agent ON world(agent, snapshot_id);
+
+    CREATE TABLE events (
+        event_id    INTEGER PRIMARY KEY,
+        name        TEXT NOT NULL,
+        data        TEXT NOT NULL DEFAULT '{}',
+        dedupe_key  TEXT UNIQUE,
+        source      TEXT NOT NULL DEFAULT 'cli',
+        created_at  REAL NOT NULL
+    ) STRICT;
+    CREATE INDEX events_by_name ON events(name, event_id);
+
+    CREATE TABLE inbox (
+        item_id      INTEGER PRIMARY KEY,
+        kind         TEXT NOT NULL CHECK (kind IN ('question','approval','notice')),
+        status       TEXT NOT NULL CHECK (status IN
+                     ('open','answered','approved','consumed','denied','expired','dismissed')),
+        goal_id      INTEGER REFERENCES goals(goal_id),
+        run_id       INTEGER REFERENCES runs(run_id),
+        seq          INTEGER,
+        title        TEXT NOT NULL,
+        body         TEXT NOT NULL DEFAULT '',
+        action       TEXT,
+        args         TEXT,
+        digest       TEXT,
+        rule         TEXT,
+        answer       TEXT,
+        edited       INTEGER NOT NULL DEFAULT 0,
+        data         TEXT NOT NULL DEFAULT '{}',
+        created_at   REAL NOT NULL,
+        expires_at   REAL,
+        resolved_at  REAL,
+        consumed_by  TEXT
+    ) STRICT;
+    CREATE INDEX inbox_by_status ON inbox(status, expires_at);
+    CREATE INDEX inbox_by_run ON inbox(run_id);
+
+    CREATE TABLE schedules (
+        schedule_id    INTEGER PRIMARY KEY,
+        goal_id        INTEGER REFERENCES goals(goal_id),
+        kind           TEXT NOT NULL,
+        spec           TEXT NOT NULL,
+        last_fired_at  REAL,
+        next_fire_at   REAL,
+        enabled        INTEGER NOT NULL DEFAULT 1
+    ) STRICT;
+
+    CREATE TABLE meta (
+        key    TEXT PRIMARY KEY,
+        value  TEXT NOT NULL
+    ) STRICT;
+    """,
+]
+
+
+def version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection, migrations: list[str] | None = None) -> int:
+    """Apply pending migrations in order; returns the schema version reached.
+
+    The connection must be in autocommit mode (isolation_level=None): each script carries its own
+    BEGIN IMMEDIATE, because `executescript` would otherwise commit whatever was open.
+    """
+    steps = MIGRATIONS if migrations is None else migrations
+    current = version(conn)
+    if current > len(steps):
+        raise StateError(
+            f"database schema is version {current}, newer than this agentd knows ({len(steps)}); "
+            "upgrade agentd"
+        )
+    for number, sql in enumerate(steps[current:], start=current + 1):
+        try:
+            conn.executescript(f"BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
+        except sqlite3.Error as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StateError(f"migration {number} failed and was rolled back: {e}") from e
+    return len(steps)

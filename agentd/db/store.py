@@ -1,0 +1,222 @@
+"""SQLite connections: pragmas, error translation, a sync store for the CLI, a group-committing async one.
+
+The daemon has one writer connection on one thread. Writes queue up while the previous batch commits;
+the next batch runs as ONE `BEGIN IMMEDIATE … COMMIT` (one fsync), each request inside its own
+savepoint so one failure does not sink its neighbours. No caller resumes before its batch is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from agentd.db.schema import migrate
+from agentd.errors import AgentdError, StateError
+
+T = TypeVar("T")
+Work = Callable[[sqlite3.Connection], T]
+log = structlog.get_logger("agentd.db")
+
+BUSY_TIMEOUT_MS = 5000
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open `path` with agentd's pragmas: WAL, synchronous=FULL, foreign keys, busy timeout."""
+    if not readonly and not path.parent.exists():
+        raise StateError(f"{path.parent}: state directory does not exist; run `agentd init`")
+    try:
+        uri = f"file:{path}?mode=ro" if readonly else f"file:{path}?mode=rwc"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if not readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.Error as e:
+        raise translate(e, path) from None
+    return conn
+
+
+def translate(e: sqlite3.Error, path: Path) -> StateError:
+    """An SQLite error as a message that says what to do."""
+    text = str(e)
+    if "readonly" in text or "read-only" in text:
+        return StateError(
+            f"{path}: database is read-only ({text}); agentd needs write access to the file "
+            "and its folder (for -wal and -shm)"
+        )
+    if "locked" in text or "busy" in text:
+        return StateError(f"{path}: database is locked by another process ({text}); retry shortly")
+    if "unable to open" in text:
+        return StateError(f"{path}: cannot open database ({text}); check the path and permissions")
+    return StateError(f"{path}: database error: {text}")
+
+
+def open_migrated(path: Path) -> sqlite3.Connection:
+    conn = connect(path)
+    try:
+        migrate(conn)
+    except sqlite3.Error as e:
+        conn.close()
+        raise translate(e, path) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+class SyncStore:
+    """The CLI's store: short `BEGIN IMMEDIATE` transactions on one connection."""
+
+    def __init__(self, path: Path, *, migrate_schema: bool = True) -> None:
+        self.path = path
+        self.conn = open_migrated(path) if migrate_schema else connect(path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise translate(e, self.path) from None
+        try:
+            yield self.conn
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            self.conn.execute("ROLLBACK")
+            raise translate(e, self.path) from None
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def write(self, work: Work[T]) -> T:
+        with self.transaction() as conn:
+            return work(conn)
+
+    def read(self, work: Work[T]) -> T:
+        try:
+            return work(self.conn)
+        except sqlite3.Error as e:
+            raise translate(e, self.path) from None
+
+
+class Store:
+    """The daemon's store: group-committed writes on one thread, reads on another connection."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="agentd-writer")
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="agentd-reader")
+        self._wconn: sqlite3.Connection | None = None
+        self._rconn: sqlite3.Connection | None = None
+        self._pending: list[tuple[Work[Any], asyncio.Future[Any]]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.batches = 0  # commits made; with `writes`, shows how well group commit batches
+        self.writes = 0
+
+    async def open(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._wconn = await loop.run_in_executor(self._writer, open_migrated, self.path)
+        self._rconn = await loop.run_in_executor(self._reader, connect, self.path)
+        self._task = asyncio.create_task(self._commit_loop(), name="agentd-db-writer")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            # The commit loop drains what is queued first: callers were promised durability.
+            self._closing = True
+            self._wake.set()
+            await self._task
+        loop = asyncio.get_running_loop()
+        if self._wconn is not None:
+            await loop.run_in_executor(self._writer, self._wconn.close)
+        if self._rconn is not None:
+            await loop.run_in_executor(self._reader, self._rconn.close)
+        self._writer.shutdown(wait=True)
+        self._reader.shutdown(wait=True)
+
+    async def write(self, work: Work[T]) -> T:
+        """Run `work` inside a write transaction; returns once it is committed (durable)."""
+        if self._closing:
+            raise StateError(f"{self.path}: the store is closed; not writing")
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._pending.append((work, fut))
+        self._wake.set()
+        return await fut
+
+    async def read(self, work: Work[T]) -> T:
+        loop = asyncio.get_running_loop()
+        assert self._rconn is not None, "Store.open() first"
+        conn = self._rconn
+
+        def run() -> T:
+            try:
+                return work(conn)
+            except sqlite3.Error as e:
+                raise translate(e, self.path) from None
+
+        return await loop.run_in_executor(self._reader, run)
+
+    async def _commit_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._pending = self._pending, []
+            if not batch:
+                if self._closing:
+                    return
+                continue
+            outcomes = await loop.run_in_executor(self._writer, self._commit, batch)
+            for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
+                if fut.done():
+                    continue
+                if ok:
+                    fut.set_result(value)
+                else:
+                    fut.set_exception(value)
+            if self._closing:
+                self._wake.set()  # one more pass: exit once the queue is empty
+
+    def _commit(self, batch: list[tuple[Work[Any], asyncio.Future[Any]]]) -> list[tuple[bool, Any]]:
+        conn = self._wconn
+        assert conn is not None
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for work, _ in batch:
+                conn.execute("SAVEPOINT request")
+                try:
+                    value = work(conn)
+                except Exception as e:  # one failing request must not sink the batch
+                    conn.execute("ROLLBACK TO request")
+                    conn.execute("RELEASE request")
+                    failure = translate(e, self.path) if isinstance(e, sqlite3.Error) else e
+                    outcomes.append((False, failure))
+                else:
+                    conn.execute("RELEASE request")
+                    outcomes.append((True, value))
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            err: AgentdError = translate(e, self.path)
+            log.error("db.commit_failed", error=str(err), requests=len(batch))
+            return [(False, err)] * len(batch)
+        self.batches += 1
+        self.writes += len(batch)
+        return outcomes
+
+    async def data_version(self) -> int:
+        """Changes whenever another connection (the CLI, our writer) commits: cheap to poll."""
+        return await self.read(lambda c: int(c.execute("PRAGMA data_version").fetchone()[0]))

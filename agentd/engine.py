@@ -1,0 +1,625 @@
+"""The engine: advance a run one journaled step at a time, from whatever its journal says is next.
+
+observe → decide → check → act | ask | wait | finish. The next step is a pure function of the last
+journaled one, so a restart resumes exactly where the journal stops. A run task exists only while a
+run executes; waiting runs are rows that the scheduler wakes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from agentd import harness, prompt
+from agentd.actions import ActionContext, Executor
+from agentd.config import BuiltinAction, Config
+from agentd.db import items as qi
+from agentd.db import queries as q
+from agentd.db.store import Store
+from agentd.decide import Decision, Menu
+from agentd.errors import ActionFailed, AgentdError, ModelError, ModelOutputInvalid, Refused
+from agentd.llm import Model, ModelRequest
+from agentd.models import (
+    JSON,
+    Goal,
+    InboxKind,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+    Verdict,
+    action_digest,
+)
+from agentd.sources import Source, changes, observe_all
+
+log = structlog.get_logger("agentd.engine")
+LEASE_S = 300.0
+MODEL_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Deps:
+    """Everything the engine talks to, built once by the daemon (or a test) and passed down."""
+
+    config: Config
+    store: Store
+    models: dict[str, Model]
+    executors: dict[str, Executor]
+    sources: dict[str, Source]
+    owner: str
+    menus: dict[str, Menu] = field(default_factory=dict)
+    on_change: Callable[[], None] = lambda: (
+        None
+    )  # nudges the scheduler after a commit it may act on
+
+    def menu(self, agent: str) -> Menu:
+        if agent not in self.menus:
+            self.menus[agent] = Menu(self.config, self.config.agents[agent])
+        return self.menus[agent]
+
+
+class Engine:
+    """Runs executing runs as tasks, at most `max_concurrent_runs` at a time."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.slots = asyncio.Semaphore(deps.config.daemon.max_concurrent_runs)
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.relaunch: dict[int, int] = {}
+        self.stopping = False
+
+    def launch(self, run_id: int, epoch: int) -> None:
+        """Start driving a run at lease `epoch`.
+
+        If a task for the run is still winding down (it just suspended and was woken at once), the
+        launch is queued for when that task ends, so a woken run is never left without a driver.
+        """
+        if self.stopping:
+            return
+        if run_id in self.tasks:
+            self.relaunch[run_id] = epoch
+            return
+        task = asyncio.create_task(self._drive(run_id, epoch), name=f"run-{run_id}")
+        self.tasks[run_id] = task
+        task.add_done_callback(lambda _t: self._ended(run_id))
+
+    def _ended(self, run_id: int) -> None:
+        self.tasks.pop(run_id, None)
+        if run_id in self.relaunch:
+            self.launch(run_id, self.relaunch.pop(run_id))
+
+    async def _drive(self, run_id: int, epoch: int) -> None:
+        async with self.slots:
+            structlog.contextvars.bind_contextvars(run_id=run_id)
+            try:
+                driver = await RunDriver.load(self.deps, run_id, epoch)
+                structlog.contextvars.bind_contextvars(goal_id=driver.goal_id)
+                while not self.stopping and await driver.advance():
+                    pass
+            except Refused as e:  # lease lost or run cancelled under us: stop touching it
+                log.warning("run.released", reason=str(e))
+            except AgentdError as e:
+                log.error("run.stalled", error=str(e))
+            except Exception:
+                log.exception("run.crashed")
+
+    async def stop(self, grace_s: float) -> None:
+        """Take no new step; give steps in flight `grace_s` to reach their journal point."""
+        self.stopping = True
+        pending = list(self.tasks.values())
+        if not pending:
+            return
+        _done, late = await asyncio.wait(pending, timeout=grace_s)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=5)
+            log.warning("engine.cancelled_in_flight", runs=len(late))
+
+
+class RunDriver:
+    """One run's journal in memory while it executes; every write goes to the store first."""
+
+    def __init__(self, deps: Deps, run_id: int, epoch: int, steps: list[Step], goal: Goal) -> None:
+        self.deps = deps
+        self.run_id = run_id
+        self.epoch = epoch
+        self.steps = steps
+        self.goal = goal
+        self.goal_id = goal.goal_id
+        self.agent_name = goal.agent
+        self.agent = deps.config.agents[goal.agent]
+        self.menu = deps.menu(goal.agent)
+        self.world: JSON = {}
+        self.changes: JSON = {}
+
+    @classmethod
+    async def load(cls, deps: Deps, run_id: int, epoch: int) -> RunDriver:
+        def read(c: Any) -> tuple[Any, list[Step], JSON]:
+            run = q.get_run(c, run_id)
+            steps = q.list_steps(c, run_id)
+            world: JSON = {}
+            obs = [s for s in steps if s.kind == StepKind.OBSERVE]
+            if obs:
+                world = q.get_snapshot(c, obs[-1].data["snapshot_id"])
+            return q.get_goal(c, run.goal_id), steps, world
+
+        goal, steps, world = await deps.store.read(read)
+        if goal.agent not in deps.config.agents:
+            raise AgentdError(f"run {run_id}: agent {goal.agent!r} is no longer in the config")
+        driver = cls(deps, run_id, epoch, steps, goal)
+        driver.world = world
+        if steps and steps[-1].kind == StepKind.OBSERVE:
+            driver.changes = steps[-1].data.get("changes", {})
+        return driver
+
+    # ── plumbing ──────────────────────────────────────────────────────────────────────────────
+
+    async def _write(self, work: Callable[[Any], Any]) -> Any:
+        return await self.deps.store.write(work)
+
+    async def _append(self, kind: StepKind, **kw: Any) -> Step:
+        step: Step = await self._write(
+            lambda c: q.append_step(c, self.run_id, self.epoch, kind, **kw)
+        )
+        self.steps.append(step)
+        log.info("step.recorded", seq=step.seq, kind=str(kind), action=step.action)
+        return step
+
+    def _trailing(self, pred: Callable[[Step], bool], skip: Callable[[Step], bool]) -> int:
+        """How many steps at the end satisfy `pred`, looking past steps matching `skip`."""
+        n = 0
+        for s in reversed(self.steps):
+            if pred(s):
+                n += 1
+            elif not skip(s):
+                break
+        return n
+
+    # ── the state machine ─────────────────────────────────────────────────────────────────────
+
+    async def advance(self) -> bool:
+        """Take the next step; False when the run is no longer executing (waiting or finished)."""
+        last = self.steps[-1]
+        if last.kind in (StepKind.WAIT, StepKind.FINISH):
+            return False
+        if last.kind == StepKind.OBSERVE:
+            await self.decide()
+        elif last.kind == StepKind.DECIDE:
+            await (self.check(last) if last.action else self.after_invalid())
+        elif last.kind == StepKind.CHECK:
+            await self.after_check(last)
+        elif last.kind == StepKind.ACT and last.status == StepStatus.STARTED:
+            await self.recover_act(last)
+        elif last.kind == StepKind.WAKE:
+            await self.after_wake(last)
+        else:  # START, a finished ACT
+            await self.observe()
+        return True
+
+    async def observe(self) -> None:
+        sources = [self.deps.sources[name] for name in self.agent.sources]
+        world = await observe_all(sources)
+
+        def write(c: Any) -> Step:
+            prev = q.last_snapshot(c, self.agent_name)
+            diff = changes(prev[1] if prev else None, world)
+            snapshot_id = q.add_snapshot(c, self.agent_name, self.run_id, world, diff)
+            data = {"snapshot_id": snapshot_id, "changes": diff, "events_seen": qi.last_event_id(c)}
+            return q.append_step(c, self.run_id, self.epoch, StepKind.OBSERVE, data=data)
+
+        step: Step = await self._write(write)
+        self.steps.append(step)
+        self.world, self.changes = world, step.data["changes"]
+
+    async def decide(self) -> None:
+        decisions = sum(1 for s in self.steps if s.kind == StepKind.DECIDE)
+        if decisions >= self.agent.limits.max_steps:
+            await self.finish(RunStatus.FAILED, f"stopped: {decisions} decisions reached max_steps")
+            return
+        last = self.steps[-1]
+        feedback = last.data.get("error") if last.kind == StepKind.DECIDE else None
+        system, text = prompt.build(
+            goal=self.goal,
+            agent_description=self.agent.description,
+            menu=self.menu.describe(),
+            world=self.world,
+            changes=self.changes,
+            history=self.steps,
+            history_steps=self.agent.limits.history_steps,
+            feedback=feedback,
+        )
+        request = ModelRequest(
+            run_id=self.run_id,
+            goal_id=self.goal_id,
+            decision_no=decisions + 1,
+            system=system,
+            prompt=text,
+            schema=self.menu.schema(),
+        )
+        model = self.deps.models[self.agent.model]
+        try:
+            async with asyncio.timeout(MODEL_TIMEOUT_S):
+                reply = await model.complete(request)
+        except (ModelError, TimeoutError) as e:
+            await self.backoff(e)
+            return
+        meta = {
+            "raw": reply.text[:20000],
+            "model": reply.model,
+            "stop_reason": reply.stop_reason,
+            "decision_no": decisions + 1,
+        }
+        tokens = {"tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out}
+        try:
+            d = self.menu.parse(reply.text)
+        except ModelOutputInvalid as e:
+            await self._append(
+                StepKind.DECIDE, status=StepStatus.ERROR, data={**meta, "error": str(e)}, **tokens
+            )
+            return
+        await self._append(
+            StepKind.DECIDE,
+            action=d.action,
+            args=d.args,
+            digest=d.digest,
+            data={**meta, "reason": d.reason},
+            **tokens,
+        )
+
+    async def backoff(self, err: BaseException) -> None:
+        """A failed model call: sleep durably (a wake time on the run), no coroutine held."""
+        limits = self.agent.limits
+        attempt = 1 + self._trailing(
+            lambda s: s.kind == StepKind.WAIT and s.data.get("why") == "model_retry",
+            lambda s: s.kind == StepKind.WAKE,
+        )
+        hint = getattr(err, "retry_after_s", None)
+        delay = min(limits.retry_max_s, max(hint or 0.0, limits.retry_base_s * 2 ** (attempt - 1)))
+        message = str(err) or "model call timed out"
+        log.warning("llm.failed", error=message, retry_in_s=delay, attempt=attempt)
+        await self.suspend(
+            {"kind": "timer", "why": "model_retry", "error": message, "attempt": attempt},
+            wake_at=time.time() + delay,
+        )
+
+    async def after_invalid(self) -> None:
+        invalid = self._trailing(
+            lambda s: s.kind == StepKind.DECIDE and not s.action, lambda s: False
+        )
+        if invalid <= self.agent.limits.max_invalid_outputs:
+            await self.decide()
+            return
+        await self.ask_operator(
+            f"The model gave {invalid} invalid replies in a row; last error: "
+            f"{self.steps[-1].data.get('error')}. What should this run do?",
+            why="invalid_output",
+        )
+
+    async def check(self, decided: Step) -> None:
+        d = Decision(decided.action or "", decided.args or {}, decided.data.get("reason", ""))
+        earlier = [
+            s.digest or "" for s in self.steps[:-1] if s.kind == StepKind.DECIDE and s.action
+        ]
+        denials = self._trailing(
+            lambda s: (
+                (s.kind == StepKind.CHECK and s.verdict == Verdict.DENY)
+                or (s.kind == StepKind.WAKE and s.data.get("status") in ("denied", "expired"))
+            ),
+            lambda s: s.kind not in (StepKind.CHECK, StepKind.ACT),
+        )
+        since = time.time() - 3600
+        acts = await self.deps.store.read(
+            lambda c: q.count_acts_since(c, self.agent_name, d.action, since)
+        )
+        facts = harness.Facts(tuple(earlier), acts, denials)
+        verdict = harness.check(d, self.agent, facts, self.deps.config.action(d.action).type)
+        await self._append(
+            StepKind.CHECK,
+            action=d.action,
+            args=d.args,
+            digest=d.digest,
+            verdict=verdict.verdict,
+            data={"rule": verdict.rule, "escalate": verdict.escalate},
+        )
+
+    async def after_check(self, checked: Step) -> None:
+        action, args = checked.action or "", checked.args or {}
+        if checked.verdict == Verdict.ALLOW:
+            await self.act(action, args)
+        elif checked.verdict == Verdict.APPROVE:
+            await self.request_approval(checked)
+        elif checked.data.get("escalate"):
+            await self.ask_operator(
+                f"The harness refused {action} {args} ({checked.data.get('rule')}). "
+                "What should this run do instead?",
+                why="denied",
+            )
+        else:
+            await self.observe()
+
+    async def after_wake(self, woke: Step) -> None:
+        why = woke.data
+        if why.get("why") == "model_retry":
+            await self.decide()
+        elif why.get("item_kind") == InboxKind.APPROVAL and why.get("status") == "approved":
+            await self.act(why["action"], why["args"], approval=why["item_id"])
+        else:
+            await self.observe()
+
+    # ── acting ────────────────────────────────────────────────────────────────────────────────
+
+    async def act(self, action: str, args: JSON, approval: int | None = None) -> None:
+        """Carry out an allowed (or approved) action: intent journaled first unless idempotent."""
+        cfg = self.deps.config.action(action)
+        digest = action_digest(action, args)
+        if isinstance(cfg, BuiltinAction):
+            await self.control(cfg, action, args, digest, approval)
+            return
+        executor = self.deps.executors[action]
+        seq = len(self.steps) + 1
+        ctx = ActionContext(self.run_id, self.goal_id, seq, action)
+        if executor.idempotent and approval is None:
+            # Safe to repeat after a crash, so one commit (with the result) is enough.
+            status, result = await self._execute(executor, args, ctx)
+            await self._append(
+                StepKind.ACT, status=status, action=action, args=args, digest=digest, result=result
+            )
+            return
+
+        def intent(c: Any) -> Step:
+            if approval is not None:
+                # The approval is consumed in the same transaction as the intent: at most once.
+                qi.consume_approval(c, approval, digest, ctx.idempotency_key)
+            return q.append_step(
+                c,
+                self.run_id,
+                self.epoch,
+                StepKind.ACT,
+                status=StepStatus.STARTED,
+                action=action,
+                args=args,
+                digest=digest,
+                data={"approval": approval, "key": ctx.idempotency_key},
+            )
+
+        try:
+            step: Step = await self._write(intent)
+        except Refused as e:
+            if approval is None:
+                raise
+            await self._append(StepKind.OBSERVE, data={"refused": str(e), "changes": {}})
+            return
+        self.steps.append(step)
+        status, result = await self._execute(executor, args, ctx)
+        await self._complete(step, status, result)
+
+    async def _execute(
+        self, ex: Executor, args: JSON, ctx: ActionContext
+    ) -> tuple[StepStatus, JSON]:
+        log.info("action.executing", action=ctx.action, key=ctx.idempotency_key)
+        try:
+            result = await ex.execute(args, ctx)
+        except ActionFailed as e:
+            return StepStatus.ERROR, {"ok": False, "error": str(e)}
+        return (StepStatus.DONE if result.get("ok", True) else StepStatus.ERROR), result
+
+    async def _complete(self, step: Step, status: StepStatus, result: JSON) -> None:
+        done: Step = await self._write(
+            lambda c: q.complete_step(
+                c, self.run_id, self.epoch, step.seq, status=status, result=result
+            )
+        )
+        self.steps[-1] = done
+
+    async def recover_act(self, step: Step) -> None:
+        """An intent without a result: the daemon died mid-action (DESIGN.md §4.3)."""
+        action, args = step.action or "", step.args or {}
+        executor = self.deps.executors[action]
+        ctx = ActionContext(self.run_id, self.goal_id, step.seq, action)
+        if executor.idempotent:
+            status, result = await self._execute(executor, args, ctx)
+            await self._complete(step, status, {**result, "recovered": "re-executed (idempotent)"})
+            return
+        happened = await executor.verify(args, ctx)
+        log.warning("action.recovering", action=action, key=ctx.idempotency_key, verified=happened)
+        if happened is True:
+            await self._complete(step, StepStatus.DONE, {"ok": True, "recovered": "verified done"})
+        elif happened is False:
+            status, result = await self._execute(executor, args, ctx)
+            await self._complete(step, status, {**result, "recovered": "verified not done; ran"})
+        else:
+            await self._complete(
+                step,
+                StepStatus.ERROR,
+                {"ok": False, "outcome": "unknown", "key": ctx.idempotency_key},
+            )
+            await self.observe()
+            await self.ask_operator(
+                f"agentd stopped while running {action} {args} (key {ctx.idempotency_key}) and "
+                "cannot tell whether it happened. It will not be retried blindly. "
+                "Did it happen? Your answer is given to the run.",
+                why="unknown_outcome",
+            )
+
+    async def control(
+        self, cfg: BuiltinAction, action: str, args: JSON, digest: str, approval: int | None
+    ) -> None:
+        """Control actions change the run or the inbox; each is one transaction with its step."""
+        if cfg.type == "finish":
+            status = RunStatus.SUCCEEDED if args["outcome"] == "succeeded" else RunStatus.FAILED
+            await self.finish(status, args["summary"], approval=approval, digest=digest)
+            return
+        seq = len(self.steps) + 1
+        key = f"{self.run_id}:{seq}"
+        events_seen = next(
+            (
+                s.data.get("events_seen", 0)
+                for s in reversed(self.steps)
+                if s.kind == StepKind.OBSERVE
+            ),
+            0,
+        )
+
+        def write(c: Any) -> list[Step]:
+            if approval is not None:
+                qi.consume_approval(c, approval, digest, key)
+            result: JSON = {"ok": True}
+            if cfg.type in ("notify", "ask"):
+                kind = InboxKind.NOTICE if cfg.type == "notify" else InboxKind.QUESTION
+                text = args.get("message") or args.get("question") or ""
+                result["item_id"] = qi.post(
+                    c,
+                    kind,
+                    title=text[:200],
+                    body=text,
+                    goal_id=self.goal_id,
+                    run_id=self.run_id,
+                    seq=seq,
+                    expires_at=self._expiry(kind),
+                )
+            act = q.append_step(
+                c,
+                self.run_id,
+                self.epoch,
+                StepKind.ACT,
+                action=action,
+                args=args,
+                digest=digest,
+                result=result,
+                data={"approval": approval, "key": key},
+            )
+            if cfg.type == "notify":
+                return [act]
+            if cfg.type == "ask":
+                wait = {"kind": "inbox", "item_id": result["item_id"], "why": "question"}
+                return [act, q.suspend(c, self.run_id, self.epoch, wait, item_id=result["item_id"])]
+            if cfg.type == "sleep":
+                until = args.get("until")
+                secs = min(float(args.get("seconds") or 0.0), cfg.max_sleep_s)
+                wake_at = _parse_ts(until) if until else time.time() + secs
+                wait = {"kind": "timer", "why": "sleep", "until": wake_at}
+                return [act, q.suspend(c, self.run_id, self.epoch, wait, wake_at=wake_at)]
+            timeout = args.get("timeout_s")
+            wait = {
+                "kind": "event",
+                "event": args["event"],
+                "match": args.get("match", {}),
+                "why": "wait_event",
+                "timeout_s": timeout,
+            }
+            deadline = time.time() + float(timeout) if timeout else None
+            return [
+                act,
+                q.suspend(
+                    c,
+                    self.run_id,
+                    self.epoch,
+                    wait,
+                    event=args["event"],
+                    after_event=events_seen,
+                    wake_at=deadline,
+                ),
+            ]
+
+        self.steps.extend(await self._write(write))
+        self.deps.on_change()
+
+    # ── suspending and ending ─────────────────────────────────────────────────────────────────
+
+    def _expiry(self, kind: InboxKind) -> float | None:
+        rule = self.agent.policy.expire.get(kind.value)  # type: ignore[call-overload]
+        return None if rule is None else time.time() + rule.after_s
+
+    async def suspend(self, wait: JSON, **kw: Any) -> None:
+        step: Step = await self._write(lambda c: q.suspend(c, self.run_id, self.epoch, wait, **kw))
+        self.steps.append(step)
+        self.deps.on_change()
+
+    async def request_approval(self, checked: Step) -> None:
+        action, args, digest = checked.action or "", checked.args or {}, checked.digest or ""
+        decided = next(s for s in reversed(self.steps) if s.kind == StepKind.DECIDE)
+        body = (
+            f"The run proposes {action} with arguments {args}.\n"
+            f"Reason given: {decided.data.get('reason', '')}\n"
+            f"Gated by: {checked.data.get('rule')}\n"
+            f"World at the time: {prompt.quote(self.world)}"
+        )
+
+        def write(c: Any) -> Step:
+            item_id = qi.post(
+                c,
+                InboxKind.APPROVAL,
+                title=f"approve {action}?",
+                body=body,
+                goal_id=self.goal_id,
+                run_id=self.run_id,
+                seq=checked.seq,
+                action=action,
+                args=args,
+                digest=digest,
+                rule=checked.data.get("rule"),
+                expires_at=self._expiry(InboxKind.APPROVAL),
+                data={"reason": decided.data.get("reason", ""), "world": self.world},
+            )
+            wait = {"kind": "inbox", "item_id": item_id, "why": "approval", "action": action}
+            return q.suspend(c, self.run_id, self.epoch, wait, item_id=item_id)
+
+        self.steps.append(await self._write(write))
+        self.deps.on_change()
+
+    async def ask_operator(self, question: str, why: str) -> None:
+        def write(c: Any) -> Step:
+            item_id = qi.post(
+                c,
+                InboxKind.QUESTION,
+                title=question[:200],
+                body=question,
+                goal_id=self.goal_id,
+                run_id=self.run_id,
+                seq=len(self.steps) + 1,
+                rule=why,
+                expires_at=self._expiry(InboxKind.QUESTION),
+            )
+            wait = {"kind": "inbox", "item_id": item_id, "why": why}
+            return q.suspend(c, self.run_id, self.epoch, wait, item_id=item_id)
+
+        self.steps.append(await self._write(write))
+        self.deps.on_change()
+
+    async def finish(
+        self,
+        status: RunStatus,
+        summary: str,
+        *,
+        approval: int | None = None,
+        digest: str | None = None,
+    ) -> None:
+        key = f"{self.run_id}:{len(self.steps) + 1}"
+
+        def write(c: Any) -> Step:
+            if approval is not None and digest is not None:
+                qi.consume_approval(c, approval, digest, key)
+            qi.withdraw_open_items(c, self.run_id, f"run {status}")
+            qi.post(
+                c,
+                InboxKind.NOTICE,
+                title=f"run {self.run_id} {status}: {summary[:150]}",
+                body=summary,
+                goal_id=self.goal_id,
+                run_id=self.run_id,
+            )
+            return q.finish(c, self.run_id, self.epoch, status, summary)
+
+        self.steps.append(await self._write(write))
+        log.info("run.finished", status=str(status), summary=summary[:200])
+
+
+def _parse_ts(value: str) -> float:
+    return datetime.fromisoformat(value).timestamp()

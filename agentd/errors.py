@@ -1,0 +1,74 @@
+"""Every error agentd raises on purpose, split by what the caller must do.
+
+AgentdError                      base; `str(e)` is a complete message for a human
+├── ConfigError                  fix the config file (file:line, key, what to change) → exit 2
+├── UsageError                   fix the command line or its input (bad JSON, bad time) → exit 2
+├── NotFound                     an id that does not exist → exit 1
+├── Refused                      a valid request the current state forbids → exit 1
+├── StateError                   the database cannot be used (read-only, locked, newer schema)
+│   └── DaemonRunning            another daemon holds the state directory
+├── ModelError                   the model call failed; the run sleeps and retries durably
+│   └── ModelOutputInvalid       the reply did not validate; re-ask with the error, then escalate
+└── ActionFailed                 an action could not run; fed back to the run as an observation
+"""
+
+from __future__ import annotations
+
+
+class AgentdError(Exception):
+    """Base class: the message is meant for the operator, without a traceback."""
+
+    exit_code = 1
+
+
+class ConfigError(AgentdError):
+    """The config file is invalid: the message names the file, the line or key, and what to fix."""
+
+    exit_code = 2
+
+
+class UsageError(AgentdError):
+    """The command line or its input is malformed (bad JSON, bad time, unknown option value)."""
+
+    exit_code = 2
+
+
+class NotFound(AgentdError):
+    """No goal, run, inbox item or event has that id; `agentd goal list` and friends show the ids."""
+
+    exit_code = 1
+
+
+class Refused(AgentdError):
+    """The request is well-formed but the current state forbids it (e.g. approving a denied item)."""
+
+    exit_code = 1
+
+
+class StateError(AgentdError):
+    """The state directory or database cannot be used as it is (permissions, lock, schema version)."""
+
+    exit_code = 1
+
+
+class DaemonRunning(StateError):
+    """Another `agentd serve` already owns this state directory; stop it or use another --home."""
+
+
+class ModelError(AgentdError):
+    """A model call failed in a way worth retrying later (rate limit, overload, timeout, network).
+
+    `retry_after_s` is the provider's hint, if any; the engine turns it into a durable wake time.
+    """
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class ModelOutputInvalid(AgentdError):
+    """The model's reply is not a valid action from the menu; the run re-asks with this message."""
+
+
+class ActionFailed(AgentdError):
+    """An action could not be carried out; the run sees this message as the action's result."""

@@ -1,0 +1,65 @@
+"""The harness: policy enforced in code on every decided action, before anything executes.
+
+Pure logic over what the engine hands in (the decision, the agent's policy, counters read from the
+journal). What the model says about approval is irrelevant: only the verdict computed here counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentd.actions import CONTROL_TYPES
+from agentd.config import AgentConfig
+from agentd.decide import Decision
+from agentd.models import Verdict
+
+# Waiting is not acting: repeating a wait is how a watcher watches, so loops are not counted on these.
+NOT_LOOPING = frozenset({"sleep", "wait_event"})
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the harness needs to know from the journal, gathered by the engine."""
+
+    recent_digests: tuple[str, ...]  # digests of this run's previous valid decisions, oldest first
+    acts_last_hour: int  # executions of this action by any run of the agent in the last hour
+    denials_in_a_row: int  # this run's consecutive denied proposals before this one
+
+
+@dataclass(frozen=True)
+class Check:
+    verdict: Verdict
+    rule: str  # which rule decided, shown in the inbox and the timeline
+    escalate: bool = False  # deny and ask the operator instead of feeding back to the model
+
+
+def check(decision: Decision, agent: AgentConfig, facts: Facts, action_type: str) -> Check:
+    """The verdict for one decided action. `action_type` is its config type (command, finish…)."""
+    name = decision.action
+    if name not in agent.actions:
+        return Check(Verdict.DENY, f"{name} is not on this agent's menu", escalate=True)
+    threshold = agent.limits.loop_threshold
+    recent = facts.recent_digests[-(threshold - 1) :]
+    if (
+        name not in NOT_LOOPING
+        and len(recent) == threshold - 1
+        and all(d == decision.digest for d in recent)
+    ):
+        return Check(
+            Verdict.DENY,
+            f"loop: the same {name} with the same arguments proposed {threshold} times in a row",
+            escalate=True,
+        )
+    default = "allow" if action_type in CONTROL_TYPES else agent.policy.default
+    verdict = Verdict(agent.policy.rules.get(name, default))
+    rule = f"policy: {name} = {verdict}" if name in agent.policy.rules else f"default = {verdict}"
+    if verdict == Verdict.DENY:
+        return Check(verdict, rule, escalate=facts.denials_in_a_row + 1 >= agent.limits.max_denials)
+    limit = agent.policy.max_per_hour.get(name)
+    if limit is not None and facts.acts_last_hour >= limit:
+        return Check(
+            Verdict.DENY,
+            f"rate limit: {name} ran {facts.acts_last_hour} times in the last hour (max {limit})",
+            escalate=facts.denials_in_a_row + 1 >= agent.limits.max_denials,
+        )
+    return Check(verdict, rule)

@@ -1,0 +1,62 @@
+"""The `scripted` provider: canned replies from a file, the Nth reply for a run's Nth decision.
+
+Deterministic across restarts, so tests, the demo and crash checks drive the real engine path. The
+replies file is a JSON list; each entry is a reply object (sent as JSON), a raw string (sent as is,
+garbage included), or `{"reply": ..., "delay_s": N}` / `{"error": "...", "retry_after_s": N}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from agentd.config import ScriptedModel
+from agentd.errors import ConfigError, ModelError
+from agentd.llm import ModelReply, ModelRequest
+
+
+class ScriptedProvider:
+    def __init__(self, name: str, cfg: ScriptedModel) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.replies = load_replies(cfg.replies)
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        if self.cfg.request_log is not None:
+            await asyncio.to_thread(self._log, request)
+        entry = self.replies[min(request.decision_no, len(self.replies)) - 1]
+        if isinstance(entry, dict) and "error" in entry:
+            raise ModelError(
+                f"scripted error: {entry['error']}", retry_after_s=entry.get("retry_after_s")
+            )
+        if isinstance(entry, dict) and "reply" in entry:
+            await asyncio.sleep(float(entry.get("delay_s", 0)))
+            entry = entry["reply"]
+        text = entry if isinstance(entry, str) else json.dumps(entry)
+        return ModelReply(
+            text=text,
+            model=f"scripted:{self.cfg.replies.name}",
+            tokens_in=len(request.system) // 4 + len(request.prompt) // 4,
+            tokens_out=len(text) // 4,
+        )
+
+    def _log(self, request: ModelRequest) -> None:
+        assert self.cfg.request_log is not None
+        line = json.dumps({"run_id": request.run_id, "n": request.decision_no, "t": time.time()})
+        with self.cfg.request_log.open("a") as f:
+            f.write(line + "\n")
+
+
+def load_replies(path: Path) -> list[Any]:
+    try:
+        replies = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: scripted replies file not found") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}:{e.lineno}: replies file is not valid JSON: {e.msg}") from None
+    if not isinstance(replies, list) or not replies:
+        raise ConfigError(f"{path}: replies file must be a non-empty JSON list")
+    return replies

@@ -1,0 +1,194 @@
+"""The scheduler: turns committed rows into wake-ups — answers, events, due timers, expiries.
+
+It polls `PRAGMA data_version` (cheap) so a CLI commit is noticed within `poll_interval_s`;
+timers and expiries are checked every tick. It only writes rows (a WAKE step, a new run) and hands runs to the
+engine through `launch`; it never runs a model loop itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from agentd.db import items as qi
+from agentd.db import queries as q
+from agentd.engine import LEASE_S, Deps
+from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
+
+log = structlog.get_logger("agentd.scheduler")
+Launch = Callable[[int, int], None]
+
+
+class Scheduler:
+    def __init__(self, deps: Deps, launch: Launch) -> None:
+        self.deps = deps
+        self.launch = launch
+        self._seen_version = -1
+        self._nudged = asyncio.Event()
+        self.ticks = 0
+
+    def nudge(self) -> None:
+        """Something was committed that may need matching now (a run started waiting)."""
+        self._nudged.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        interval = self.deps.config.daemon.poll_interval_s
+        while not stop.is_set():
+            await self.tick()
+            waiter = asyncio.ensure_future(self._nudged.wait())
+            stopper = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({waiter, stopper}, timeout=interval, return_when="FIRST_COMPLETED")
+            waiter.cancel()
+            stopper.cancel()
+
+    async def tick(self, force: bool = False) -> None:
+        self.ticks += 1
+        nudged = self._nudged.is_set()
+        self._nudged.clear()
+        version = await self.deps.store.data_version()
+        if force or nudged or version != self._seen_version:
+            self._seen_version = version
+            await self._adopt_new_runs()
+            await self._wake_answered()
+            await self._wake_on_events()
+            await self._start_triggered()
+        now = time.time()
+        await self._expire(now)
+        await self._wake_timers(now)
+
+    async def _wake(self, run_id: int, why: JSON) -> None:
+        owner = self.deps.owner
+        epoch = await self.deps.store.write(lambda c: q.wake(c, run_id, owner, why, LEASE_S))
+        if epoch is not None:
+            log.info("run.woken", run_id=run_id, by=why.get("woke_by"), why=why.get("why"))
+            self.launch(run_id, epoch)
+
+    async def _adopt_new_runs(self) -> None:
+        """Runs started from the CLI (`agentd run start`) are rows with no owner: take them."""
+        owner = self.deps.owner
+        for run_id, epoch in await self.deps.store.write(
+            lambda c: q.claim_unowned(c, owner, LEASE_S)
+        ):
+            self.launch(run_id, epoch)
+
+    async def _wake_answered(self) -> None:
+        pairs = await self.deps.store.read(q.runs_with_resolved_items)
+        if not pairs:
+            return
+
+        def read(c: Any) -> list[tuple[int, JSON, InboxItem]]:
+            return [(r, q.get_run(c, r).wait or {}, qi.get_item(c, i)) for r, i in pairs]
+
+        for run_id, wait, item in await self.deps.store.read(read):
+            await self._wake(run_id, _inbox_wake(wait, item))
+
+    async def _wake_on_events(self) -> None:
+        woken: set[int] = set()
+        for run_id, wait, event_id, name, data in await self.deps.store.read(
+            q.runs_waiting_on_events
+        ):
+            if run_id in woken or not _matches(wait.get("match", {}), data):
+                continue
+            woken.add(run_id)
+            why = {
+                "woke_by": "event",
+                "why": wait.get("why"),
+                "event_id": event_id,
+                "event": name,
+                "data": data,
+            }
+            await self._wake(run_id, why)
+
+    async def _wake_timers(self, now: float) -> None:
+        due = await self.deps.store.read(lambda c: q.due_timers(c, now))
+        if not due:
+            return
+        waits = await self.deps.store.read(lambda c: [q.get_run(c, r).wait or {} for r in due])
+        for run_id, wait in zip(due, waits, strict=True):
+            why: JSON = {"woke_by": "timer", "why": wait.get("why")}
+            if wait.get("kind") == "event":
+                why["timed_out"] = f"no {wait.get('event')} event within {wait.get('timeout_s')}s"
+            await self._wake(run_id, why)
+
+    async def _start_triggered(self) -> None:
+        agents = {
+            name: set(a.triggers) for name, a in self.deps.config.agents.items() if a.triggers
+        }
+        if not agents:
+            return
+        owner = self.deps.owner
+
+        def work(c: Any) -> list[tuple[int, int]]:
+            cursor = int(q.get_meta(c, "trigger_cursor", "0"))
+            events = qi.events_after(c, cursor)
+            started: list[tuple[int, int]] = []
+            for event in events:
+                for goal in q.list_goals(c, "active"):
+                    if event.name not in agents.get(goal.agent, ()):
+                        continue
+                    if q.active_run_of_goal(c, goal.goal_id) is not None:
+                        continue
+                    run_id = q.create_run(
+                        c,
+                        goal_id=goal.goal_id,
+                        agent=goal.agent,
+                        trigger=f"event:{event.name}",
+                        data={"event_id": event.event_id, "event": event.name, "data": event.data},
+                    )
+                    started.append((run_id, q.claim_run(c, run_id, owner, LEASE_S)))
+            if events:
+                q.set_meta(c, "trigger_cursor", str(events[-1].event_id))
+            return started
+
+        for run_id, epoch in await self.deps.store.write(work):
+            log.info("run.triggered", run_id=run_id)
+            self.launch(run_id, epoch)
+
+    async def _expire(self, now: float) -> None:
+        items = await self.deps.store.read(lambda c: qi.due_for_expiry(c, now))
+        for item in items:
+            await self.deps.store.write(functools.partial(self._expire_one, item=item, now=now))
+
+    def _expire_one(self, c: Any, *, item: InboxItem, now: float) -> None:
+        rule = None
+        if item.run_id is not None:
+            agent = self.deps.config.agents.get(q.get_run(c, item.run_id).agent)
+            rule = agent.policy.expire.get(item.kind.value) if agent else None  # type: ignore[call-overload]
+        if rule is not None and rule.on_expire == "remind":
+            reminders = int(item.data.get("reminders", 0)) + 1
+            qi.push_expiry(c, item.item_id, now + rule.after_s, reminders)
+            qi.post(
+                c,
+                InboxKind.NOTICE,
+                title=f"reminder: inbox item {item.item_id} still waits",
+                body=f"{item.kind} {item.item_id}: {item.title}",
+                goal_id=item.goal_id,
+                run_id=item.run_id,
+                data={"reminds": item.item_id},
+            )
+            return
+        # An expired approval is a denial, never an execution.
+        qi.resolve(c, item.item_id, InboxStatus.EXPIRED, answer="expired: no answer in time")
+
+
+def _inbox_wake(wait: JSON, item: InboxItem) -> JSON:
+    return {
+        "woke_by": "inbox",
+        "why": wait.get("why"),
+        "item_id": item.item_id,
+        "item_kind": str(item.kind),
+        "status": str(item.status),
+        "answer": item.answer,
+        "action": item.action,
+        "args": item.args,
+        "edited": bool(item.data.get("original_args")),
+    }
+
+
+def _matches(match: JSON, data: JSON) -> bool:
+    return all(data.get(k) == v for k, v in match.items())

@@ -1,0 +1,41 @@
+"""The command source: run a configured argv (no shell) and report its exit code and output tail.
+
+A command that cannot start or runs over its timeout is an observation (`ok: false`), never an
+exception; the child's environment is the scrubbed base the daemon passes, nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agentd.config import CommandSource
+from agentd.models import JSON
+from agentd.process import DEFAULT_ENV, run_argv
+
+
+class CommandSourceReader:
+    def __init__(
+        self, name: str, cfg: CommandSource, base_env: Mapping[str, str] | None = None
+    ) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.base_env: Mapping[str, str] = DEFAULT_ENV if base_env is None else base_env
+
+    async def observe(self) -> JSON:
+        done = await run_argv(
+            self.cfg.argv,
+            env=self.base_env,
+            cwd=None,
+            timeout_s=self.cfg.timeout_s,
+            output_bytes=self.cfg.output_bytes,
+        )
+        if done.error is not None:
+            return {"ok": False, "error": done.error}
+        if done.timed_out:
+            return {"ok": False, "error": f"timed out after {self.cfg.timeout_s:g}s"}
+        return {
+            "exit_code": done.exit_code,
+            "ok": done.exit_code == 0,
+            "output": done.stdout,
+            "stderr": done.stderr,
+        }

@@ -1,0 +1,134 @@
+"""Shared fixtures: a real migrated home in tmp_path, an in-process daemon, and a network guard."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import textwrap
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentd import config, daemon
+from agentd.db import queries as q
+from agentd.db.store import SyncStore
+from agentd.models import RunStatus
+
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        host = address[0]
+        if host not in ("127.0.0.1", "::1", "localhost") and not str(host).startswith("127."):
+            raise RuntimeError(f"test tried to reach the network: {address!r}")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any connection to a non-loopback address fails loudly."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+
+
+class Home:
+    """A throw-away agentd home: config text, replies, and a sync store for arranging/asserting."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.paths = config.Paths(root)
+        self._store: SyncStore | None = None
+
+    def write_config(self, text: str, replies: list[Any] | None = None) -> config.Config:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.paths.config.write_text(textwrap.dedent(text))
+        if replies is not None:
+            (self.root / "replies.json").write_text(json.dumps(replies))
+        return config.load(self.paths.config)
+
+    @property
+    def store(self) -> SyncStore:
+        if self._store is None:
+            self._store = SyncStore(self.paths.db)
+        return self._store
+
+    def add_goal(self, agent: str = "default", title: str = "a goal") -> int:
+        return self.store.write(
+            lambda c: q.add_goal(c, title=title, why="tests", agent=agent, criteria=[], deadline=None)
+        )
+
+    def start_run(self, goal_id: int) -> int:
+        return self.store.write(
+            lambda c: q.create_run(c, goal_id=goal_id, agent="default", trigger="test")
+        )
+
+    def run(self, run_id: int) -> Any:
+        return self.store.read(lambda c: q.get_run(c, run_id))
+
+    def steps(self, run_id: int) -> list[Any]:
+        return self.store.read(lambda c: q.list_steps(c, run_id))
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Any:
+    h = Home(tmp_path / "home")
+    yield h
+    h.close()
+
+
+class RunningDaemon:
+    def __init__(self, task: asyncio.Task[int], stop: asyncio.Event) -> None:
+        self.task = task
+        self.stop = stop
+
+    async def shutdown(self) -> int:
+        self.stop.set()
+        return await asyncio.wait_for(self.task, 20)
+
+
+@pytest.fixture
+async def serve(home: Home) -> AsyncIterator[Callable[[], Any]]:
+    """Start an in-process daemon on the home (after its config is written); stopped at teardown."""
+    started: list[RunningDaemon] = []
+
+    async def start() -> RunningDaemon:
+        cfg = config.load(home.paths.config)
+        stop = asyncio.Event()
+        ready = asyncio.Event()
+        task = asyncio.create_task(daemon.serve(home.paths, cfg, ready=ready.set, stop=stop))
+        waiter = asyncio.create_task(ready.wait())
+        done, _ = await asyncio.wait({task, waiter}, timeout=10, return_when="FIRST_COMPLETED")
+        if task in done:
+            task.result()  # raises the start-up error
+        running = RunningDaemon(task, stop)
+        started.append(running)
+        return running
+
+    yield start
+    for d in started:
+        if not d.task.done():
+            await d.shutdown()
+
+
+async def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+def finished(home: Home, run_id: int) -> Callable[[], bool]:
+    return lambda: home.run(run_id).status.finished
+
+
+def waiting(home: Home, run_id: int) -> Callable[[], bool]:
+    return lambda: home.run(run_id).status == RunStatus.WAITING
