@@ -49,7 +49,7 @@ class HttpExecutor:
                 excerpt = await read_excerpt(response, self.cfg.body_excerpt_bytes)
         except (TimeoutError, httpx.TimeoutException):
             return {"ok": False, "error": f"timed out after {self.cfg.timeout_s:g}s"}
-        except httpx.HTTPError as e:
+        except (httpx.HTTPError, httpx.InvalidURL) as e:
             return {"ok": False, "error": f"{type(e).__name__}: {e}"}
         return {
             "ok": 200 <= response.status_code < 400,

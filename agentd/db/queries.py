@@ -213,7 +213,12 @@ def claim_running(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tup
 
 def claim_unowned(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:
     """Take the lease on running runs nobody owns (created by the CLI)."""
-    ids = [r[0] for r in c.execute("SELECT run_id FROM runs WHERE status = 'running' AND lease_owner IS NULL")]
+    ids = [
+        r[0]
+        for r in c.execute(
+            "SELECT run_id FROM runs WHERE status = 'running' AND lease_owner IS NULL"
+        )
+    ]
     return [(int(i), claim_run(c, int(i), owner, lease_s)) for i in ids]
 
 
@@ -284,10 +289,22 @@ def append_step(
     tokens_in: int = 0,
     tokens_out: int = 0,
 ) -> Step:
-    """Journal the run's next step (seq = step_count + 1) and return it as stored."""
-    seq = _fence(c, run_id, epoch) + 1
+    """Journal the run's next step (seq = step_count + 1) and return it as stored.
+
+    The fence and the sequence bump are one statement: it matches only while we hold the lease.
+    """
     now = time.time()
+    row = c.execute(
+        "UPDATE runs SET step_count = step_count + 1, updated_at = ?"
+        " WHERE run_id = ? AND lease_epoch = ? AND status = 'running' RETURNING step_count",
+        (now, run_id, epoch),
+    ).fetchone()
+    if row is None:
+        _fence(c, run_id, epoch)  # raises the precise reason (no run, lease lost, not running)
+        raise Refused(f"run {run_id}: cannot append a step")
+    seq = int(row[0])
     done_at = None if status == StepStatus.STARTED else now
+    data = data or {}
     c.execute(
         f"INSERT INTO steps ({STEP_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
@@ -295,7 +312,7 @@ def append_step(
             seq,
             kind,
             status,
-            _j(data or {}),
+            _j(data),
             now,
             done_at,
             action,
@@ -307,8 +324,22 @@ def append_step(
             tokens_out,
         ),
     )
-    c.execute("UPDATE runs SET step_count = ?, updated_at = ? WHERE run_id = ?", (seq, now, run_id))
-    return get_step(c, run_id, seq)
+    return Step(
+        run_id=run_id,
+        seq=seq,
+        kind=kind,
+        status=status,
+        data=data,
+        created_at=from_ts(now),  # type: ignore[arg-type]
+        completed_at=from_ts(done_at),
+        action=action,
+        args=args,
+        digest=digest,
+        verdict=verdict,
+        result=result,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+    )
 
 
 def complete_step(

@@ -1,8 +1,9 @@
 """SQLite connections: pragmas, error translation, a sync store for the CLI, a group-committing async one.
 
 The daemon has one writer connection on one thread. Writes queue up while the previous batch commits;
-the next batch runs as ONE `BEGIN IMMEDIATE … COMMIT` (one fsync), each request inside its own
-savepoint so one failure does not sink its neighbours. No caller resumes before its batch is durable.
+the next batch runs as ONE `BEGIN IMMEDIATE … COMMIT` (one fsync); if one request fails, the batch is
+rolled back and redone one request per transaction, so a failure never sinks its neighbours. No
+caller resumes before its batch is durable.
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ def open_migrated(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+class _RequestFailed(Exception):
+    """One request in a group commit raised: the batch is rolled back and retried one by one."""
 
 
 class SyncStore:
@@ -189,32 +194,43 @@ class Store:
                 self._wake.set()  # one more pass: exit once the queue is empty
 
     def _commit(self, batch: list[tuple[Work[Any], asyncio.Future[Any]]]) -> list[tuple[bool, Any]]:
+        """Commit a batch as one transaction; if any request fails, redo them one by one.
+
+        The fast path has no per-request savepoints (they would double the statements); work
+        functions only touch the database, so re-running them after a rollback is safe.
+        """
+        try:
+            return self._transaction([w for w, _ in batch], isolate=False)
+        except _RequestFailed:
+            return [self._transaction([w], isolate=True)[0] for w, _ in batch]
+
+    def _transaction(self, works: list[Work[Any]], *, isolate: bool) -> list[tuple[bool, Any]]:
         conn = self._wconn
         assert conn is not None
         outcomes: list[tuple[bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for work, _ in batch:
-                conn.execute("SAVEPOINT request")
+            for work in works:
                 try:
-                    value = work(conn)
-                except Exception as e:  # one failing request must not sink the batch
-                    conn.execute("ROLLBACK TO request")
-                    conn.execute("RELEASE request")
+                    outcomes.append((True, work(conn)))
+                except Exception as e:
+                    if not isolate:
+                        raise _RequestFailed from e
+                    conn.execute("ROLLBACK")
                     failure = translate(e, self.path) if isinstance(e, sqlite3.Error) else e
-                    outcomes.append((False, failure))
-                else:
-                    conn.execute("RELEASE request")
-                    outcomes.append((True, value))
+                    return [(False, failure)]
             conn.execute("COMMIT")
+        except _RequestFailed:
+            conn.execute("ROLLBACK")
+            raise
         except sqlite3.Error as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             err: AgentdError = translate(e, self.path)
-            log.error("db.commit_failed", error=str(err), requests=len(batch))
-            return [(False, err)] * len(batch)
+            log.error("db.commit_failed", error=str(err), requests=len(works))
+            return [(False, err)] * len(works)
         self.batches += 1
-        self.writes += len(batch)
+        self.writes += len(works)
         return outcomes
 
     async def data_version(self) -> int:

@@ -16,7 +16,7 @@ from agentd.models import JSON
 _BLOCK_BYTES = 64 * 1024
 # A file of a few enormous lines (minified JSON, binary) would otherwise be read whole: stop
 # scanning backwards after this much and report the lines found so far.
-_MAX_SCAN_BYTES = 4 * 1024 * 1024
+_MAX_SCAN_BYTES = 1024 * 1024
 
 
 class FileTailReader:
@@ -43,7 +43,7 @@ def tail_lines(path: Path, count: int) -> tuple[list[str], int]:
         blocks: list[bytes] = []
         newlines = 0
         # count + 1 newlines guarantee `count` whole lines even when the file ends with one.
-        while pos > 0 and newlines < count and size_bytes - pos < _MAX_SCAN_BYTES:
+        while pos > 0 and newlines <= count and size_bytes - pos < _MAX_SCAN_BYTES:
             step = min(_BLOCK_BYTES, pos)
             pos -= step
             f.seek(pos)

@@ -1,0 +1,5 @@
+"""`python -m agentd` is `agentd`."""
+
+from agentd.cli import main
+
+main()
