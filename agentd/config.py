@@ -256,7 +256,7 @@ def parse(text: str, path: Path) -> Config:
     try:
         return Config.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError(_describe(e, text, path)) from None
+        raise ConfigError(_describe(e, raw, text, path)) from None
 
 
 def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
@@ -267,10 +267,25 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
                     model[key] = str(base / Path(model[key]).expanduser())
 
 
-def _describe(err: ValidationError, text: str, path: Path) -> str:
+def _key_path(raw: Any, loc: tuple[Any, ...]) -> list[str]:
+    """The error location as keys of the file, without pydantic's union-tag and wrapper steps."""
+    out: list[str] = []
+    node = raw
+    for i, part in enumerate(loc):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        elif i < len(loc) - 1:
+            continue  # a discriminator tag or validator name, not a key in the file
+        out.append(str(part))
+    return out
+
+
+def _describe(err: ValidationError, raw: dict[str, Any], text: str, path: Path) -> str:
     lines = [f"{path}: invalid config:"]
     for item in err.errors():
-        loc = [str(p) for p in item["loc"] if not str(p).startswith(("function-", "tagged-"))]
+        loc = _key_path(raw, item["loc"])
         key = ".".join(loc) or "(top level)"
         msg = item["msg"]
         if item["type"] == "extra_forbidden":

@@ -239,6 +239,7 @@ class RunDriver:
             run_id=self.run_id,
             goal_id=self.goal_id,
             decision_no=decisions + 1,
+            attempt=1 + self._retries(),
             system=system,
             prompt=text,
             schema=self.menu.schema(),
@@ -276,10 +277,7 @@ class RunDriver:
     async def backoff(self, err: BaseException) -> None:
         """A failed model call: sleep durably (a wake time on the run), no coroutine held."""
         limits = self.agent.limits
-        attempt = 1 + self._trailing(
-            lambda s: s.kind == StepKind.WAIT and s.data.get("why") == "model_retry",
-            lambda s: s.kind == StepKind.WAKE,
-        )
+        attempt = 1 + self._retries()
         hint = getattr(err, "retry_after_s", None)
         delay = min(limits.retry_max_s, max(hint or 0.0, limits.retry_base_s * 2 ** (attempt - 1)))
         message = str(err) or "model call timed out"
@@ -287,6 +285,13 @@ class RunDriver:
         await self.suspend(
             {"kind": "timer", "why": "model_retry", "error": message, "attempt": attempt},
             wake_at=time.time() + delay,
+        )
+
+    def _retries(self) -> int:
+        """Failed calls for the decision being asked: model_retry waits since the last step."""
+        return self._trailing(
+            lambda s: s.kind == StepKind.WAIT and s.data.get("why") == "model_retry",
+            lambda s: s.kind == StepKind.WAKE,
         )
 
     async def after_invalid(self) -> None:

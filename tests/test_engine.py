@@ -5,8 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentd import inbox
-from agentd.models import InboxKind, RunStatus, StepKind
+import asyncio
+import json
+
+from agentd import config, inbox
+from agentd.db import items as qi
+from agentd.db import queries as q
+from agentd.models import InboxKind, RunStatus, StepKind, StepStatus
 from tests.conftest import Home, finished, wait_for, waiting
 
 CONFIG = """
@@ -42,31 +47,249 @@ def act(kind: str, **args: Any) -> dict[str, Any]:
 FINISH = act("finish", outcome="succeeded", summary="done")
 
 
-async def test_engine_runs_allowed_action_then_finishes(home: Home, tmp_path: Path, serve: Any) -> None:
+async def test_engine_runs_allowed_action_then_finishes(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
     out = write(home, tmp_path, [act("append", word="hello"), FINISH])
     run_id = home.start_run(home.add_goal())
     await serve()
     await wait_for(finished(home, run_id))
     assert home.run(run_id).status == RunStatus.SUCCEEDED
     kinds = [s.kind for s in home.steps(run_id)]
-    assert kinds == ["start", "observe", "decide", "check", "act", "observe", "decide", "check", "finish"]
+    assert kinds == [
+        "start",
+        "observe",
+        "decide",
+        "check",
+        "act",
+        "observe",
+        "decide",
+        "check",
+        "finish",
+    ]
     assert out.read_text().split() == [f"{run_id}:5", "hello"]
 
 
-async def test_engine_gated_action_waits_for_approval(home: Home, tmp_path: Path, serve: Any) -> None:
+async def test_engine_gated_action_waits_for_approval(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
     out = write(home, tmp_path, [act("append", word="gated"), FINISH], rules='append = "approve"')
     run_id = home.start_run(home.add_goal())
     await serve()
     await wait_for(waiting(home, run_id))
     assert not out.exists()
-    (item,) = home.store.read(lambda c: __import__("agentd.db.items").db.items.list_items(c))
+    (item,) = open_items(home)
     assert item.kind == InboxKind.APPROVAL and item.args == {"word": "gated"}
-    inbox.approve(home.store, home.store_config if False else _cfg(home), item.item_id)
+    assert item.rule == "policy: append = approve"
+    inbox.approve(home.store, load(home), item.item_id)
     await wait_for(finished(home, run_id))
     assert out.read_text().split()[1:] == ["gated"]
 
 
-def _cfg(home: Home) -> Any:
-    from agentd import config
+def open_items(home: Home) -> list[Any]:
+    return home.store.read(lambda c: qi.list_items(c, status="open"))
 
+
+def load(home: Home) -> Any:
     return config.load(home.paths.config)
+
+
+async def answer_question(home: Home, run_id: int, text: str = "carry on") -> str:
+    await wait_for(waiting(home, run_id))
+    (item,) = [i for i in open_items(home) if i.kind == InboxKind.QUESTION]
+    inbox.answer(home.store, item.item_id, text)
+    return item.body
+
+
+async def test_engine_invalid_output_is_reasked_then_escalated(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    out = write(
+        home,
+        tmp_path,
+        [
+            "not json",
+            {"action": {"kind": "rm -rf"}},
+            '{"action": {"kind": "append", "word": "BAD"}}',
+            "{}",
+            FINISH,
+        ],
+    )
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    body = await answer_question(home, run_id)
+    assert "4 invalid replies" in body
+    await wait_for(finished(home, run_id))
+    decides = [s for s in home.steps(run_id) if s.kind == StepKind.DECIDE]
+    assert [bool(s.action) for s in decides] == [False, False, False, False, True]
+    assert "unknown action 'rm -rf'" in decides[1].data["error"]
+    assert decides[0].data["raw"] == "not json"  # the raw reply is journaled even when invalid
+    assert not out.exists()
+
+
+async def test_engine_loop_is_detected_and_sent_to_operator(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    out = write(home, tmp_path, [act("append", word="same")] * 3 + [FINISH])
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    body = await answer_question(home, run_id, "stop repeating")
+    assert "loop" in body
+    await wait_for(finished(home, run_id))
+    assert len(out.read_text().splitlines()) == 2  # the third identical proposal never ran
+
+
+async def test_engine_denied_action_is_fed_back_then_escalated(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    out = write(
+        home,
+        tmp_path,
+        [act("append", word="a"), act("append", word="b"), act("append", word="c"), FINISH],
+        rules='append = "deny"',
+    )
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    body = await answer_question(home, run_id)
+    assert "refused" in body
+    await wait_for(finished(home, run_id))
+    checks = [s for s in home.steps(run_id) if s.kind == StepKind.CHECK]
+    assert [str(c.verdict) for c in checks[:3]] == ["deny", "deny", "deny"]
+    assert not out.exists()
+
+
+async def test_engine_rate_limit_denies_over_the_hourly_budget(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    out = write(home, tmp_path, [act("append", word="a"), act("append", word="b"), FINISH])
+    text = home.paths.config.read_text().replace(
+        "policy = { rules = {  } }", "policy = { max_per_hour = { append = 1 } }"
+    )
+    home.paths.config.write_text(text)
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(finished(home, run_id))
+    checks = [s for s in home.steps(run_id) if s.kind == StepKind.CHECK]
+    assert "rate limit" in checks[1].data["rule"]
+    assert len(out.read_text().splitlines()) == 1
+
+
+async def test_engine_answer_while_stopped_is_applied_at_start(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    write(home, tmp_path, [act("ask", question="which color?"), FINISH])
+    run_id = home.start_run(home.add_goal())
+    daemon = await serve()
+    await wait_for(waiting(home, run_id))
+    assert await daemon.shutdown() == 0
+    (item,) = open_items(home)
+    inbox.answer(home.store, item.item_id, "blue")
+    await serve()
+    await wait_for(finished(home, run_id))
+    wake = next(s for s in home.steps(run_id) if s.kind == StepKind.WAKE)
+    assert wake.data["answer"] == "blue"
+
+
+async def test_engine_wait_event_wakes_on_matching_event_only(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    write(home, tmp_path, [act("wait_event", event="deploy", match={"env": "prod"}), FINISH])
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(waiting(home, run_id))
+    home.store.write(lambda c: qi.add_event(c, "deploy", {"env": "staging"}, None))
+    home.store.write(lambda c: qi.add_event(c, "other", {"env": "prod"}, None))
+    await asyncio.sleep(0.3)
+    assert home.run(run_id).status == RunStatus.WAITING
+    home.store.write(lambda c: qi.add_event(c, "deploy", {"env": "prod", "v": 2}, "k1"))
+    assert home.store.write(lambda c: qi.add_event(c, "deploy", {"env": "prod"}, "k1")) is None
+    await wait_for(finished(home, run_id))
+    wake = next(s for s in home.steps(run_id) if s.kind == StepKind.WAKE)
+    assert wake.data["data"] == {"env": "prod", "v": 2}
+
+
+async def test_engine_event_trigger_starts_one_run_per_goal(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    write(home, tmp_path, [FINISH])
+    home.paths.config.write_text(
+        home.paths.config.read_text().replace(
+            'actions = ["append"', 'triggers = ["alert"]\nactions = ["append"'
+        )
+    )
+    goal_id = home.add_goal()
+    await serve()
+    home.store.write(lambda c: qi.add_event(c, "alert", {"n": 1}, None))
+    await wait_for(lambda: bool(home.store.read(lambda c: q.list_runs(c, goal_id=goal_id))))
+    (run,) = home.store.read(lambda c: q.list_runs(c, goal_id=goal_id))
+    await wait_for(finished(home, run.run_id))
+    assert run.trigger == "event:alert"
+
+
+async def test_engine_sleep_resumes_after_the_timer(home: Home, tmp_path: Path, serve: Any) -> None:
+    write(home, tmp_path, [act("sleep", seconds=0.3), FINISH])
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(waiting(home, run_id))
+    await wait_for(finished(home, run_id))
+    wait, wake = [s for s in home.steps(run_id) if s.kind in (StepKind.WAIT, StepKind.WAKE)]
+    assert (wake.created_at - wait.created_at).total_seconds() >= 0.3
+
+
+async def test_engine_model_error_backs_off_durably(home: Home, tmp_path: Path, serve: Any) -> None:
+    failing = {"error": "overloaded", "retry_after_s": 0.2, "attempts": 2, "reply": FINISH}
+    write(home, tmp_path, [failing])
+    home.paths.config.write_text(
+        home.paths.config.read_text() + "\n[agents.default.limits]\nretry_base_s = 0.1\n"
+    )
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(finished(home, run_id), timeout_s=15)
+    waits = [s for s in home.steps(run_id) if s.kind == StepKind.WAIT]
+    assert [w.data["why"] for w in waits] == ["model_retry", "model_retry"]
+    assert [w.data["attempt"] for w in waits] == [1, 2]
+    assert home.run(run_id).status == RunStatus.SUCCEEDED
+
+
+async def test_engine_max_steps_stops_the_run_visibly(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    write(home, tmp_path, [act("notify", message="still here")])
+    home.paths.config.write_text(
+        home.paths.config.read_text()
+        + "\n[agents.default.limits]\nmax_steps = 3\nloop_threshold = 10\n"
+    )
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(finished(home, run_id))
+    run = home.run(run_id)
+    assert run.status == RunStatus.FAILED and "max_steps" in (run.summary or "")
+    assert any("failed" in i.title for i in open_items(home))
+
+
+async def test_engine_unknown_outcome_asks_instead_of_retrying(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    out = write(home, tmp_path, [FINISH])
+    run_id = home.start_run(home.add_goal())
+
+    # A journaled intent with no result: what a crash mid-action leaves behind.
+    def intent(c: Any) -> None:
+        epoch = q.claim_run(c, run_id, "dead-daemon", 60)
+        q.append_step(
+            c,
+            run_id,
+            epoch,
+            StepKind.ACT,
+            status=StepStatus.STARTED,
+            action="append",
+            args={"word": "once"},
+        )
+        c.execute("UPDATE runs SET lease_owner = 'dead-daemon' WHERE run_id = ?", (run_id,))
+
+    home.store.write(intent)
+    await serve()
+    body = await answer_question(home, run_id, "it did not happen; fine to finish")
+    assert "cannot tell whether it happened" in body
+    await wait_for(finished(home, run_id))
+    assert not out.exists()  # never blindly re-executed

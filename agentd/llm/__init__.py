@@ -20,6 +20,7 @@ class ModelRequest:
     run_id: int
     goal_id: int
     decision_no: int  # 1-based count of decisions asked for in this run (deterministic on resume)
+    attempt: int  # 1-based try of this decision after failed calls (durable backoff)
     system: str
     prompt: str
     schema: JSON

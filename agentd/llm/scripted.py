@@ -2,7 +2,8 @@
 
 Deterministic across restarts, so tests, the demo and crash checks drive the real engine path. The
 replies file is a JSON list; each entry is a reply object (sent as JSON), a raw string (sent as is,
-garbage included), or `{"reply": ..., "delay_s": N}` / `{"error": "...", "retry_after_s": N}`.
+garbage included), `{"reply": ..., "delay_s": N}`, or `{"error": "...", "retry_after_s": N,
+"attempts": K, "reply": ...}` — the first K tries of that decision fail (all, without "reply").
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ class ScriptedProvider:
             await asyncio.to_thread(self._log, request)
         entry = self.replies[min(request.decision_no, len(self.replies)) - 1]
         if isinstance(entry, dict) and "error" in entry:
-            raise ModelError(
-                f"scripted error: {entry['error']}", retry_after_s=entry.get("retry_after_s")
-            )
+            if "reply" not in entry or request.attempt <= int(entry.get("attempts", 1)):
+                raise ModelError(
+                    f"scripted error: {entry['error']}", retry_after_s=entry.get("retry_after_s")
+                )
         if isinstance(entry, dict) and "reply" in entry:
             await asyncio.sleep(float(entry.get("delay_s", 0)))
             entry = entry["reply"]

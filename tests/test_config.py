@@ -1,0 +1,68 @@
+"""Config files: the example loads, mistakes name the file, line and key, and secrets stay named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentd import config
+from agentd.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_config_example_loads_and_documents_every_section() -> None:
+    cfg = config.load(ROOT / "config.example.toml")
+    assert {"default"} == set(cfg.agents)
+    assert {"http", "command", "file_tail"} == {s.type for s in cfg.sources.values()}
+    assert (ROOT / "config.example.toml").read_text() == (ROOT / "agentd/config.example.toml").read_text()
+
+
+def test_config_unknown_key_names_file_line_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[models.default]\nprovider = "scripted"\nreplies = "r.json"\ncolour = "blue"\n')
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert str(path) in str(e.value)
+    assert "line 4" in str(e.value) and "models.default.colour" in str(e.value)
+    assert "unknown key" in str(e.value)
+
+
+def test_config_bad_value_in_nested_table_points_at_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[models.default]\nprovider = "scripted"\nreplies = "r.json"\n\n'
+        '[agents.a]\nactions = ["finish"]\n\n[agents.a.limits]\nmax_steps = -1\n'
+    )
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert "line 9" in str(e.value) and "agents.a.limits.max_steps" in str(e.value)
+
+
+def test_config_invalid_toml_reports_line(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[daemon]\nmax_concurrent_runs = \n')
+    with pytest.raises(ConfigError, match=r"line 2"):
+        config.load(path)
+
+
+def test_config_unknown_references_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[models.default]\nprovider = "scripted"\nreplies = "r.json"\n'
+        '[agents.a]\nactions = ["reboot"]\n'
+    )
+    with pytest.raises(ConfigError, match=r"unknown action 'reboot'"):
+        config.load(path)
+
+
+def test_config_missing_file_says_how_to_create_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="agentd init"):
+        config.load(tmp_path / "nope.toml")
+
+
+def test_config_base_env_carries_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-should-not-leak")
+    assert "ANTHROPIC_API_KEY" not in config.base_env()
+    assert "sk-test-should-not-leak" not in str(config.base_env())
