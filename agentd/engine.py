@@ -11,12 +11,11 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import structlog
 
-from agentd import harness, prompt
+from agentd import control, harness, prompt
 from agentd.actions import ActionContext, Executor
 from agentd.config import BuiltinAction, Config
 from agentd.db import items as qi
@@ -365,7 +364,7 @@ class RunDriver:
         cfg = self.deps.config.action(action)
         digest = action_digest(action, args)
         if isinstance(cfg, BuiltinAction):
-            await self.control(cfg, action, args, digest, approval)
+            await self.run_control(cfg, action, args, digest, approval)
             return
         executor = self.deps.executors[action]
         seq = len(self.steps) + 1
@@ -453,7 +452,7 @@ class RunDriver:
                 why="unknown_outcome",
             )
 
-    async def control(
+    async def run_control(
         self, cfg: BuiltinAction, action: str, args: JSON, digest: str, approval: int | None
     ) -> None:
         """Control actions change the run or the inbox; each is one transaction with its step."""
@@ -461,82 +460,28 @@ class RunDriver:
             status = RunStatus.SUCCEEDED if args["outcome"] == "succeeded" else RunStatus.FAILED
             await self.finish(status, args["summary"], approval=approval, digest=digest)
             return
-        seq = len(self.steps) + 1
-        key = f"{self.run_id}:{seq}"
-        events_seen = next(
-            (
-                s.data.get("events_seen", 0)
-                for s in reversed(self.steps)
-                if s.kind == StepKind.OBSERVE
-            ),
-            0,
-        )
-
-        def write(c: Any) -> list[Step]:
-            if approval is not None:
-                qi.consume_approval(c, approval, digest, key)
-            result: JSON = {"ok": True}
-            if cfg.type in ("notify", "ask"):
-                kind = InboxKind.NOTICE if cfg.type == "notify" else InboxKind.QUESTION
-                text = args.get("message") or args.get("question") or ""
-                result["item_id"] = qi.post(
-                    c,
-                    kind,
-                    title=text[:200],
-                    body=text,
-                    goal_id=self.goal_id,
-                    run_id=self.run_id,
-                    seq=seq,
-                    expires_at=self._expiry(kind),
-                )
-            act = q.append_step(
+        seen = [s.data.get("events_seen", 0) for s in self.steps if s.kind == StepKind.OBSERVE]
+        ref = self.ref()
+        steps = await self._write(
+            lambda c: control.control(
                 c,
-                self.run_id,
-                self.epoch,
-                StepKind.ACT,
-                action=action,
-                args=args,
-                digest=digest,
-                result=result,
-                data={"approval": approval, "key": key},
+                ref,
+                cfg,
+                action,
+                args,
+                digest,
+                approval=approval,
+                events_seen=seen[-1] if seen else 0,
+                expires_at=self._expiry(InboxKind.QUESTION),
             )
-            if cfg.type == "notify":
-                return [act]
-            if cfg.type == "ask":
-                wait = {"kind": "inbox", "item_id": result["item_id"], "why": "question"}
-                return [act, q.suspend(c, self.run_id, self.epoch, wait, item_id=result["item_id"])]
-            if cfg.type == "sleep":
-                until = args.get("until")
-                secs = min(float(args.get("seconds") or 0.0), cfg.max_sleep_s)
-                wake_at = _parse_ts(until) if until else time.time() + secs
-                wait = {"kind": "timer", "why": "sleep", "until": wake_at}
-                return [act, q.suspend(c, self.run_id, self.epoch, wait, wake_at=wake_at)]
-            timeout = args.get("timeout_s")
-            wait = {
-                "kind": "event",
-                "event": args["event"],
-                "match": args.get("match", {}),
-                "why": "wait_event",
-                "timeout_s": timeout,
-            }
-            deadline = time.time() + float(timeout) if timeout else None
-            return [
-                act,
-                q.suspend(
-                    c,
-                    self.run_id,
-                    self.epoch,
-                    wait,
-                    event=args["event"],
-                    after_event=events_seen,
-                    wake_at=deadline,
-                ),
-            ]
-
-        self.steps.extend(await self._write(write))
+        )
+        self.steps.extend(steps)
         self.deps.on_change()
 
     # ── suspending and ending ─────────────────────────────────────────────────────────────────
+
+    def ref(self) -> control.RunRef:
+        return control.RunRef(self.run_id, self.goal_id, self.epoch, len(self.steps) + 1)
 
     def _expiry(self, kind: InboxKind) -> float | None:
         rule = self.agent.policy.expire.get(kind.value)  # type: ignore[call-overload]
@@ -550,52 +495,36 @@ class RunDriver:
     async def request_approval(self, checked: Step) -> None:
         action, args, digest = checked.action or "", checked.args or {}, checked.digest or ""
         decided = next(s for s in reversed(self.steps) if s.kind == StepKind.DECIDE)
+        reason = decided.data.get("reason", "")
         body = (
             f"The run proposes {action} with arguments {args}.\n"
-            f"Reason given: {decided.data.get('reason', '')}\n"
+            f"Reason given: {reason}\n"
             f"Gated by: {checked.data.get('rule')}\n"
             f"World at the time: {prompt.quote(self.world)}"
         )
-
-        def write(c: Any) -> Step:
-            item_id = qi.post(
-                c,
-                InboxKind.APPROVAL,
-                title=f"approve {action}?",
-                body=body,
-                goal_id=self.goal_id,
-                run_id=self.run_id,
-                seq=checked.seq,
-                action=action,
-                args=args,
-                digest=digest,
-                rule=checked.data.get("rule"),
-                expires_at=self._expiry(InboxKind.APPROVAL),
-                data={"reason": decided.data.get("reason", ""), "world": self.world},
-            )
-            wait = {"kind": "inbox", "item_id": item_id, "why": "approval", "action": action}
-            return q.suspend(c, self.run_id, self.epoch, wait, item_id=item_id)
-
-        self.steps.append(await self._write(write))
+        ref = self.ref()
+        item = {
+            "title": f"approve {action}?", "body": body, "seq": checked.seq, "action": action,
+            "args": args, "digest": digest, "rule": checked.data.get("rule"),
+            "expires_at": self._expiry(InboxKind.APPROVAL),
+            "data": {"reason": reason, "world": self.world},
+        }  # fmt: skip
+        step = await self._write(
+            lambda c: control.post_and_wait(c, ref, InboxKind.APPROVAL, "approval", **item)
+        )
+        self.steps.append(step)
         self.deps.on_change()
 
     async def ask_operator(self, question: str, why: str) -> None:
-        def write(c: Any) -> Step:
-            item_id = qi.post(
-                c,
-                InboxKind.QUESTION,
-                title=question[:200],
-                body=question,
-                goal_id=self.goal_id,
-                run_id=self.run_id,
-                seq=len(self.steps) + 1,
-                rule=why,
-                expires_at=self._expiry(InboxKind.QUESTION),
-            )
-            wait = {"kind": "inbox", "item_id": item_id, "why": why}
-            return q.suspend(c, self.run_id, self.epoch, wait, item_id=item_id)
-
-        self.steps.append(await self._write(write))
+        ref = self.ref()
+        item = {
+            "title": question[:200], "body": question, "seq": ref.seq, "rule": why,
+            "expires_at": self._expiry(InboxKind.QUESTION),
+        }  # fmt: skip
+        step = await self._write(
+            lambda c: control.post_and_wait(c, ref, InboxKind.QUESTION, why, **item)
+        )
+        self.steps.append(step)
         self.deps.on_change()
 
     async def finish(
@@ -606,25 +535,9 @@ class RunDriver:
         approval: int | None = None,
         digest: str | None = None,
     ) -> None:
-        key = f"{self.run_id}:{len(self.steps) + 1}"
-
-        def write(c: Any) -> Step:
-            if approval is not None and digest is not None:
-                qi.consume_approval(c, approval, digest, key)
-            qi.withdraw_open_items(c, self.run_id, f"run {status}")
-            qi.post(
-                c,
-                InboxKind.NOTICE,
-                title=f"run {self.run_id} {status}: {summary[:150]}",
-                body=summary,
-                goal_id=self.goal_id,
-                run_id=self.run_id,
-            )
-            return q.finish(c, self.run_id, self.epoch, status, summary)
-
-        self.steps.append(await self._write(write))
+        ref = self.ref()
+        step = await self._write(
+            lambda c: control.finish(c, ref, status, summary, approval=approval, digest=digest)
+        )
+        self.steps.append(step)
         log.info("run.finished", status=str(status), summary=summary[:200])
-
-
-def _parse_ts(value: str) -> float:
-    return datetime.fromisoformat(value).timestamp()

@@ -1,0 +1,124 @@
+"""Control actions and suspensions, each as ONE transaction over the journal and the inbox.
+
+A question or approval is posted in the same transaction as the run's WAIT step, an approval is
+consumed in the same transaction as the effect it authorizes, and a finish withdraws the run's open
+items as it ends the run: no crash can separate a step from what it implies.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from agentd.config import BuiltinAction
+from agentd.db import items as qi
+from agentd.db import queries as q
+from agentd.models import JSON, InboxKind, RunStatus, Step, StepKind
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """Which run a transaction writes for, under which lease epoch, at which next seq."""
+
+    run_id: int
+    goal_id: int
+    epoch: int
+    seq: int  # the seq the next journaled step will get
+
+    @property
+    def key(self) -> str:
+        return f"{self.run_id}:{self.seq}"
+
+
+def control(
+    c: sqlite3.Connection,
+    ref: RunRef,
+    cfg: BuiltinAction,
+    action: str,
+    args: JSON,
+    digest: str,
+    *,
+    approval: int | None,
+    events_seen: int,
+    expires_at: float | None,
+) -> list[Step]:
+    """notify / ask / sleep / wait_event: the ACT step plus its inbox item or wait."""
+    if approval is not None:
+        qi.consume_approval(c, approval, digest, ref.key)
+    result: JSON = {"ok": True}
+    if cfg.type in ("notify", "ask"):
+        kind = InboxKind.NOTICE if cfg.type == "notify" else InboxKind.QUESTION
+        text = str(args.get("message") or args.get("question") or "")
+        result["item_id"] = qi.post(
+            c, kind, title=text[:200], body=text, goal_id=ref.goal_id, run_id=ref.run_id,
+            seq=ref.seq, expires_at=expires_at if kind == InboxKind.QUESTION else None,
+        )  # fmt: skip
+    act = q.append_step(
+        c, ref.run_id, ref.epoch, StepKind.ACT, action=action, args=args, digest=digest,
+        result=result, data={"approval": approval, "key": ref.key},
+    )  # fmt: skip
+    if cfg.type == "notify":
+        return [act]
+    if cfg.type == "ask":
+        wait = {"kind": "inbox", "item_id": result["item_id"], "why": "question"}
+        return [act, q.suspend(c, ref.run_id, ref.epoch, wait, item_id=result["item_id"])]
+    if cfg.type == "sleep":
+        until = args.get("until")
+        seconds = min(float(args.get("seconds") or 0.0), cfg.max_sleep_s)
+        wake_at = datetime.fromisoformat(until).timestamp() if until else time.time() + seconds
+        wait = {"kind": "timer", "why": "sleep", "until": wake_at}
+        return [act, q.suspend(c, ref.run_id, ref.epoch, wait, wake_at=wake_at)]
+    timeout = args.get("timeout_s")
+    wait = {
+        "kind": "event", "event": args["event"], "match": args.get("match", {}),
+        "why": "wait_event", "timeout_s": timeout,
+    }  # fmt: skip
+    deadline = time.time() + float(timeout) if timeout else None
+    # Events committed since the run last looked count: the order of "event arrives" and "run
+    # starts waiting" must not matter.
+    return [
+        act,
+        q.suspend(
+            c,
+            ref.run_id,
+            ref.epoch,
+            wait,
+            event=args["event"],
+            after_event=events_seen,
+            wake_at=deadline,
+        ),
+    ]
+
+
+def post_and_wait(
+    c: sqlite3.Connection, ref: RunRef, kind: InboxKind, why: str, **item: Any
+) -> Step:
+    """Post a question or approval and park the run on it."""
+    item_id = qi.post(c, kind, goal_id=ref.goal_id, run_id=ref.run_id, **item)
+    wait = {"kind": "inbox", "item_id": item_id, "why": why}
+    if item.get("action"):
+        wait["action"] = item["action"]
+    return q.suspend(c, ref.run_id, ref.epoch, wait, item_id=item_id)
+
+
+def finish(
+    c: sqlite3.Connection,
+    ref: RunRef,
+    status: RunStatus,
+    summary: str,
+    *,
+    approval: int | None = None,
+    digest: str | None = None,
+) -> Step:
+    """End the run, withdraw what it still asks, and leave a notice with the summary."""
+    if approval is not None and digest is not None:
+        qi.consume_approval(c, approval, digest, ref.key)
+    qi.withdraw_open_items(c, ref.run_id, f"run {status}")
+    qi.post(
+        c, InboxKind.NOTICE, title=f"run {ref.run_id} {status}: {summary[:150]}", body=summary,
+        goal_id=ref.goal_id, run_id=ref.run_id,
+    )  # fmt: skip
+    return q.finish(c, ref.run_id, ref.epoch, status, summary)
