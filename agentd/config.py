@@ -272,9 +272,9 @@ def _key_path(raw: Any, loc: tuple[Any, ...]) -> list[str]:
     out: list[str] = []
     node = raw
     for i, part in enumerate(loc):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        if (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and part < len(node)
+        ):
             node = node[part]
         elif i < len(loc) - 1:
             continue  # a discriminator tag or validator name, not a key in the file

@@ -9,17 +9,16 @@ demo started is stopped on exit or Ctrl-C; the home is left for exploring.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import select
-import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -35,9 +34,7 @@ RUN_TIMEOUT_S = 60.0
 
 
 def demo_config(service_dir: Path, port: int) -> str:
-    py = shlex.quote(sys.executable)
     svc = f'"{sys.executable}", "-m", "agentd.demo_service"'
-    del py
     return f"""\
 # Written by `agentd demo`: a watcher for the demo checkout service.
 [daemon]
@@ -229,7 +226,7 @@ def _run(demo: Demo, yes: bool) -> int:
 
 
 def _narrate(demo: Demo, store: SyncStore, goal_id: int, yes: bool, t0: float) -> Run | None:
-    shown = 0
+    shown: dict[int, str] = {}  # seq → status printed, so a finished action is printed again
     asked: set[int] = set()
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -238,13 +235,15 @@ def _narrate(demo: Demo, store: SyncStore, goal_id: int, yes: bool, t0: float) -
             time.sleep(0.05)
             continue
         run = runs[-1]
-        steps: list[Step] = store.read(lambda c: q.list_steps(c, run.run_id))
-        for step in steps[shown:]:
-            demo.say(f"  {time.monotonic() - t0:5.1f}s  {render.step_line(step)}")
-        shown = len(steps)
+        run_id = run.run_id
+        steps: list[Step] = store.read(functools.partial(q.list_steps, run_id=run_id))
+        for step in steps:
+            if shown.get(step.seq) != step.status:
+                demo.say(f"  {time.monotonic() - t0:5.1f}s  {render.step_line(step)}")
+                shown[step.seq] = step.status
         if run.status.finished:
             return run
-        for item in store.read(lambda c: qi.list_items(c, status="open", run_id=run.run_id)):
+        for item in store.read(functools.partial(qi.list_items, status="open", run_id=run_id)):
             if item.kind == InboxKind.APPROVAL and item.item_id not in asked:
                 asked.add(item.item_id)
                 _ask_approval(demo, store, item.item_id, yes)
@@ -308,8 +307,3 @@ def _until(pred: Any, what: str, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def _nothing() -> Iterator[None]:
-    yield

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("version", nargs="?")
     p.add_argument("--state", type=Path, required=True)
     p.add_argument("--port", type=int, default=0)
-    a = p.parse_args(argv)
+    a = p.parse_intermixed_args(argv)
     a.state.mkdir(parents=True, exist_ok=True)
     if a.command == "serve":
         serve(a.state, a.port)

@@ -96,6 +96,7 @@ class Engine:
     async def _drive(self, run_id: int, epoch: int) -> None:
         async with self.slots:
             structlog.contextvars.bind_contextvars(run_id=run_id)
+            driver: RunDriver | None = None
             try:
                 driver = await RunDriver.load(self.deps, run_id, epoch)
                 structlog.contextvars.bind_contextvars(goal_id=driver.goal_id)
@@ -103,10 +104,21 @@ class Engine:
                     pass
             except Refused as e:  # lease lost or run cancelled under us: stop touching it
                 log.warning("run.released", reason=str(e))
-            except AgentdError as e:
-                log.error("run.stalled", error=str(e))
-            except Exception:
-                log.exception("run.crashed")
+            except Exception as e:
+                log.exception("run.stalled")
+                if driver is not None:
+                    await self._park(driver, e)
+
+    async def _park(self, driver: RunDriver, err: Exception) -> None:
+        """A step failed unexpectedly: hand the run to the operator instead of leaving it stuck."""
+        try:
+            await driver.ask_operator(
+                f"Run {driver.run_id} stopped on an internal error: {err}. Answer to let it "
+                "observe and decide again, or cancel it with `agentd runs cancel`.",
+                why="internal_error",
+            )
+        except Exception:
+            log.exception("run.park_failed")
 
     async def stop(self, grace_s: float) -> None:
         """Take no new step; give steps in flight `grace_s` to reach their journal point."""

@@ -24,9 +24,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentd.db import queries as q  # noqa: E402 -- after the path set-up above
-from agentd.db.store import Store, connect  # noqa: E402
-from agentd.models import StepKind  # noqa: E402
+from agentd.db import queries as q
+from agentd.db.store import Store, connect
+from agentd.models import StepKind
 
 
 def raw_commit_us(workdir: Path, n: int = 500) -> float:
@@ -72,8 +72,12 @@ async def measure(workdir: Path, runs: int, steps: int) -> float:
     await store.open()  # daemon start-up (open + migrate) is not timed
 
     def setup(c: sqlite3.Connection) -> list[tuple[int, int]]:
-        goal_id = q.add_goal(c, title="bench", why="bench", agent="bench", criteria=[], deadline=None)
-        ids = [q.create_run(c, goal_id=goal_id, agent="bench", trigger="bench") for _ in range(runs)]
+        goal_id = q.add_goal(
+            c, title="bench", why="bench", agent="bench", criteria=[], deadline=None
+        )
+        ids = [
+            q.create_run(c, goal_id=goal_id, agent="bench", trigger="bench") for _ in range(runs)
+        ]
         return [(r, q.claim_run(c, r, "bench", 3600)) for r in ids]
 
     pairs = await store.write(setup)
@@ -85,7 +89,9 @@ async def measure(workdir: Path, runs: int, steps: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("mode", choices=["seq", "conc"])
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--steps", type=int, default=200)
@@ -99,8 +105,17 @@ def main() -> None:
     workdir.mkdir(parents=True)
 
     raw_us = raw_commit_us(workdir)
-    print("RESULT " + json.dumps({"mode": "raw_commit", "us_per_commit": round(raw_us, 1),
-                                  "commits_per_s": round(1e6 / raw_us, 1)}), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "mode": "raw_commit",
+                "us_per_commit": round(raw_us, 1),
+                "commits_per_s": round(1e6 / raw_us, 1),
+            }
+        ),
+        flush=True,
+    )
     for _ in range(a.warmup):
         asyncio.run(measure(workdir, runs, a.steps))
     per_step: list[float] = []
@@ -108,16 +123,28 @@ def main() -> None:
         elapsed = asyncio.run(measure(workdir, runs, a.steps))
         total = runs * a.steps
         per_step.append(elapsed / total * 1e6)
-        print("RESULT " + json.dumps({
-            "mode": a.mode, "runs": runs, "steps_per_run": a.steps, "elapsed_s": round(elapsed, 4),
-            "us_per_step": round(elapsed / total * 1e6, 1), "steps_per_s": round(total / elapsed, 1),
-        }), flush=True)
+        print(
+            "RESULT "
+            + json.dumps(
+                {
+                    "mode": a.mode,
+                    "runs": runs,
+                    "steps_per_run": a.steps,
+                    "elapsed_s": round(elapsed, 4),
+                    "us_per_step": round(elapsed / total * 1e6, 1),
+                    "steps_per_s": round(total / elapsed, 1),
+                }
+            ),
+            flush=True,
+        )
     med = statistics.median(per_step)
     if a.mode == "seq":
         verdict = f"{med / raw_us:.2f}x a raw commit per step (target ≤ 2x)"
     else:
         verdict = f"{raw_us / med:.1f}x the raw single-commit rate (target ≥ 5x)"
-    print(f"SUMMARY mode={a.mode} median_us_per_step={med:.1f} raw_us_per_commit={raw_us:.1f} → {verdict}")
+    print(
+        f"SUMMARY mode={a.mode} median_us_per_step={med:.1f} raw_us_per_commit={raw_us:.1f} → {verdict}"
+    )
 
 
 if __name__ == "__main__":

@@ -58,7 +58,9 @@ class Home:
 
     def add_goal(self, agent: str = "default", title: str = "a goal") -> int:
         return self.store.write(
-            lambda c: q.add_goal(c, title=title, why="tests", agent=agent, criteria=[], deadline=None)
+            lambda c: q.add_goal(
+                c, title=title, why="tests", agent=agent, criteria=[], deadline=None
+            )
         )
 
     def start_run(self, goal_id: int) -> int:

@@ -16,12 +16,16 @@ def test_config_example_loads_and_documents_every_section() -> None:
     cfg = config.load(ROOT / "config.example.toml")
     assert {"default"} == set(cfg.agents)
     assert {"http", "command", "file_tail"} == {s.type for s in cfg.sources.values()}
-    assert (ROOT / "config.example.toml").read_text() == (ROOT / "agentd/config.example.toml").read_text()
+    assert (ROOT / "config.example.toml").read_text() == (
+        ROOT / "agentd/config.example.toml"
+    ).read_text()
 
 
 def test_config_unknown_key_names_file_line_and_key(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
-    path.write_text('[models.default]\nprovider = "scripted"\nreplies = "r.json"\ncolour = "blue"\n')
+    path.write_text(
+        '[models.default]\nprovider = "scripted"\nreplies = "r.json"\ncolour = "blue"\n'
+    )
     with pytest.raises(ConfigError) as e:
         config.load(path)
     assert str(path) in str(e.value)
@@ -42,7 +46,7 @@ def test_config_bad_value_in_nested_table_points_at_its_line(tmp_path: Path) -> 
 
 def test_config_invalid_toml_reports_line(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
-    path.write_text('[daemon]\nmax_concurrent_runs = \n')
+    path.write_text("[daemon]\nmax_concurrent_runs = \n")
     with pytest.raises(ConfigError, match=r"line 2"):
         config.load(path)
 

@@ -83,14 +83,14 @@ def write_home(home: Path) -> Path:
 
 def start_daemon(home: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "AGENTD_LOG_FORMAT": "json"}
-    log = (home / "daemon.log").open("ab")
-    return subprocess.Popen(
-        [sys.executable, "-m", "agentd", "--home", str(home), "serve"],
-        stdout=log,
-        stderr=log,
-        env=env,
-        start_new_session=True,  # a process group, killed whole like systemd's cgroup
-    )
+    with (home / "daemon.log").open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "agentd", "--home", str(home), "serve"],
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,  # a process group, killed whole like systemd's cgroup
+        )
 
 
 def wait_ready(home: Path, starts: int, timeout_s: float = 20) -> None:
@@ -99,7 +99,9 @@ def wait_ready(home: Path, starts: int, timeout_s: float = 20) -> None:
         if (home / "daemon.log").read_text().count('"daemon.ready"') >= starts:
             return
         time.sleep(0.02)
-    raise AssertionError("daemon did not become ready:\n" + (home / "daemon.log").read_text()[-3000:])
+    raise AssertionError(
+        "daemon did not become ready:\n" + (home / "daemon.log").read_text()[-3000:]
+    )
 
 
 @pytest.mark.slow
@@ -166,8 +168,16 @@ def test_crash_sigkill_loses_nothing_and_repeats_no_side_effect(tmp_path: Path) 
         keys = {f"{s.run_id}:{s.seq}" for s in appended}
         assert keys == {k for k, _ in lines if k.split(":")[0] == str(run_id)}
         # No model decision requested again after it was journaled.
-        decided = {s.data["decision_no"]: s.created_at.timestamp() for s in steps if s.kind == StepKind.DECIDE}
+        decided = {
+            s.data["decision_no"]: s.created_at.timestamp()
+            for s in steps
+            if s.kind == StepKind.DECIDE
+        }
         for req in (r for r in requests if r["run_id"] == run_id):
-            assert req["t"] <= decided[req["n"]], f"run {run_id} decision {req['n']} asked after journaling"
+            assert req["t"] <= decided[req["n"]], (
+                f"run {run_id} decision {req['n']} asked after journaling"
+            )
     store.close()
-    print(f"crash test: {kills} SIGKILLs, {len(requests)} model requests, {len(lines)} side effects")
+    print(
+        f"crash test: {kills} SIGKILLs, {len(requests)} model requests, {len(lines)} side effects"
+    )

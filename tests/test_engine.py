@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
-
-import asyncio
-import json
 
 from agentd import config, inbox
 from agentd.db import items as qi

@@ -36,7 +36,7 @@ def test_systemd_unit_verifies_clean(tmp_path: Path) -> None:
     unit = unit.replace("/usr/local/bin/agentd", sys.executable)
     (tmp_path / "agentd.service").write_text(unit)
     out = subprocess.run(
-        ["systemd-analyze", "verify", str(tmp_path / "agentd.service")],
+        [str(shutil.which("systemd-analyze")), "verify", str(tmp_path / "agentd.service")],
         capture_output=True,
         text=True,
         timeout=60,

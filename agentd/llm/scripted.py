@@ -29,11 +29,11 @@ class ScriptedProvider:
         if self.cfg.request_log is not None:
             await asyncio.to_thread(self._log, request)
         entry = self.replies[min(request.decision_no, len(self.replies)) - 1]
-        if isinstance(entry, dict) and "error" in entry:
-            if "reply" not in entry or request.attempt <= int(entry.get("attempts", 1)):
-                raise ModelError(
-                    f"scripted error: {entry['error']}", retry_after_s=entry.get("retry_after_s")
-                )
+        failing = isinstance(entry, dict) and "error" in entry
+        if failing and ("reply" not in entry or request.attempt <= int(entry.get("attempts", 1))):
+            raise ModelError(
+                f"scripted error: {entry['error']}", retry_after_s=entry.get("retry_after_s")
+            )
         if isinstance(entry, dict) and "reply" in entry:
             await asyncio.sleep(float(entry.get("delay_s", 0)))
             entry = entry["reply"]

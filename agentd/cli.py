@@ -1,0 +1,586 @@
+"""The `agentd` command line: parse → call one function → render (a table, or --json).
+
+Typer has no coroutine support, so async work runs under `asyncio.run` here, at the edge. Expected
+errors (any AgentdError) print `agentd: <message>` on stderr and exit with the error's code — 1 for
+not found / refused / unusable state, 2 for a bad command line or config — never with a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import functools
+import importlib
+import importlib.resources
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from agentd import config, daemon, inbox, log, render
+from agentd.config import Config, OtherModel, Paths, ScriptedModel
+from agentd.db import items as qi
+from agentd.db import queries as q
+from agentd.db import schema
+from agentd.db.store import SyncStore
+from agentd.errors import AgentdError, Refused, StateError
+from agentd.llm.scripted import load_replies
+from agentd.models import Goal, GoalStatus, Run, RunStatus, utcnow
+
+
+class _Group(TyperGroup):
+    """The root command: turns expected errors into one line on stderr and the error's exit code."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AgentdError as e:
+            typer.echo(f"agentd: {e}", err=True)
+            raise typer.Exit(e.exit_code) from None
+        except OSError as e:  # a file the operator must fix (permissions, a full disk)
+            if e.errno == errno.EPIPE:  # `agentd runs list | head`: click exits quietly
+                raise
+            where = f"{e.filename}: " if e.filename else ""
+            typer.echo(f"agentd: {where}{e.strerror or e}", err=True)
+            raise typer.Exit(1) from None
+
+
+# Plain click help (no rich boxes): `\b` paragraphs keep the examples' line breaks.
+_typer = functools.partial(
+    typer.Typer, no_args_is_help=True, rich_markup_mode=None, add_completion=False
+)
+
+
+app = _typer(
+    help="""agentd runs background agents: give it a goal and it keeps working toward it.
+
+    \b
+    Start here:
+      agentd init                      write config.toml, replies.json and the database
+      agentd serve                     run the daemon (leave it running)
+      agentd goal add "Keep checkout healthy" --why "it is where revenue happens"
+      agentd run start 1               pursue goal 1 now
+      agentd inbox list                what the agents need from you
+      agentd runs show 1               what run 1 did, step by step
+    """,
+    cls=_Group,
+    pretty_exceptions_enable=False,
+)
+goal_app = _typer(help="Goals: what you want done and why (add, list, show, pause, resume, close).")
+run_app = _typer(help="Start a run of a goal now.")
+runs_app = _typer(help="Runs: list them, show one's step-by-step timeline, cancel one.")
+inbox_app = _typer(help="The operator inbox: questions, approvals and notices from the agents.")
+event_app = _typer(help="Events: tell agentd something happened (starts or wakes runs).")
+for _name, _sub in dict(goal=goal_app, run=run_app, runs=runs_app, inbox=inbox_app).items():
+    app.add_typer(_sub, name=_name)
+app.add_typer(event_app, name="event")
+
+Opt = typer.Option
+JsonFlag = Annotated[bool, Opt("--json", help="Machine output on stdout (times: ISO 8601, UTC).")]
+GoalId = Annotated[int, typer.Argument(metavar="GOAL_ID", help="A goal id (`agentd goal list`).")]
+RunId = Annotated[int, typer.Argument(metavar="RUN_ID", help="A run id (`agentd runs list`).")]
+ItemId = Annotated[int, typer.Argument(metavar="ID", help="An item id (`agentd inbox list`).")]
+Limit = Annotated[int, Opt("--limit", min=1, help="At most this many, newest first.")]
+
+
+def main() -> None:
+    """The console script `agentd`."""
+    app(prog_name="agentd")
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    home: Annotated[Path | None, Opt(metavar="PATH", help=render.HOME_HELP)] = None,
+) -> None:
+    ctx.obj = Paths((home or config.default_home()).expanduser())
+
+
+# ── edge helpers ─────────────────────────────────────────────────────────────────────────────
+def _paths(ctx: typer.Context) -> Paths:
+    paths = ctx.obj
+    assert isinstance(paths, Paths), "the root callback sets ctx.obj"
+    return paths
+
+
+@contextlib.contextmanager
+def _store(ctx: typer.Context) -> Iterator[SyncStore]:
+    """The home's database, migrated; never created here (that is `agentd init`)."""
+    paths = _paths(ctx)
+    if not paths.db.exists():
+        raise StateError(f"{paths.db}: no database here; run `agentd --home {paths.home} init`")
+    store = SyncStore(paths.db)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _emit(as_json: bool, data: Any, text: Callable[[], str]) -> None:
+    typer.echo(render.to_json(data) if as_json else text())
+
+
+def _resume_note(ctx: typer.Context, run_id: int | None) -> str:
+    if run_id is None:
+        return ""
+    if daemon.daemon_pid(_paths(ctx)) is None:
+        return f"; run {run_id} continues when `agentd serve` runs"
+    return f"; run {run_id} continues within a second"
+
+
+def _cancel(c: Any, run_id: int, reason: str) -> None:
+    """Cancel a run and withdraw its open questions/approvals, which no one could use any more."""
+    q.cancel(c, run_id, reason)
+    qi.withdraw_open_items(c, run_id, reason)
+
+
+# ── init, serve, demo ────────────────────────────────────────────────────────────────────────
+def _template() -> str:
+    resource = importlib.resources.files("agentd") / "config.example.toml"
+    return resource.read_text() if resource.is_file() else render.FALLBACK_CONFIG
+
+
+def _write_home(paths: Paths) -> list[Path]:
+    """Write config.toml, a placeholder replies file and a migrated database; returns what is new."""
+    try:
+        paths.home.mkdir(parents=True, exist_ok=True)
+        paths.config.write_text(_template())
+    except OSError as e:
+        raise StateError(f"{paths.home}: cannot create the home: {e.strerror or e}") from None
+    created = [paths.config]
+    for model in config.load(paths.config).models.values():
+        if not isinstance(model, ScriptedModel) or model.replies.exists():
+            continue
+        if model.replies.parent == paths.home:
+            model.replies.write_text(render.PLACEHOLDER_REPLIES)
+            created.append(model.replies)
+    existed = paths.db.exists()
+    SyncStore(paths.db).close()
+    return created if existed else [*created, paths.db]
+
+
+@app.command("init")
+def init_cmd(
+    ctx: typer.Context,
+    force: Annotated[bool, Opt("--force", help="Overwrite an existing config.toml.")] = False,
+) -> None:
+    """Create a home: config.toml, a placeholder replies.json and the database.
+
+    The database and an existing replies file are kept, even with --force.
+
+    Example: agentd --home ~/agentd-try init
+    """
+    paths = _paths(ctx)
+    if paths.config.exists() and not force:
+        raise Refused(f"{paths.config} already exists; keep it, or replace it with `init --force`")
+    for path in _write_home(paths):
+        typer.echo(f"created {path}")
+    prefix = "agentd" if paths.home == config.default_home() else f"agentd --home {paths.home}"
+    typer.echo(f"next: edit {paths.config}, check it with `{prefix} doctor`, then `{prefix} serve`")
+
+
+@app.command("serve")
+def serve_cmd(ctx: typer.Context) -> None:
+    """Run the daemon in the foreground until SIGTERM or Ctrl-C.
+
+    Example (a systemd unit runs the same): agentd --home /var/lib/agentd serve
+    """
+    paths = _paths(ctx)
+    cfg = config.load(paths.config)
+    log.configure(cfg.daemon.log_level)
+    raise typer.Exit(asyncio.run(daemon.serve(paths, cfg)))
+
+
+# ── demo: agentd/demo.py provides main(home, yes) -> exit code ────────────────────────────────
+@app.command("demo")
+def demo_cmd(
+    yes: Annotated[bool, Opt("--yes", help="Approve through the inbox automatically.")] = False,
+    home: Annotated[Path | None, Opt(metavar="PATH", help="Use this home, not a temp dir.")] = None,
+) -> None:
+    """Watch agentd work end to end in a throw-away home (or in --home PATH).
+
+    Example: agentd demo --yes
+    """
+    try:
+        demo = importlib.import_module("agentd.demo")  # lazily: the demo is optional
+    except ModuleNotFoundError as e:
+        if e.name != "agentd.demo":
+            raise
+        raise StateError("the demo is not part of this build") from None
+    raise typer.Exit(int(demo.main(home, yes)))
+
+
+# ── goals ────────────────────────────────────────────────────────────────────────────────────
+@goal_app.command("add")
+def goal_add(
+    ctx: typer.Context,
+    title: Annotated[str, typer.Argument(metavar="TITLE", help="What you want done, in a line.")],
+    why: Annotated[str, Opt("--why", metavar="TEXT", help="Why it matters; the agent reads this.")],
+    agent: Annotated[str | None, Opt(metavar="NAME", help="An agent in config.toml.")] = None,
+    criterion: Annotated[
+        list[str] | None, Opt(metavar="TEXT", help="A success criterion (repeatable).")
+    ] = None,
+    deadline: Annotated[str | None, Opt(metavar="WHEN", help="2026-03-01T17:00, 3d, 12h…")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Add a goal; prints its id.
+
+    \b
+    Example:
+      agentd goal add "Keep checkout healthy" --why "it is where revenue happens" \\
+        --criterion "p95 latency under 300 ms" --deadline 7d
+    """
+    when = render.parse_when(deadline, utcnow()).timestamp() if deadline else None
+    paths = _paths(ctx)
+    name = render.pick_agent(config.load(paths.config), agent, paths.config)
+
+    def work(c: Any) -> Goal:
+        goal_id = q.add_goal(
+            c, title=title, why=why, agent=name, criteria=criterion or [], deadline=when
+        )
+        return q.get_goal(c, goal_id)
+
+    with _store(ctx) as store:
+        goal = store.write(work)
+    _emit(as_json, goal, lambda: str(goal.goal_id))
+    if not as_json:
+        hint = f"added for agent {name}; start it with `agentd run start {goal.goal_id}`"
+        typer.echo(f"goal {goal.goal_id} {hint}", err=True)
+
+
+@goal_app.command("list")
+def goal_list(
+    ctx: typer.Context,
+    status: Annotated[GoalStatus | None, Opt(help="Only goals with this status.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List goals, oldest first."""
+    with _store(ctx) as store:
+        goals = store.read(lambda c: q.list_goals(c, status))
+    _emit(as_json, goals, lambda: render.goals_table(goals, utcnow()))
+
+
+def _goal_details(c: Any, goal_id: int) -> tuple[Goal, list[Run], dict[str, int]]:
+    goal = q.get_goal(c, goal_id)
+    runs = q.list_runs(c, goal_id=goal_id, limit=1_000_000)
+    return goal, runs, render.spend([s for r in runs for s in q.list_steps(c, r.run_id)])
+
+
+@goal_app.command("show")
+def goal_show(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) -> None:
+    """Show a goal, its runs and what it has spent (model tokens)."""
+    with _store(ctx) as store:
+        goal, runs, spend = store.read(lambda c: _goal_details(c, goal_id))
+    data = {**render.jsonable(goal), "runs": runs, "spend": spend}
+    _emit(as_json, data, lambda: render.goal_view(goal, runs, spend, utcnow()))
+
+
+def _move_goal(ctx: typer.Context, goal_id: int, status: GoalStatus) -> None:
+    with _store(ctx) as store:
+        store.write(lambda c: q.set_goal_status(c, goal_id, status))
+
+
+@goal_app.command("pause")
+def goal_pause(ctx: typer.Context, goal_id: GoalId) -> None:
+    """Pause a goal: no new runs start for it until it is resumed."""
+    _move_goal(ctx, goal_id, GoalStatus.PAUSED)
+    typer.echo(f"goal {goal_id} paused; `agentd goal resume {goal_id}` picks it up again")
+
+
+@goal_app.command("resume")
+def goal_resume(ctx: typer.Context, goal_id: GoalId) -> None:
+    """Resume a paused goal."""
+    _move_goal(ctx, goal_id, GoalStatus.ACTIVE)
+    typer.echo(f"goal {goal_id} active again")
+
+
+@goal_app.command("close")
+def goal_close(
+    ctx: typer.Context,
+    goal_id: GoalId,
+    abandoned: Annotated[
+        bool, Opt("--abandoned", help="Close as abandoned, not achieved.")
+    ] = False,
+) -> None:
+    """Close a goal as achieved (or --abandoned) and cancel its active runs."""
+    status = GoalStatus.ABANDONED if abandoned else GoalStatus.ACHIEVED
+    reason = f"goal {goal_id} closed as {status} by the operator"
+
+    def work(c: Any) -> list[int]:
+        q.set_goal_status(c, goal_id, status)
+        runs = q.list_runs(c, goal_id=goal_id, limit=1_000_000)
+        active = [r.run_id for r in runs if not r.status.finished]
+        for run_id in active:
+            _cancel(c, run_id, reason)
+        return active
+
+    with _store(ctx) as store:
+        cancelled = store.write(work)
+    extra = f"; cancelled run {', '.join(map(str, cancelled))}" if cancelled else ""
+    typer.echo(f"goal {goal_id} closed as {status}{extra}")
+
+
+# ── runs ─────────────────────────────────────────────────────────────────────────────────────
+def _start_run(c: Any, goal_id: int) -> Run:
+    goal = q.get_goal(c, goal_id)
+    if goal.status == GoalStatus.PAUSED:
+        raise Refused(f"goal {goal_id} is paused; `agentd goal resume {goal_id}` first")
+    if goal.status != GoalStatus.ACTIVE:
+        raise Refused(f"goal {goal_id} is {goal.status}; it takes no more runs")
+    if (active := q.active_run_of_goal(c, goal_id)) is not None:
+        raise Refused(f"goal {goal_id} already has run {active}; see `agentd runs show {active}`")
+    return q.get_run(c, q.create_run(c, goal_id=goal_id, agent=goal.agent, trigger="operator"))
+
+
+@run_app.command("start")
+def run_start(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) -> None:
+    """Start a run of an active goal now; prints the run id.
+
+    Example: agentd run start 1
+    """
+    with _store(ctx) as store:
+        run = store.write(lambda c: _start_run(c, goal_id))
+    _emit(as_json, run, lambda: str(run.run_id))
+    if not as_json:
+        typer.echo(f"run {run.run_id} started; follow it: agentd runs show {run.run_id}", err=True)
+    if daemon.daemon_pid(_paths(ctx)) is None:
+        typer.echo("note: no daemon serves this home; the run starts with `agentd serve`", err=True)
+
+
+@runs_app.command("list")
+def runs_list(
+    ctx: typer.Context,
+    goal: Annotated[int | None, Opt(metavar="GOAL_ID", help="Only this goal's runs.")] = None,
+    status: Annotated[RunStatus | None, Opt(help="Only runs with this status.")] = None,
+    limit: Limit = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List runs, newest first."""
+    with _store(ctx) as store:
+        runs = store.read(lambda c: q.list_runs(c, goal_id=goal, status=status, limit=limit))
+    _emit(as_json, runs, lambda: render.runs_table(runs, utcnow()))
+
+
+@runs_app.command("show")
+def runs_show(ctx: typer.Context, run_id: RunId, as_json: JsonFlag = False) -> None:
+    """Show a run's timeline: each step's action, verdict (and rule), result and tokens.
+
+    Table cells are cut to one line; --json carries every value in full.
+    """
+    with _store(ctx) as store:
+        run = store.read(lambda c: q.get_run(c, run_id))
+        goal = store.read(lambda c: q.get_goal(c, run.goal_id))
+        steps = store.read(lambda c: q.list_steps(c, run_id))
+    data = {**render.jsonable(run), "goal": goal, "steps": steps}
+    now = utcnow()
+    _emit(as_json, data, lambda: f"{render.run_header(run, goal, now)}\n\n{render.timeline(steps)}")
+
+
+@runs_app.command("cancel")
+def runs_cancel(
+    ctx: typer.Context,
+    run_id: RunId,
+    reason: Annotated[
+        str, Opt(metavar="TEXT", help="Recorded as the run's summary.")
+    ] = "cancelled by the operator",
+) -> None:
+    """Cancel a running or waiting run (its open questions and approvals are withdrawn)."""
+    with _store(ctx) as store:
+        store.write(lambda c: _cancel(c, run_id, reason))
+    typer.echo(f"run {run_id} cancelled")
+
+
+# ── inbox ────────────────────────────────────────────────────────────────────────────────────
+@inbox_app.command("list")
+def inbox_list(
+    ctx: typer.Context,
+    show_all: Annotated[bool, Opt("--all", help="Closed items too.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """List open inbox items (--all: every item)."""
+    with _store(ctx) as store:
+        items = store.read(lambda c: qi.list_items(c, status=None if show_all else "open"))
+    _emit(as_json, items, lambda: render.items_table(items, utcnow(), with_status=show_all))
+
+
+@inbox_app.command("show")
+def inbox_show(ctx: typer.Context, item_id: ItemId, as_json: JsonFlag = False) -> None:
+    """Show an item in full: why it exists, the exact action and arguments, the rule."""
+    with _store(ctx) as store:
+        item = store.read(lambda c: qi.get_item(c, item_id))
+        goal_id = item.goal_id
+        goal = None if goal_id is None else store.read(lambda c: q.get_goal(c, goal_id))
+    _emit(as_json, item, lambda: render.item_view(item, goal, utcnow()))
+
+
+@inbox_app.command("answer")
+def inbox_answer(
+    ctx: typer.Context,
+    item_id: ItemId,
+    text: Annotated[
+        str, typer.Argument(metavar="TEXT", help="Your answer; the run reads it as given.")
+    ],
+) -> None:
+    """Answer a question.
+
+    Example: agentd inbox answer 4 "yes, the 14:00 deploy was mine"
+    """
+    with _store(ctx) as store:
+        item = inbox.answer(store, item_id, text)
+    typer.echo(f"answered item {item_id}{_resume_note(ctx, item.run_id)}")
+
+
+@inbox_app.command("approve")
+def inbox_approve(
+    ctx: typer.Context,
+    item_id: ItemId,
+    edit: Annotated[str | None, Opt(metavar="JSON", help="Change arguments first.")] = None,
+    note: Annotated[str, Opt(metavar="TEXT", help="A note recorded with the approval.")] = "",
+) -> None:
+    """Approve the exact action of an approval item (optionally with edited arguments).
+
+    \b
+    Examples:
+      agentd inbox approve 4
+      agentd inbox approve 4 --edit '{"unit": "checkout.service"}' --note "the real unit"
+    """
+    changes = render.parse_object("--edit", edit) if edit is not None else None
+    cfg = config.load(_paths(ctx).config)
+    with _store(ctx) as store:
+        item = inbox.approve(store, cfg, item_id, changes, note)
+    what = f"{item.action} {render.compact(item.args or {})}"
+    typer.echo(f"approved item {item_id}: {what}{_resume_note(ctx, item.run_id)}")
+
+
+@inbox_app.command("deny")
+def inbox_deny(
+    ctx: typer.Context,
+    item_id: ItemId,
+    reason: Annotated[str, Opt(metavar="TEXT", help="Told to the run.")] = "",
+) -> None:
+    """Deny an approval item; the run is told (with your reason) and picks another way."""
+    with _store(ctx) as store:
+        item = inbox.deny(store, item_id, reason)
+    typer.echo(f"denied item {item_id}{_resume_note(ctx, item.run_id)}")
+
+
+@inbox_app.command("dismiss")
+def inbox_dismiss(ctx: typer.Context, item_id: ItemId) -> None:
+    """Dismiss a notice you have read."""
+    with _store(ctx) as store:
+        inbox.dismiss(store, item_id)
+    typer.echo(f"dismissed item {item_id}")
+
+
+# ── events ───────────────────────────────────────────────────────────────────────────────────
+@event_app.command("send")
+def event_send(
+    ctx: typer.Context,
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="The event name agents trigger or wait on.")
+    ],
+    data: Annotated[str | None, Opt(metavar="JSON", help="Fields (a JSON object).")] = None,
+    key: Annotated[str | None, Opt(metavar="DEDUPE", help="Recorded once per key.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Record an event; prints its id.
+
+    \b
+    Example:
+      agentd event send deploy --data '{"service": "checkout"}' --key deploy-1.4.2
+    """
+    fields = render.parse_object("--data", data) if data is not None else {}
+
+    def work(c: Any) -> Any:
+        event_id = qi.add_event(c, name, fields, key, source="cli")
+        return None if event_id is None else qi.events_after(c, event_id - 1, 1)[0]
+
+    with _store(ctx) as store:
+        event = store.write(work)
+    if event is None:
+        if as_json:
+            typer.echo(render.to_json({"event_id": None, "duplicate": True, "dedupe_key": key}))
+        typer.echo("duplicate key, ignored", err=True)
+        return
+    _emit(as_json, event, lambda: str(event.event_id))
+
+
+@event_app.command("list")
+def event_list(ctx: typer.Context, limit: Limit = 50, as_json: JsonFlag = False) -> None:
+    """List recent events, newest first."""
+    with _store(ctx) as store:
+        events = store.read(lambda c: qi.list_events(c, limit))
+    _emit(as_json, events, lambda: render.events_table(events, utcnow()))
+
+
+# ── doctor ───────────────────────────────────────────────────────────────────────────────────
+def _check_database(paths: Paths) -> list[render.Check]:
+    if not paths.db.exists():
+        return [render.Check("database", False, f"{paths.db}: missing; run `agentd init`")]
+    try:
+        store = SyncStore(paths.db, migrate_schema=False)
+        try:
+            # BEGIN IMMEDIATE takes the write lock (or fails); the empty transaction changes nothing.
+            have = store.write(schema.version)
+        finally:
+            store.close()
+    except AgentdError as e:
+        return [render.Check("database", False, str(e))]
+    want = len(schema.MIGRATIONS)
+    advice = (
+        "current" if have == want else "run any command to migrate" if have < want else "upgrade"
+    )
+    migrated = render.Check("schema", have == want, f"version {have} of {want} ({advice})")
+    return [render.Check("database", True, f"{paths.db}: writable"), migrated]
+
+
+def _check_model(name: str, model: ScriptedModel | OtherModel) -> render.Check:
+    label = f"model {name}"
+    if isinstance(model, ScriptedModel):
+        try:
+            count = len(load_replies(model.replies))
+        except AgentdError as e:
+            return render.Check(label, False, str(e))
+        return render.Check(label, True, f"scripted; replies {model.replies} ({count})")
+    what, env = f"{model.provider} {model.model}", model.api_key_env
+    if env is None:
+        return render.Check(label, True, f"{what}: no api_key_env configured")
+    if config.secret(env) is None:  # the value itself is never shown
+        return render.Check(label, False, f"{what}: ${env} is not set in this environment")
+    return render.Check(label, True, f"{what}: ${env} is set")
+
+
+def _checks(paths: Paths) -> list[render.Check]:
+    cfg: Config | None = None
+    try:
+        cfg = config.load(paths.config)
+        counts = f"{len(cfg.agents)} agent(s), {len(cfg.models)} model(s)"
+        checks = [render.Check("config", True, f"{paths.config}: valid; {counts}")]
+    except AgentdError as e:
+        checks = [render.Check("config", False, str(e))]
+    checks += _check_database(paths)
+    pid = daemon.daemon_pid(paths)
+    running = f"running (pid {pid if pid and pid > 0 else 'unknown'})"
+    stopped = "not running; start it with `agentd serve`"
+    checks.append(render.Check("daemon", pid is not None, running if pid else stopped, False))
+    if cfg is not None:
+        models = [_check_model(n, m) for n, m in cfg.models.items()]
+        checks += models or [render.Check("models", False, "no [models.NAME] configured")]
+    return checks
+
+
+@app.command("doctor")
+def doctor_cmd(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Check the home: config, database, daemon, models and their API keys (never printed).
+
+    Exits 0 when every required check passes; a stopped daemon is only reported.
+    """
+    paths = _paths(ctx)
+    checks = _checks(paths)
+    healthy = all(c.ok for c in checks if c.required)
+    data = {"ok": healthy, "home": str(paths.home), "checks": [c._asdict() for c in checks]}
+    _emit(as_json, data, lambda: render.checks_text(checks))
+    raise typer.Exit(0 if healthy else 1)

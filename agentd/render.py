@@ -1,0 +1,411 @@
+"""The CLI's text, out and in: tables, a run's timeline, detail views, --json; typed-in times and JSON.
+
+Pure functions between domain records and text; nothing here reads the database or the environment.
+Tables keep one line per row (long cells are cut with …); --json always carries the full values,
+with datetimes as ISO 8601 in UTC. Malformed input raises UsageError (exit 2) with an example.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from agentd.config import Config
+from agentd.errors import UsageError
+from agentd.models import JSON, Event, Goal, InboxItem, InboxKind, Run, Step, StepKind, StepStatus
+
+Row = Sequence[object]
+
+# ── help text, and the text `agentd init` writes ─────────────────────────────────────────────
+
+HOME_HELP = (
+    "State directory with config.toml and agentd.db "
+    "[default: $AGENTD_HOME, else $XDG_DATA_HOME/agentd or ~/.local/share/agentd]."
+)
+
+# `agentd init` writes these when the package ships no config.example.toml / no replies file.
+FALLBACK_CONFIG = """\
+# agentd configuration. `agentd doctor` checks it; config.example.toml documents every key.
+[models.default]
+provider = "scripted"          # canned replies from replies.json; no API key needed
+replies = "replies.json"
+
+[agents.default]
+description = "A general agent: notes, questions, waits and finishes."
+model = "default"
+actions = ["notify", "ask", "sleep", "finish"]
+"""
+PLACEHOLDER_REPLIES = """[
+  {"reason": "nothing to do yet",
+   "action": {"kind": "finish", "outcome": "succeeded",
+              "summary": "edit replies.json or configure a real model"}}
+]
+"""
+
+
+# ── primitives ───────────────────────────────────────────────────────────────────────────────
+
+
+def jsonable(value: Any) -> Any:
+    """Dataclasses as objects, datetimes as `2026-03-01T17:00:00Z`, everything else as is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(jsonable(value), indent=2, ensure_ascii=False)
+
+
+def compact(value: Any) -> str:
+    """One-line JSON for arguments and results inside a table cell."""
+    return json.dumps(jsonable(value), separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def one_line(value: object, width: int = 60) -> str:
+    """Whitespace collapsed to single spaces, cut to `width` characters with an ellipsis."""
+    text = " ".join(str("" if value is None else value).split())
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def table(headers: Row, rows: Sequence[Row], widths: dict[str, int], empty: str = "") -> str:
+    """Plain aligned columns; `widths` caps a column (by header) so rows stay on one line."""
+    if not rows:
+        return empty
+    cells = [
+        [one_line(v, widths.get(str(h), 80)) for h, v in zip(headers, r, strict=True)] for r in rows
+    ]
+    sizes = [max([len(str(h))] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = [[str(h).upper() for h in headers], *cells]
+    return "\n".join(
+        "  ".join(c.ljust(n) for c, n in zip(r, sizes, strict=True)).rstrip() for r in lines
+    )
+
+
+def stamp(dt: datetime | None) -> str:
+    return "-" if dt is None else dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def span(seconds: float) -> str:
+    """A duration in its two largest units: 45s, 12m30s, 5h12m, 2d23h."""
+    left = int(abs(seconds))
+    units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+    for (unit, size), (small, small_size) in itertools.pairwise(units):
+        if left >= size:
+            major, rest = divmod(left, size)
+            minor = rest // small_size
+            return f"{major}{unit}{minor}{small}" if minor else f"{major}{unit}"
+    return f"{left}s"
+
+
+def ago(dt: datetime | None, now: datetime) -> str:
+    return "-" if dt is None else f"{span((now - dt).total_seconds())} ago"
+
+
+def until(dt: datetime | None, now: datetime) -> str:
+    if dt is None:
+        return "-"
+    left = (dt - now).total_seconds()
+    return f"in {span(left)}" if left >= 0 else f"{span(left)} overdue"
+
+
+def _fields(pairs: Sequence[tuple[str, object]]) -> str:
+    """`label:  value` lines; a multi-line value continues under the value column."""
+    pad = max(len(k) for k, _ in pairs) + 2
+    out = []
+    for key, value in pairs:
+        lines = str(value).splitlines() or [""]
+        out.append(f"{key + ':':<{pad}}{lines[0]}")
+        out.extend(" " * pad + line for line in lines[1:])
+    return "\n".join(out)
+
+
+# ── input ───────────────────────────────────────────────────────────────────────────────────
+
+_DELAY = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_when(value: str, now: datetime) -> datetime:
+    """ISO 8601 (a date or a datetime; naive means UTC) or a delay from now: 90m, 12h, 3d, 2w."""
+    try:
+        if m := _DELAY.match(value.strip().lower()):
+            return now + timedelta(seconds=float(m[1]) * _UNIT_S[m[2]])
+        when = datetime.fromisoformat(value.strip())
+    except (ValueError, OverflowError):
+        raise UsageError(
+            f"--deadline {value!r} is not a time; use ISO 8601 (2026-03-01, 2026-03-01T17:00, "
+            "2026-03-01T17:00+02:00) or a delay like 90m, 12h, 3d"
+        ) from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def parse_object(option: str, text: str) -> JSON:
+    """A JSON object given on the command line; anything else is a usage error."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(
+            f"{option}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
+            f"""give an object, e.g. {option} '{{"key": "value"}}'"""
+        ) from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{option}: expected a JSON object {{...}}, got {type(value).__name__}")
+    return value
+
+
+def pick_agent(cfg: Config, wanted: str | None, path: Path) -> str:
+    """The agent for a new goal: --agent if configured, else the only one, else `default`."""
+    names = ", ".join(sorted(cfg.agents))
+    if not cfg.agents:
+        raise UsageError(f"{path} defines no agents; add an [agents.NAME] table first")
+    if wanted is None:
+        if len(cfg.agents) == 1:
+            return next(iter(cfg.agents))
+        if "default" in cfg.agents:
+            return "default"
+        raise UsageError(f"which agent? pass --agent NAME; {path} defines: {names}")
+    if wanted not in cfg.agents:
+        raise UsageError(f"no agent {wanted!r} in {path}; it defines: {names}")
+    return wanted
+
+
+# ── goals ────────────────────────────────────────────────────────────────────────────────────
+
+
+def goals_table(goals: Sequence[Goal], now: datetime) -> str:
+    rows = [(g.goal_id, g.status, g.agent, until(g.deadline, now), g.title) for g in goals]
+    hint = "no goals; add one with `agentd goal add TITLE --why TEXT`"
+    return table(("id", "status", "agent", "deadline", "title"), rows, {"title": 60}, hint)
+
+
+def spend(steps: Sequence[Step]) -> dict[str, int]:
+    """Model tokens used by these steps."""
+    tokens_in, tokens_out = sum(s.tokens_in for s in steps), sum(s.tokens_out for s in steps)
+    return {"tokens_in": tokens_in, "tokens_out": tokens_out, "tokens": tokens_in + tokens_out}
+
+
+def goal_view(goal: Goal, runs: Sequence[Run], tokens: JSON, now: datetime) -> str:
+    criteria = "\n".join(f"- {c}" for c in goal.criteria) or "-"
+    deadline = f"{stamp(goal.deadline)} ({until(goal.deadline, now)})" if goal.deadline else "-"
+    head = _fields(
+        [
+            ("goal", f"{goal.goal_id}  [{goal.status}]  agent {goal.agent}"),
+            ("title", goal.title),
+            ("why", goal.why),
+            ("criteria", criteria),
+            ("deadline", deadline),
+            ("created", f"{stamp(goal.created_at)} ({ago(goal.created_at, now)})"),
+            (
+                "spend",
+                f"{tokens['tokens']} tokens ({tokens['tokens_in']} in, {tokens['tokens_out']} out)",
+            ),
+        ]
+    )
+    hint = f"no runs yet; start one with `agentd run start {goal.goal_id}`"
+    return f"{head}\n\nruns:\n{runs_table(runs, now) if runs else hint}"
+
+
+# ── runs ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def describe_wait(wait: JSON | None, wake_at: datetime | None = None) -> str:
+    """What a waiting run waits for, in words."""
+    if not wait:
+        return "-"
+    kind, why = wait.get("kind"), wait.get("why", "")
+    if kind == "inbox":
+        text = f"inbox item {wait.get('item_id')} ({why})"
+    elif kind == "event":
+        text = f"event {wait.get('event')!r}"
+    elif why == "model_retry":
+        text = f"retry after model error: {wait.get('error', '')}"
+    else:
+        text = f"timer ({why})"
+    return f"{text} until {stamp(wake_at)}" if wake_at else text
+
+
+def runs_table(runs: Sequence[Run], now: datetime) -> str:
+    rows = [
+        (
+            r.run_id,
+            r.goal_id,
+            r.status,
+            r.trigger,
+            r.step_count,
+            describe_wait(r.wait) if r.wait else "-",
+            ago(r.updated_at, now),
+            r.summary or "",
+        )
+        for r in runs
+    ]
+    headers = ("id", "goal", "status", "trigger", "steps", "waiting for", "updated", "summary")
+    hint = "no runs; start one with `agentd run start GOAL_ID`"
+    return table(headers, rows, {"waiting for": 36, "summary": 50}, hint)
+
+
+def run_header(run: Run, goal: Goal, now: datetime) -> str:
+    return _fields(
+        [
+            ("run", f"{run.run_id}  [{run.status}]  agent {run.agent}"),
+            ("goal", f"{goal.goal_id}: {goal.title}"),
+            ("trigger", run.trigger),
+            ("started", f"{stamp(run.created_at)} ({ago(run.created_at, now)})"),
+            ("waiting for", describe_wait(run.wait, run.next_wake_at)),
+            ("summary", run.summary or "-"),
+        ]
+    )
+
+
+def step_detail(step: Step) -> str:
+    """What happened in a step, in one line: its result, reason, wait or outcome."""
+    d = step.data
+    if step.result is not None:
+        err = step.result.get("error")
+        return f"error: {err}" if err else compact(step.result)
+    if step.kind == StepKind.ACT and step.status == StepStatus.STARTED:
+        return "started; no result journaled yet"
+    texts: dict[StepKind, str] = {
+        StepKind.START: f"trigger {d.get('trigger', '')}",
+        StepKind.OBSERVE: f"refused: {d['refused']}" if "refused" in d else _changes(d),
+        StepKind.DECIDE: f"invalid: {d['error']}" if "error" in d else d.get("reason", ""),
+        StepKind.WAIT: describe_wait(d),
+        StepKind.WAKE: compact(d),
+        StepKind.FINISH: f"{d.get('status', '')}: {d.get('summary', '')}",
+    }
+    return texts.get(step.kind, "")
+
+
+def _changes(data: JSON) -> str:
+    changes = data.get("changes")
+    return f"changed: {compact(changes)}" if changes else "no change"
+
+
+def step_line(step: Step) -> str:
+    """One step as one line (for live narration): seq, kind, action, verdict, what happened."""
+    parts = [f"#{step.seq:<3}", f"{step.kind:<7}"]
+    if step.action:
+        parts.append(one_line(f"{step.action} {compact(step.args or {})}", 60))
+    if step.verdict:
+        parts.append(f"→ {step.verdict} ({step.data.get('rule', '')})")
+    if detail := step_detail(step):
+        parts.append(f"— {one_line(detail, 100)}")
+    return " ".join(parts)
+
+
+def timeline(steps: Sequence[Step]) -> str:
+    rows = []
+    for s in steps:
+        verdict = f"{s.verdict} ({s.data.get('rule', '')})" if s.verdict else ""
+        action = f"{s.action} {compact(s.args or {})}" if s.action else ""
+        tokens = f"{s.tokens_in}/{s.tokens_out}" if s.tokens_in or s.tokens_out else ""
+        when = s.created_at.astimezone(UTC).strftime("%m-%d %H:%M:%S")
+        rows.append((s.seq, when, s.kind, action, verdict, step_detail(s), tokens))
+    headers = ("#", "time (utc)", "kind", "action", "verdict", "result", "tokens in/out")
+    return table(headers, rows, {"action": 40, "verdict": 36, "result": 60})
+
+
+# ── inbox and events ─────────────────────────────────────────────────────────────────────────
+
+
+def items_table(items: Sequence[InboxItem], now: datetime, *, with_status: bool) -> str:
+    headers: tuple[str, ...] = ("id", "kind", "goal", "run", "title", "age", "expires")
+    rows: list[tuple[object, ...]] = [
+        (
+            i.item_id,
+            i.kind,
+            i.goal_id or "-",
+            i.run_id or "-",
+            i.title,
+            span((now - i.created_at).total_seconds()),
+            until(i.expires_at, now),
+        )
+        for i in items
+    ]
+    if with_status:
+        headers += ("status",)
+        rows = [(*row, i.status) for row, i in zip(rows, items, strict=True)]
+    hint = "no inbox items" if with_status else "nothing open in the inbox"
+    return table(headers, rows, {"title": 50}, hint)
+
+
+def item_view(item: InboxItem, goal: Goal | None, now: datetime) -> str:
+    pairs: list[tuple[str, object]] = [
+        ("item", f"{item.item_id}  {item.kind}  [{item.status}]"),
+        ("title", item.title),
+        ("goal", f"{goal.goal_id}: {goal.title}" if goal else "-"),
+        ("run", f"{item.run_id} (agentd runs show {item.run_id})" if item.run_id else "-"),
+        ("created", f"{stamp(item.created_at)} ({ago(item.created_at, now)})"),
+        (
+            "expires",
+            f"{stamp(item.expires_at)} ({until(item.expires_at, now)})" if item.expires_at else "-",
+        ),
+    ]
+    if item.kind == InboxKind.APPROVAL:
+        pairs += [
+            ("action", item.action or "-"),
+            ("arguments", json.dumps(item.args or {}, indent=2, ensure_ascii=False)),
+            ("digest", (item.digest or "-")[:12]),
+        ]
+    if item.rule:
+        pairs.append(("rule", item.rule))
+    pairs.append(("answer", item.answer or "-"))
+    if item.resolved_at:
+        pairs.append(("resolved", stamp(item.resolved_at)))
+    body = "\n".join("  " + line for line in item.body.splitlines()) or "  -"
+    return f"{_fields(pairs)}\n\nwhy:\n{body}\n\n{_next_moves(item)}".rstrip()
+
+
+def _next_moves(item: InboxItem) -> str:
+    if item.status != "open":
+        return ""
+    n = item.item_id
+    moves = {
+        InboxKind.QUESTION: f'agentd inbox answer {n} "..."',
+        InboxKind.APPROVAL: f'agentd inbox approve {n}  |  agentd inbox deny {n} --reason "..."',
+        InboxKind.NOTICE: f"agentd inbox dismiss {n}",
+    }
+    return f"next: {moves[item.kind]}"
+
+
+def events_table(events: Sequence[Event], now: datetime) -> str:
+    rows = [
+        (e.event_id, e.name, e.dedupe_key or "-", ago(e.created_at, now), compact(e.data))
+        for e in events
+    ]
+    hint = "no events; send one with `agentd event send NAME`"
+    return table(("id", "name", "key", "age", "data"), rows, {"key": 24, "data": 60}, hint)
+
+
+# ── doctor ───────────────────────────────────────────────────────────────────────────────────
+
+
+class Check(NamedTuple):
+    """One `agentd doctor` finding; a failed check that is not `required` is only information."""
+
+    name: str
+    ok: bool
+    message: str
+    required: bool = True
+
+
+def checks_text(checks: Sequence[Check]) -> str:
+    lines = []
+    for check in checks:
+        mark = "ok" if check.ok else ("FAIL" if check.required else "info")
+        first, *rest = check.message.splitlines() or [""]
+        lines.append(f"{mark:<5} {check.name:<14} {first}")
+        lines.extend(f"{'':<20} {line}" for line in rest)
+    return "\n".join(lines)
