@@ -20,15 +20,13 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from agentd import config, daemon, inbox, log, render
-from agentd.config import Config, OtherModel, Paths, ScriptedModel
+from agentd import config, daemon, doctor, goals, inbox, log, render
+from agentd.config import Paths, ScriptedModel
 from agentd.db import items as qi
 from agentd.db import queries as q
-from agentd.db import schema
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, Refused, StateError
-from agentd.llm.scripted import load_replies
-from agentd.models import Goal, GoalStatus, Run, RunStatus, utcnow
+from agentd.models import GoalStatus, RunStatus, utcnow
 
 
 class _Group(TyperGroup):
@@ -131,12 +129,6 @@ def _resume_note(ctx: typer.Context, run_id: int | None) -> str:
     return f"; run {run_id} continues within a second"
 
 
-def _cancel(c: Any, run_id: int, reason: str) -> None:
-    """Cancel a run and withdraw its open questions/approvals, which no one could use any more."""
-    q.cancel(c, run_id, reason)
-    qi.withdraw_open_items(c, run_id, reason)
-
-
 # ── init, serve, demo ────────────────────────────────────────────────────────────────────────
 def _template() -> str:
     resource = importlib.resources.files("agentd") / "config.example.toml"
@@ -233,18 +225,13 @@ def goal_add(
       agentd goal add "Keep checkout healthy" --why "it is where revenue happens" \\
         --criterion "p95 latency under 300 ms" --deadline 7d
     """
-    when = render.parse_when(deadline, utcnow()).timestamp() if deadline else None
+    when = render.parse_when(deadline, utcnow()) if deadline else None
     paths = _paths(ctx)
     name = render.pick_agent(config.load(paths.config), agent, paths.config)
-
-    def work(c: Any) -> Goal:
-        goal_id = q.add_goal(
-            c, title=title, why=why, agent=name, criteria=criterion or [], deadline=when
-        )
-        return q.get_goal(c, goal_id)
-
     with _store(ctx) as store:
-        goal = store.write(work)
+        goal = goals.add(
+            store, title=title, why=why, agent=name, criteria=criterion or [], deadline=when
+        )
     _emit(as_json, goal, lambda: str(goal.goal_id))
     if not as_json:
         hint = f"added for agent {name}; start it with `agentd run start {goal.goal_id}`"
@@ -259,28 +246,22 @@ def goal_list(
 ) -> None:
     """List goals, oldest first."""
     with _store(ctx) as store:
-        goals = store.read(lambda c: q.list_goals(c, status))
-    _emit(as_json, goals, lambda: render.goals_table(goals, utcnow()))
-
-
-def _goal_details(c: Any, goal_id: int) -> tuple[Goal, list[Run], dict[str, int]]:
-    goal = q.get_goal(c, goal_id)
-    runs = q.list_runs(c, goal_id=goal_id, limit=1_000_000)
-    return goal, runs, render.spend([s for r in runs for s in q.list_steps(c, r.run_id)])
+        found = store.read(lambda c: q.list_goals(c, status))
+    _emit(as_json, found, lambda: render.goals_table(found, utcnow()))
 
 
 @goal_app.command("show")
 def goal_show(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) -> None:
     """Show a goal, its runs and what it has spent (model tokens)."""
     with _store(ctx) as store:
-        goal, runs, spend = store.read(lambda c: _goal_details(c, goal_id))
+        goal, runs, spend = goals.details(store, goal_id)
     data = {**render.jsonable(goal), "runs": runs, "spend": spend}
     _emit(as_json, data, lambda: render.goal_view(goal, runs, spend, utcnow()))
 
 
 def _move_goal(ctx: typer.Context, goal_id: int, status: GoalStatus) -> None:
     with _store(ctx) as store:
-        store.write(lambda c: q.set_goal_status(c, goal_id, status))
+        goals.set_status(store, goal_id, status)
 
 
 @goal_app.command("pause")
@@ -307,34 +288,13 @@ def goal_close(
 ) -> None:
     """Close a goal as achieved (or --abandoned) and cancel its active runs."""
     status = GoalStatus.ABANDONED if abandoned else GoalStatus.ACHIEVED
-    reason = f"goal {goal_id} closed as {status} by the operator"
-
-    def work(c: Any) -> list[int]:
-        q.set_goal_status(c, goal_id, status)
-        runs = q.list_runs(c, goal_id=goal_id, limit=1_000_000)
-        active = [r.run_id for r in runs if not r.status.finished]
-        for run_id in active:
-            _cancel(c, run_id, reason)
-        return active
-
     with _store(ctx) as store:
-        cancelled = store.write(work)
+        cancelled = goals.close(store, goal_id, status)
     extra = f"; cancelled run {', '.join(map(str, cancelled))}" if cancelled else ""
     typer.echo(f"goal {goal_id} closed as {status}{extra}")
 
 
 # ── runs ─────────────────────────────────────────────────────────────────────────────────────
-def _start_run(c: Any, goal_id: int) -> Run:
-    goal = q.get_goal(c, goal_id)
-    if goal.status == GoalStatus.PAUSED:
-        raise Refused(f"goal {goal_id} is paused; `agentd goal resume {goal_id}` first")
-    if goal.status != GoalStatus.ACTIVE:
-        raise Refused(f"goal {goal_id} is {goal.status}; it takes no more runs")
-    if (active := q.active_run_of_goal(c, goal_id)) is not None:
-        raise Refused(f"goal {goal_id} already has run {active}; see `agentd runs show {active}`")
-    return q.get_run(c, q.create_run(c, goal_id=goal_id, agent=goal.agent, trigger="operator"))
-
-
 @run_app.command("start")
 def run_start(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) -> None:
     """Start a run of an active goal now; prints the run id.
@@ -342,7 +302,7 @@ def run_start(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) ->
     Example: agentd run start 1
     """
     with _store(ctx) as store:
-        run = store.write(lambda c: _start_run(c, goal_id))
+        run = goals.start_run(store, goal_id)
     _emit(as_json, run, lambda: str(run.run_id))
     if not as_json:
         typer.echo(f"run {run.run_id} started; follow it: agentd runs show {run.run_id}", err=True)
@@ -371,9 +331,7 @@ def runs_show(ctx: typer.Context, run_id: RunId, as_json: JsonFlag = False) -> N
     Table cells are cut to one line; --json carries every value in full.
     """
     with _store(ctx) as store:
-        run = store.read(lambda c: q.get_run(c, run_id))
-        goal = store.read(lambda c: q.get_goal(c, run.goal_id))
-        steps = store.read(lambda c: q.list_steps(c, run_id))
+        run, goal, steps = goals.run_details(store, run_id)
     data = {**render.jsonable(run), "goal": goal, "steps": steps}
     now = utcnow()
     _emit(as_json, data, lambda: f"{render.run_header(run, goal, now)}\n\n{render.timeline(steps)}")
@@ -389,7 +347,7 @@ def runs_cancel(
 ) -> None:
     """Cancel a running or waiting run (its open questions and approvals are withdrawn)."""
     with _store(ctx) as store:
-        store.write(lambda c: _cancel(c, run_id, reason))
+        goals.cancel_run(store, run_id, reason)
     typer.echo(f"run {run_id} cancelled")
 
 
@@ -517,61 +475,6 @@ def event_list(ctx: typer.Context, limit: Limit = 50, as_json: JsonFlag = False)
 
 
 # ── doctor ───────────────────────────────────────────────────────────────────────────────────
-def _check_database(paths: Paths) -> list[render.Check]:
-    if not paths.db.exists():
-        return [render.Check("database", False, f"{paths.db}: missing; run `agentd init`")]
-    try:
-        store = SyncStore(paths.db, migrate_schema=False)
-        try:
-            # BEGIN IMMEDIATE takes the write lock (or fails); the empty transaction changes nothing.
-            have = store.write(schema.version)
-        finally:
-            store.close()
-    except AgentdError as e:
-        return [render.Check("database", False, str(e))]
-    want = len(schema.MIGRATIONS)
-    advice = (
-        "current" if have == want else "run any command to migrate" if have < want else "upgrade"
-    )
-    migrated = render.Check("schema", have == want, f"version {have} of {want} ({advice})")
-    return [render.Check("database", True, f"{paths.db}: writable"), migrated]
-
-
-def _check_model(name: str, model: ScriptedModel | OtherModel) -> render.Check:
-    label = f"model {name}"
-    if isinstance(model, ScriptedModel):
-        try:
-            count = len(load_replies(model.replies))
-        except AgentdError as e:
-            return render.Check(label, False, str(e))
-        return render.Check(label, True, f"scripted; replies {model.replies} ({count})")
-    what, env = f"{model.provider} {model.model}", model.api_key_env
-    if env is None:
-        return render.Check(label, True, f"{what}: no api_key_env configured")
-    if config.secret(env) is None:  # the value itself is never shown
-        return render.Check(label, False, f"{what}: ${env} is not set in this environment")
-    return render.Check(label, True, f"{what}: ${env} is set")
-
-
-def _checks(paths: Paths) -> list[render.Check]:
-    cfg: Config | None = None
-    try:
-        cfg = config.load(paths.config)
-        counts = f"{len(cfg.agents)} agent(s), {len(cfg.models)} model(s)"
-        checks = [render.Check("config", True, f"{paths.config}: valid; {counts}")]
-    except AgentdError as e:
-        checks = [render.Check("config", False, str(e))]
-    checks += _check_database(paths)
-    pid = daemon.daemon_pid(paths)
-    running = f"running (pid {pid if pid and pid > 0 else 'unknown'})"
-    stopped = "not running; start it with `agentd serve`"
-    checks.append(render.Check("daemon", pid is not None, running if pid else stopped, False))
-    if cfg is not None:
-        models = [_check_model(n, m) for n, m in cfg.models.items()]
-        checks += models or [render.Check("models", False, "no [models.NAME] configured")]
-    return checks
-
-
 @app.command("doctor")
 def doctor_cmd(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Check the home: config, database, daemon, models and their API keys (never printed).
@@ -579,8 +482,6 @@ def doctor_cmd(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     Exits 0 when every required check passes; a stopped daemon is only reported.
     """
     paths = _paths(ctx)
-    checks = _checks(paths)
-    healthy = all(c.ok for c in checks if c.required)
-    data = {"ok": healthy, "home": str(paths.home), "checks": [c._asdict() for c in checks]}
-    _emit(as_json, data, lambda: render.checks_text(checks))
-    raise typer.Exit(0 if healthy else 1)
+    report = doctor.examine(paths, daemon.daemon_pid(paths))
+    _emit(as_json, report.as_json(), lambda: render.checks_text(report.checks))
+    raise typer.Exit(0 if report.ok else 1)

@@ -156,9 +156,9 @@ class RunDriver:
             run = q.get_run(c, run_id)
             steps = q.list_steps(c, run_id)
             world: JSON = {}
-            obs = [s for s in steps if s.kind == StepKind.OBSERVE]
-            if obs:
-                world = q.get_snapshot(c, obs[-1].data["snapshot_id"])
+            snapshots = [s.data["snapshot_id"] for s in steps if "snapshot_id" in s.data]
+            if snapshots:
+                world = q.get_snapshot(c, snapshots[-1])
             return q.get_goal(c, run.goal_id), steps, world
 
         goal, steps, world = await deps.store.read(read)
@@ -410,7 +410,11 @@ class RunDriver:
         except Refused as e:
             if approval is None:
                 raise
-            await self._append(StepKind.OBSERVE, data={"refused": str(e), "changes": {}})
+            # The approval is gone (withdrawn, used): journal it as a denial the model will see.
+            await self._append(
+                StepKind.CHECK, action=action, args=args, digest=digest, verdict=Verdict.DENY,
+                data={"rule": f"approval no longer valid: {e}", "escalate": False},
+            )  # fmt: skip
             return
         self.steps.append(step)
         status, result = await self._execute(executor, args, ctx)
@@ -451,18 +455,36 @@ class RunDriver:
             status, result = await self._execute(executor, args, ctx)
             await self._complete(step, status, {**result, "recovered": "verified not done; ran"})
         else:
-            await self._complete(
-                step,
-                StepStatus.ERROR,
-                {"ok": False, "outcome": "unknown", "key": ctx.idempotency_key},
+            await self.ask_unknown_outcome(step, ctx)
+
+    async def ask_unknown_outcome(self, step: Step, ctx: ActionContext) -> None:
+        """Record the outcome as unknown and ask the operator — one transaction, so a crash
+        in between cannot leave a finished step that nobody asked about."""
+        world = await observe_all([self.deps.sources[n] for n in self.agent.sources])
+        question = (
+            f"agentd stopped while running {step.action} {step.args} (key {ctx.idempotency_key}) "
+            "and cannot tell whether it happened. It will not be retried blindly. "
+            "Did it happen? Your answer is given to the run."
+        )
+        ref = self.ref()
+        item = {
+            "title": question[:200], "body": f"{question}\nWorld now: {prompt.quote(world)}",
+            "seq": ref.seq, "rule": "unknown_outcome",
+            "expires_at": self._expiry(InboxKind.QUESTION),
+        }  # fmt: skip
+        result = {"ok": False, "outcome": "unknown", "key": ctx.idempotency_key}
+
+        def write(c: Any) -> tuple[Step, Step]:
+            done = q.complete_step(
+                c, self.run_id, self.epoch, step.seq, status=StepStatus.ERROR, result=result
             )
-            await self.observe()
-            await self.ask_operator(
-                f"agentd stopped while running {action} {args} (key {ctx.idempotency_key}) and "
-                "cannot tell whether it happened. It will not be retried blindly. "
-                "Did it happen? Your answer is given to the run.",
-                why="unknown_outcome",
+            return done, control.post_and_wait(
+                c, ref, InboxKind.QUESTION, "unknown_outcome", **item
             )
+
+        done, wait = await self._write(write)
+        self.steps[-1:] = [done, wait]
+        self.deps.on_change()
 
     async def run_control(
         self, cfg: BuiltinAction, action: str, args: JSON, digest: str, approval: int | None

@@ -191,12 +191,6 @@ def goals_table(goals: Sequence[Goal], now: datetime) -> str:
     return table(("id", "status", "agent", "deadline", "title"), rows, {"title": 60}, hint)
 
 
-def spend(steps: Sequence[Step]) -> dict[str, int]:
-    """Model tokens used by these steps."""
-    tokens_in, tokens_out = sum(s.tokens_in for s in steps), sum(s.tokens_out for s in steps)
-    return {"tokens_in": tokens_in, "tokens_out": tokens_out, "tokens": tokens_in + tokens_out}
-
-
 def goal_view(goal: Goal, runs: Sequence[Run], tokens: JSON, now: datetime) -> str:
     criteria = "\n".join(f"- {c}" for c in goal.criteria) or "-"
     deadline = f"{stamp(goal.deadline)} ({until(goal.deadline, now)})" if goal.deadline else "-"

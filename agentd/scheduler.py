@@ -22,6 +22,9 @@ from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
 
 log = structlog.get_logger("agentd.scheduler")
 Launch = Callable[[int, int], None]
+# An answer's resolved_at is stamped before its transaction commits; the margin covers that gap.
+RESOLVE_MARGIN_S = 10.0
+FULL_SCAN_S = 60.0
 
 
 class Scheduler:
@@ -30,6 +33,8 @@ class Scheduler:
         self.launch = launch
         self._seen_version = -1
         self._nudged = asyncio.Event()
+        self._resolved_cursor = 0.0
+        self._last_full_scan = 0.0
         self.ticks = 0
 
     def nudge(self) -> None:
@@ -42,19 +47,27 @@ class Scheduler:
             await self.tick()
             waiter = asyncio.ensure_future(self._nudged.wait())
             stopper = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({waiter, stopper}, timeout=interval, return_when="FIRST_COMPLETED")
-            waiter.cancel()
-            stopper.cancel()
+            try:
+                await asyncio.wait(
+                    {waiter, stopper}, timeout=interval, return_when="FIRST_COMPLETED"
+                )
+            finally:
+                waiter.cancel()
+                stopper.cancel()
 
     async def tick(self, force: bool = False) -> None:
         self.ticks += 1
         nudged = self._nudged.is_set()
         self._nudged.clear()
         version = await self.deps.store.data_version()
-        if force or nudged or version != self._seen_version:
+        now = time.time()
+        full = force or now - self._last_full_scan >= FULL_SCAN_S
+        if full or nudged or version != self._seen_version:
             self._seen_version = version
+            if full:
+                self._last_full_scan = now
             await self._adopt_new_runs()
-            await self._wake_answered()
+            await self._wake_answered(full)
             await self._wake_on_events()
             await self._start_triggered()
         now = time.time()
@@ -76,8 +89,12 @@ class Scheduler:
         ):
             self.launch(run_id, epoch)
 
-    async def _wake_answered(self) -> None:
-        pairs = await self.deps.store.read(q.runs_with_resolved_items)
+    async def _wake_answered(self, full: bool) -> None:
+        """Wake runs whose inbox item was resolved. Normally only items resolved recently are
+        looked at (indexed); a full scan runs at start and every FULL_SCAN_S as a safety net."""
+        since = 0.0 if full else self._resolved_cursor - RESOLVE_MARGIN_S
+        self._resolved_cursor = time.time()
+        pairs = await self.deps.store.read(lambda c: q.runs_with_resolved_items(c, since))
         if not pairs:
             return
 
@@ -155,6 +172,10 @@ class Scheduler:
             await self.deps.store.write(functools.partial(self._expire_one, item=item, now=now))
 
     def _expire_one(self, c: Any, *, item: InboxItem, now: float) -> None:
+        # Re-read inside the transaction: the operator may have answered since the scan.
+        item = qi.get_item(c, item.item_id)
+        if item.status != InboxStatus.OPEN or item.expires_at is None:
+            return
         rule = None
         if item.run_id is not None:
             agent = self.deps.config.agents.get(q.get_run(c, item.run_id).agent)

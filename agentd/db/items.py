@@ -11,13 +11,9 @@ import sqlite3
 import time
 from typing import Any
 
+from agentd.db.queries import json_col
 from agentd.errors import NotFound, Refused
 from agentd.models import JSON, Event, InboxItem, InboxKind, InboxStatus, from_ts
-
-
-def _j(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), default=str)
-
 
 ITEM_COLS = (
     "item_id, kind, status, goal_id, run_id, title, body, action, args, digest, rule, answer,"
@@ -73,10 +69,10 @@ def post(
             title,
             body,
             action,
-            _j(args),
+            json_col(args),
             digest,
             rule,
-            _j(data or {}),
+            json_col(data or {}),
             time.time(),
             expires_at,
         ),
@@ -128,7 +124,7 @@ def resolve(
         "UPDATE inbox SET status = ?, answer = ?, resolved_at = ?, data = ?,"
         " args = coalesce(?, args), digest = coalesce(?, digest), edited = ?"
         " WHERE item_id = ? AND status = 'open'",
-        (status, answer, time.time(), _j(data), _j(args), digest, int(edited), item_id),
+        (status, answer, time.time(), json_col(data), json_col(args), digest, int(edited), item_id),
     )
     return get_item(c, item_id)
 
@@ -156,7 +152,7 @@ def push_expiry(c: sqlite3.Connection, item_id: int, expires_at: float, reminder
     item = get_item(c, item_id)
     c.execute(
         "UPDATE inbox SET expires_at = ?, data = ? WHERE item_id = ?",
-        (expires_at, _j({**item.data, "reminders": reminders}), item_id),
+        (expires_at, json_col({**item.data, "reminders": reminders}), item_id),
     )
 
 
@@ -191,7 +187,7 @@ def add_event(
     cur = c.execute(
         "INSERT INTO events (name, data, dedupe_key, source, created_at) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT(dedupe_key) DO NOTHING",
-        (name, _j(data), dedupe_key, source, time.time()),
+        (name, json_col(data), dedupe_key, source, time.time()),
     )
     return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
 

@@ -25,9 +25,13 @@ from agentd.models import (
     from_ts,
 )
 
+# One encoder for every row: json.dumps with options would build a new encoder per call.
+_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
-def _j(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), default=str)
+
+def json_col(value: Any) -> str | None:
+    """A JSON column value (None stays NULL)."""
+    return None if value is None else _encode(value)
 
 
 def _uj(text: str | None) -> Any:
@@ -111,7 +115,9 @@ def set_goal_status(c: sqlite3.Connection, goal_id: int, status: GoalStatus) -> 
 # ── runs ─────────────────────────────────────────────────────────────────────────────────────────
 
 RUN_COLS = (
-    "run_id, goal_id, agent, status, trigger, step_count, wait, next_wake_at, summary,"
+    "run_id, goal_id, agent, status, trigger,"
+    " (SELECT coalesce(max(seq), 0) FROM steps s WHERE s.run_id = runs.run_id),"
+    " wait, next_wake_at, summary,"
     " created_at, updated_at, lease_owner, lease_epoch"
 )
 
@@ -140,15 +146,15 @@ def create_run(
     """A new run, `running`, with its START step — one transaction."""
     now = time.time()
     cur = c.execute(
-        "INSERT INTO runs (goal_id, agent, status, trigger, step_count, created_at, updated_at)"
-        " VALUES (?, ?, 'running', ?, 1, ?, ?)",
+        "INSERT INTO runs (goal_id, agent, status, trigger, created_at, updated_at)"
+        " VALUES (?, ?, 'running', ?, ?, ?)",
         (goal_id, agent, trigger, now, now),
     )
     run_id = int(cur.lastrowid or 0)
     c.execute(
         "INSERT INTO steps (run_id, seq, kind, status, data, created_at, completed_at)"
         " VALUES (?, 1, 'start', 'done', ?, ?, ?)",
-        (run_id, _j({"trigger": trigger, **(data or {})}), now, now),
+        (run_id, json_col({"trigger": trigger, **(data or {})}), now, now),
     )
     return run_id
 
@@ -194,6 +200,16 @@ def count_runs(c: sqlite3.Connection) -> dict[str, int]:
     return {s: n for s, n in c.execute("SELECT status, count(*) FROM runs GROUP BY status")}
 
 
+def goal_spend(c: sqlite3.Connection, goal_id: int) -> dict[str, int]:
+    """Model tokens used by every run of a goal, summed in one query."""
+    tokens_in, tokens_out = c.execute(
+        "SELECT coalesce(sum(s.tokens_in), 0), coalesce(sum(s.tokens_out), 0)"
+        " FROM steps s JOIN runs r ON r.run_id = s.run_id WHERE r.goal_id = ?",
+        (goal_id,),
+    ).fetchone()
+    return {"tokens_in": tokens_in, "tokens_out": tokens_out, "tokens": tokens_in + tokens_out}
+
+
 def claim_running(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:
     """Take the lease on every `running` run (recovery); returns (run_id, new epoch) pairs.
 
@@ -232,18 +248,15 @@ def claim_run(c: sqlite3.Connection, run_id: int, owner: str, lease_s: float) ->
     return int(c.execute("SELECT lease_epoch FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
 
 
-def _fence(c: sqlite3.Connection, run_id: int, epoch: int) -> int:
-    """The run's step count, after checking that we still hold its lease at `epoch`."""
-    row = c.execute(
-        "SELECT lease_epoch, step_count, status FROM runs WHERE run_id = ?", (run_id,)
-    ).fetchone()
+def _fence(c: sqlite3.Connection, run_id: int, epoch: int) -> None:
+    """Raise unless we still hold the run's lease at `epoch` and it is running."""
+    row = c.execute("SELECT lease_epoch, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
         raise NotFound(f"no run {run_id}")
     if row[0] != epoch:
         raise Refused(f"run {run_id}: lease lost (epoch {epoch}, now {row[0]}); not writing")
-    if row[2] != RunStatus.RUNNING:
-        raise Refused(f"run {run_id} is {row[2]}; not writing a step")
-    return int(row[1])
+    if row[1] != RunStatus.RUNNING:
+        raise Refused(f"run {run_id} is {row[1]}; not writing a step")
 
 
 # ── steps ────────────────────────────────────────────────────────────────────────────────────────
@@ -289,41 +302,26 @@ def append_step(
     tokens_in: int = 0,
     tokens_out: int = 0,
 ) -> Step:
-    """Journal the run's next step (seq = step_count + 1) and return it as stored.
+    """Journal the run's next step (seq = last seq + 1) and return it as stored.
 
-    The fence and the sequence bump are one statement: it matches only while we hold the lease.
+    One statement: it inserts only while we hold the lease (the fence) and picks the next seq.
     """
     now = time.time()
+    done_at = None if status == StepStatus.STARTED else now
+    data = data or {}
     row = c.execute(
-        "UPDATE runs SET step_count = step_count + 1, updated_at = ?"
-        " WHERE run_id = ? AND lease_epoch = ? AND status = 'running' RETURNING step_count",
-        (now, run_id, epoch),
-    ).fetchone()
+        f"INSERT INTO steps ({STEP_COLS})"
+        " SELECT ?, coalesce((SELECT max(seq) FROM steps WHERE run_id = ?), 0) + 1,"
+        " ?,?,?,?,?,?,?,?,?,?,?,?"
+        " WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_epoch = ?"
+        " AND status = 'running') RETURNING seq",
+        (run_id, run_id, kind, status, json_col(data), now, done_at, action, json_col(args),
+         digest, verdict, json_col(result), tokens_in, tokens_out, run_id, epoch),
+    ).fetchone()  # fmt: skip
     if row is None:
         _fence(c, run_id, epoch)  # raises the precise reason (no run, lease lost, not running)
         raise Refused(f"run {run_id}: cannot append a step")
     seq = int(row[0])
-    done_at = None if status == StepStatus.STARTED else now
-    data = data or {}
-    c.execute(
-        f"INSERT INTO steps ({STEP_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            run_id,
-            seq,
-            kind,
-            status,
-            _j(data),
-            now,
-            done_at,
-            action,
-            _j(args),
-            digest,
-            verdict,
-            _j(result),
-            tokens_in,
-            tokens_out,
-        ),
-    )
     return Step(
         run_id=run_id,
         seq=seq,
@@ -356,7 +354,7 @@ def complete_step(
     cur = c.execute(
         "UPDATE steps SET status = ?, result = ?, completed_at = ?"
         " WHERE run_id = ? AND seq = ? AND status = 'started'",
-        (status, _j(result), time.time(), run_id, seq),
+        (status, json_col(result), time.time(), run_id, seq),
     )
     if cur.rowcount != 1:
         raise Refused(f"run {run_id} step {seq} is not awaiting a result")
@@ -407,7 +405,7 @@ def suspend(
         "UPDATE runs SET status = 'waiting', wait = ?, wait_kind = ?, wait_item_id = ?,"
         " wait_event = ?, wait_after_event = ?, next_wake_at = ?, lease_owner = NULL,"
         " updated_at = ? WHERE run_id = ?",
-        (_j(wait), wait["kind"], item_id, event, after_event, wake_at, time.time(), run_id),
+        (json_col(wait), wait["kind"], item_id, event, after_event, wake_at, time.time(), run_id),
     )
     return step
 
@@ -453,10 +451,16 @@ def cancel(c: sqlite3.Connection, run_id: int, reason: str) -> None:
     c.execute(
         "INSERT INTO steps (run_id, seq, kind, status, data, created_at, completed_at)"
         " VALUES (?, ?, 'finish', 'done', ?, ?, ?)",
-        (run_id, run.step_count + 1, _j({"status": "cancelled", "summary": reason}), now, now),
+        (
+            run_id,
+            run.step_count + 1,
+            json_col({"status": "cancelled", "summary": reason}),
+            now,
+            now,
+        ),
     )
     c.execute(
-        "UPDATE runs SET status = 'cancelled', summary = ?, step_count = step_count + 1,"
+        "UPDATE runs SET status = 'cancelled', summary = ?,"
         " lease_epoch = lease_epoch + 1, lease_owner = NULL, wait = NULL, wait_kind = NULL,"
         " next_wake_at = NULL, updated_at = ? WHERE run_id = ?",
         (reason, now, run_id),
@@ -482,11 +486,16 @@ def next_timer(c: sqlite3.Connection) -> float | None:
     return None if row[0] is None else float(row[0])
 
 
-def runs_with_resolved_items(c: sqlite3.Connection) -> list[tuple[int, int]]:
-    """(run_id, item_id) for waiting runs whose inbox item is no longer open."""
+def runs_with_resolved_items(c: sqlite3.Connection, since: float = 0.0) -> list[tuple[int, int]]:
+    """(run_id, item_id) for waiting runs whose inbox item was resolved at or after `since`.
+
+    Driven from the inbox's resolved_at index (CROSS JOIN fixes the loop order in SQLite), so
+    its cost follows recent answers, not the number of waiting runs.
+    """
     rows = c.execute(
-        "SELECT r.run_id, i.item_id FROM runs r JOIN inbox i ON i.item_id = r.wait_item_id"
-        " WHERE r.status = 'waiting' AND r.wait_kind = 'inbox' AND i.status != 'open'"
+        "SELECT r.run_id, i.item_id FROM inbox i CROSS JOIN runs r ON r.wait_item_id = i.item_id"
+        " WHERE i.resolved_at >= ? AND r.status = 'waiting' AND r.wait_kind = 'inbox'",
+        (since,),
     )
     return [(int(a), int(b)) for a, b in rows]
 
@@ -517,7 +526,7 @@ def add_snapshot(
 ) -> int:
     cur = c.execute(
         "INSERT INTO world (agent, run_id, taken_at, data, changes) VALUES (?, ?, ?, ?, ?)",
-        (agent, run_id, time.time(), _j(data), _j(changes)),
+        (agent, run_id, time.time(), json_col(data), json_col(changes)),
     )
     return int(cur.lastrowid or 0)
 

@@ -32,7 +32,6 @@ MIGRATIONS: list[str] = [
         status            TEXT NOT NULL
                           CHECK (status IN ('running','waiting','succeeded','failed','cancelled')),
         trigger           TEXT NOT NULL,
-        step_count        INTEGER NOT NULL DEFAULT 0,
         wait              TEXT,
         wait_kind         TEXT CHECK (wait_kind IN ('inbox','event','timer')),
         wait_item_id      INTEGER,
@@ -50,6 +49,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX runs_by_goal ON runs(goal_id, status);
     CREATE INDEX runs_by_item ON runs(wait_item_id) WHERE status = 'waiting';
     CREATE INDEX runs_by_event ON runs(wait_event) WHERE status = 'waiting';
+    CREATE INDEX runs_waiting ON runs(wait_kind) WHERE status = 'waiting';
 
     CREATE TABLE steps (
         run_id        INTEGER NOT NULL REFERENCES runs(run_id),
@@ -67,7 +67,7 @@ MIGRATIONS: list[str] = [
         created_at    REAL NOT NULL,
         completed_at  REAL,
         PRIMARY KEY (run_id, seq)
-    ) STRICT;
+    ) STRICT, WITHOUT ROWID;
     CREATE INDEX steps_acts ON steps(action, created_at) WHERE kind = 'act';
 
     CREATE TABLE world (
@@ -79,6 +79,7 @@ MIGRATIONS: list[str] = [
         changes      TEXT NOT NULL
     ) STRICT;
     CREATE INDEX world_by_agent ON world(agent, snapshot_id);
+    CREATE INDEX world_by_time ON world(taken_at);
 
     CREATE TABLE events (
         event_id    INTEGER PRIMARY KEY,
@@ -114,6 +115,7 @@ MIGRATIONS: list[str] = [
     ) STRICT;
     CREATE INDEX inbox_by_status ON inbox(status, expires_at);
     CREATE INDEX inbox_by_run ON inbox(run_id);
+    CREATE INDEX inbox_by_resolved ON inbox(resolved_at);
 
     CREATE TABLE schedules (
         schedule_id    INTEGER PRIMARY KEY,

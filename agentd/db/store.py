@@ -176,6 +176,9 @@ class Store:
         loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
+            # One loop turn lets every task that is already runnable (typically all the runs whose
+            # previous write just committed) enqueue its next write: bigger batches, fewer fsyncs.
+            await asyncio.sleep(0)
             self._wake.clear()
             batch, self._pending = self._pending, []
             if not batch:
