@@ -51,7 +51,19 @@ class OtherModel(_Strict):
     timeout_s: float = Field(60.0, gt=0)
 
 
-ModelConfig = Annotated[ScriptedModel | OtherModel, Field(discriminator="provider")]
+class RunbookModel(_Strict):
+    """The embedded service-watch decider: a readable, deterministic runbook (no API key)."""
+
+    provider: Literal["runbook"]
+    health_source: str = "health"  # the http source whose health the runbook restores
+    logs_action: str = "fetch_logs"
+    restart_action: str = "restart"
+    rollback_action: str = "rollback"
+    healthy_checks: int = Field(2, ge=1)  # healthy looks in a row before finishing
+    recheck_s: float = Field(2.0, gt=0)  # how long to wait before looking again
+
+
+ModelConfig = Annotated[ScriptedModel | RunbookModel | OtherModel, Field(discriminator="provider")]
 
 
 class HttpSource(_Strict):
@@ -144,12 +156,21 @@ class Limits(_Strict):
     retry_max_s: float = Field(600.0, gt=0)
 
 
+class Watch(_Strict):
+    """Look at the agent's sources between runs; health flips become events (`SOURCE.unhealthy`,
+    `SOURCE.healthy`) that start runs (via triggers) and wake the agent's waiting runs."""
+
+    interval_s: float = Field(10.0, gt=0)
+    wake_runs: bool = True  # a flip wakes waiting runs and withdraws what they wait on
+
+
 class AgentConfig(_Strict):
     description: str = ""
     model: str = "default"
     sources: list[str] = []
     actions: list[str] = Field(min_length=1)
     triggers: list[str] = []
+    watch: Watch | None = None
     policy: Policy = Policy()
     limits: Limits = Limits()
 

@@ -17,6 +17,7 @@ from agentd.config import BuiltinAction
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.models import JSON, InboxKind, RunStatus, Step, StepKind
+from agentd.sources import changes, with_history
 
 
 @dataclass(frozen=True)
@@ -122,3 +123,15 @@ def finish(
         goal_id=ref.goal_id, run_id=ref.run_id,
     )  # fmt: skip
     return q.finish(c, ref.run_id, ref.epoch, status, summary)
+
+
+def record_world(
+    c: sqlite3.Connection, agent: str, run_id: int | None, raw: JSON, now: float
+) -> tuple[int, JSON, JSON, JSON | None]:
+    """Store one look at an agent's world with its health history and what changed since the
+    previous look (by a run or the poller). Returns (snapshot_id, world, changes, previous)."""
+    prev = q.last_snapshot(c, agent)
+    before = prev[1] if prev else None
+    world = with_history(before, raw, now)
+    diff = changes(before, world)
+    return q.add_snapshot(c, agent, run_id, world, diff), world, diff, before

@@ -1,16 +1,16 @@
 """`agentd demo`: a real checkout service breaks; a background agent notices, asks, acts, finishes.
 
 Creates a throw-away home, starts the demo service and a daemon as real processes, deploys a bad
-version, raises an alert, and narrates the run's journal live. The rollback is gated: it waits in the
-inbox until approved (from another terminal, by typing `y` here, or by `--yes`). Every process the
-demo started is stopped on exit or Ctrl-C; the home is left for exploring.
+version and narrates the run the watcher starts. The rollback is gated: it waits in the inbox until
+approved (from another terminal, by typing `y` here, or by `--yes`); with `--recover` the service
+heals while the approval waits, and the approval is withdrawn. Every process the demo started is
+stopped on exit or Ctrl-C; the home is left for exploring.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import select
 import signal
@@ -26,7 +26,7 @@ from agentd import config, inbox, render
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
-from agentd.models import InboxKind, InboxStatus, Run, Step
+from agentd.models import InboxItem, InboxKind, InboxStatus, Run, Step
 
 AGENT = "checkout-watch"
 STARTUP_TIMEOUT_S = 15.0
@@ -35,14 +35,18 @@ RUN_TIMEOUT_S = 60.0
 
 def demo_config(service_dir: Path, port: int) -> str:
     svc = f'"{sys.executable}", "-m", "agentd.demo_service"'
+    state = f'"--state", "{service_dir}"'
     return f"""\
-# Written by `agentd demo`: a watcher for the demo checkout service.
+# Written by `agentd demo`: a background agent that keeps the demo checkout service healthy.
 [daemon]
 poll_interval_s = 0.05
 
+# The embedded runbook decides (no API key). Swap in a real model here; nothing else changes.
 [models.default]
-provider = "scripted"
-replies = "replies.json"
+provider = "runbook"
+health_source = "health"
+healthy_checks = 2
+recheck_s = 1.0
 
 [sources.health]
 type = "http"
@@ -52,13 +56,29 @@ timeout_s = 2.0
 [sources.service_log]
 type = "file_tail"
 path = "{service_dir / "service.log"}"
-lines = 5
+lines = 6
+
+[sources.deployed]
+type = "command"
+argv = [{svc}, "version", {state}]
+
+[actions.fetch_logs]
+type = "command"
+description = "Read the last 20 lines of the checkout log."
+argv = ["tail", "-n", "20", "{service_dir / "service.log"}"]
+idempotent = true
+
+[actions.restart]
+type = "command"
+description = "Restart the checkout service."
+argv = [{svc}, "restart", {state}]
+idempotent = true
 
 [actions.rollback]
 type = "command"
 description = "Roll the checkout service back to its previous version."
-argv = [{svc}, "rollback", "--state", "{service_dir}"]
-verify_argv = [{svc}, "verify-rollback", "--state", "{service_dir}"]
+argv = [{svc}, "rollback", {state}]
+verify_argv = [{svc}, "verify-rollback", {state}]
 idempotent = false
 
 [actions.sleep]
@@ -67,35 +87,16 @@ max_sleep_s = 60.0
 
 [agents.{AGENT}]
 description = "Keeps the checkout service healthy. Rollbacks need an operator's approval."
-sources = ["health", "service_log"]
-actions = ["rollback", "sleep", "notify", "finish"]
-triggers = ["alert"]
+sources = ["health", "service_log", "deployed"]
+actions = ["fetch_logs", "restart", "rollback", "sleep", "notify", "ask", "finish"]
+triggers = ["health.unhealthy", "alert"]
+watch = {{ interval_s = 0.5 }}
 
 [agents.{AGENT}.policy]
 rules = {{ rollback = "approve" }}
+max_per_hour = {{ restart = 3, rollback = 2 }}
+expire = {{ approval = {{ after_s = 900, on_expire = "deny" }} }}
 """
-
-
-REPLIES: list[dict[str, Any]] = [
-    {
-        "reason": "Health fails with 500 since the v2-bad deploy; the log shows payment timeouts. "
-        "Rolling back to the previous version is the fastest fix.",
-        "action": {"kind": "rollback"},
-    },
-    {
-        "reason": "Give the service a moment, then check health again.",
-        "action": {"kind": "sleep", "seconds": 1},
-    },
-    {
-        "reason": "Health is back to 200 on the previous version.",
-        "action": {
-            "kind": "finish",
-            "outcome": "succeeded",
-            "summary": "Checkout failed after deploying v2-bad (HTTP 500, payment timeouts). "
-            "Rolled back to v1 with approval; health is 200 again.",
-        },
-    },
-]
 
 
 class Demo:
@@ -151,6 +152,18 @@ class Demo:
         )
         return port
 
+    def service(self, *args: str) -> None:
+        """Run one of the demo service's commands (deploy, heal…) against its state."""
+        argv = [
+            sys.executable,
+            "-m",
+            "agentd.demo_service",
+            *args,
+            "--state",
+            str(self.service_dir),
+        ]
+        subprocess.run(argv, check=True, capture_output=True)
+
     def start_daemon(self) -> None:
         env = {**os.environ, "AGENTD_LOG_FORMAT": "json"}
         self.spawn(
@@ -160,12 +173,13 @@ class Demo:
         _until(lambda: log.exists() and "daemon.ready" in log.read_text(), "the daemon to be ready")
 
 
-def main(home: Path | None, yes: bool, out: TextIO = sys.stdout) -> int:
+def main(home: Path | None, yes: bool, recover: bool = False, out: TextIO = sys.stdout) -> int:
+    """Run the demo; `recover` is the variant where the service heals while approval waits."""
     home = home or Path(tempfile.mkdtemp(prefix="agentd-demo-"))
     home.mkdir(parents=True, exist_ok=True)
     demo = Demo(home, out)
     try:
-        return _run(demo, yes)
+        return _run(demo, yes=yes and not recover, recover=recover)
     except KeyboardInterrupt:
         demo.say("\ninterrupted; stopping the demo's processes")
         return 130
@@ -174,16 +188,16 @@ def main(home: Path | None, yes: bool, out: TextIO = sys.stdout) -> int:
         demo.say(f"\nThe demo's home is kept: explore it with  agentd --home {home} runs show 1")
 
 
-def _run(demo: Demo, yes: bool) -> int:
+def _run(demo: Demo, *, yes: bool, recover: bool) -> int:
     t0 = time.monotonic()
     demo.say(f"agentd demo — home {demo.home}")
     port = demo.start_service()
+    health = f"http://127.0.0.1:{port}/health"
     demo.say(f"• checkout service up on 127.0.0.1:{port} (version v1, /health = 200)")
     demo.paths.config.write_text(demo_config(demo.service_dir, port))
-    (demo.home / "replies.json").write_text(json.dumps(REPLIES, indent=1))
     store = SyncStore(demo.paths.db)
     demo.start_daemon()
-    demo.say("• daemon started (scripted model: no API key needed)")
+    demo.say("• daemon started; the embedded runbook decides (no API key needed)")
     goal_id = store.write(
         lambda c: q.add_goal(
             c,
@@ -194,38 +208,37 @@ def _run(demo: Demo, yes: bool) -> int:
             deadline=None,
         )
     )
-    demo.say(f"• goal {goal_id}: Keep checkout healthy (agent {AGENT})")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentd.demo_service",
-            "deploy",
-            "--state",
-            str(demo.service_dir),
-            "v2-bad",
-        ],
-        check=True,
-    )
-    demo.say(f"• bad deploy v2-bad: /health now {_http_status(f'http://127.0.0.1:{port}/health')}")
-    store.write(
-        lambda c: qi.add_event(
-            c, "alert", {"service": "checkout", "check": "health"}, "demo-alert-1", "demo"
-        )
-    )
-    demo.say("• alert raised → the agent starts a run\n")
-    run = _narrate(demo, store, goal_id, yes, t0)
+    demo.say(f"• goal {goal_id}: Keep checkout healthy — agent {AGENT} looks every 0.5 s")
+    _until(lambda: _snapshots(store) > 0, "the first look at the service")
+    demo.service("deploy", "v2-bad")
+    demo.say(f"• bad deploy v2-bad: /health now {_http_status(health)}; the watcher will notice\n")
+    run = _narrate(demo, store, goal_id, t0, yes=yes, recover=recover)
+    notice = _final_notice(store, run)
     store.close()
     ok = run is not None and run.status == "succeeded"
-    status_now = _http_status(f"http://127.0.0.1:{port}/health")
+    if notice:
+        demo.say(f"\n  inbox notice: {notice}")
     demo.say(
-        f"\nrun {'succeeded' if ok else 'did not succeed'}; /health = {status_now}; "
+        f"\nrun {'succeeded' if ok else 'did not succeed'}; /health = {_http_status(health)}; "
         f"{time.monotonic() - t0:.1f}s in all"
     )
     return 0 if ok else 1
 
 
-def _narrate(demo: Demo, store: SyncStore, goal_id: int, yes: bool, t0: float) -> Run | None:
+def _snapshots(store: SyncStore) -> int:
+    return int(store.read(lambda c: c.execute("SELECT count(*) FROM world").fetchone()[0]))
+
+
+def _final_notice(store: SyncStore, run: Run | None) -> str:
+    if run is None:
+        return ""
+    items = store.read(functools.partial(qi.list_items, status=None, run_id=run.run_id))
+    return next((n.body for n in reversed(items) if n.kind == InboxKind.NOTICE), "")
+
+
+def _narrate(
+    demo: Demo, store: SyncStore, goal_id: int, t0: float, *, yes: bool, recover: bool
+) -> Run | None:
     shown: dict[int, str] = {}  # seq → status printed, so a finished action is printed again
     asked: set[int] = set()
     deadline = time.monotonic() + RUN_TIMEOUT_S
@@ -235,42 +248,56 @@ def _narrate(demo: Demo, store: SyncStore, goal_id: int, yes: bool, t0: float) -
             time.sleep(0.05)
             continue
         run = runs[-1]
-        run_id = run.run_id
-        steps: list[Step] = store.read(functools.partial(q.list_steps, run_id=run_id))
+        steps: list[Step] = store.read(functools.partial(q.list_steps, run_id=run.run_id))
         for step in steps:
             if shown.get(step.seq) != step.status:
                 demo.say(f"  {time.monotonic() - t0:5.1f}s  {render.step_line(step)}")
                 shown[step.seq] = step.status
         if run.status.finished:
             return run
-        for item in store.read(functools.partial(qi.list_items, status="open", run_id=run_id)):
+        items = store.read(functools.partial(qi.list_items, status="open", run_id=run.run_id))
+        for item in items:
             if item.kind == InboxKind.APPROVAL and item.item_id not in asked:
                 asked.add(item.item_id)
-                _ask_approval(demo, store, item.item_id, yes)
+                _show_approval(demo, item)
+                if recover:
+                    demo.service("heal")
+                    demo.say("     --recover: the payment backend comes back by itself\n")
+                else:
+                    _answer_approval(demo, store, item.item_id, yes)
         time.sleep(0.05)
     demo.say(f"the run did not finish within {RUN_TIMEOUT_S:g}s")
     return None
 
 
-def _ask_approval(demo: Demo, store: SyncStore, item_id: int, yes: bool) -> None:
-    item = store.read(lambda c: qi.get_item(c, item_id))
-    cmd = f"agentd --home {demo.home} inbox approve {item_id}"
-    demo.say(f"\n  ⏸  approval needed (inbox item {item_id}): {item.action} {item.args or {}}")
+def _show_approval(demo: Demo, item: InboxItem) -> None:
+    """The evidence an operator needs: the failing check, the deploy before it, the log."""
+    world = item.data.get("world", {})
+    health = world.get("health", {})
+    failing = health.get("status", health.get("error"))
+    demo.say(f"\n  ⏸  approval needed (inbox item {item.item_id}): {item.action} {item.args or {}}")
     demo.say(f"     gated by: {item.rule}")
-    demo.say(f"     evidence: {item.data.get('reason', '')}")
-    demo.say(f"     answer from another terminal:  {cmd}")
+    demo.say(f"     why: {item.data.get('reason', '')}")
+    demo.say(
+        f"     failing check: /health {failing} since {health.get('since')} "
+        f"({health.get('consecutive_failures')} looks in a row)"
+    )
+    demo.say(f"     deploy: {world.get('deployed', {}).get('output', '').strip()}")
+    for line in world.get("service_log", {}).get("lines", [])[-3:]:
+        demo.say(f"     log: {line}")
+    demo.say(f"     answer it:  agentd --home {demo.home} inbox approve {item.item_id}")
+
+
+def _answer_approval(demo: Demo, store: SyncStore, item_id: int, yes: bool) -> None:
     if yes:
         demo.say("     --yes: approving through the inbox\n")
-        inbox.approve(
-            store, config.load(demo.paths.config), item_id, note="approved by agentd demo --yes"
-        )
+        cfg = config.load(demo.paths.config)
+        inbox.approve(store, cfg, item_id, note="approved by agentd demo --yes")
         return
     if not sys.stdin.isatty():
         demo.say("     (waiting for the answer)\n")
         return
-    demo.say(
-        "     …or type y here and press Enter: ",
-    )
+    demo.say("     …or type y here and press Enter (anything else denies):")
     while True:
         current = store.read(lambda c: qi.get_item(c, item_id))
         if current.status != InboxStatus.OPEN:
@@ -280,12 +307,8 @@ def _ask_approval(demo: Demo, store: SyncStore, item_id: int, yes: bool) -> None
         if ready:
             line = sys.stdin.readline().strip().lower()
             if line in ("y", "yes"):
-                inbox.approve(
-                    store,
-                    config.load(demo.paths.config),
-                    item_id,
-                    note="approved at the demo prompt",
-                )
+                cfg = config.load(demo.paths.config)
+                inbox.approve(store, cfg, item_id, note="approved at the demo prompt")
             else:
                 inbox.deny(store, item_id, reason=f"operator typed {line!r} at the demo prompt")
             return

@@ -4,6 +4,9 @@
     python -m agentd.demo_service deploy --state DIR VERSION   # switch version (…-bad versions fail)
     python -m agentd.demo_service rollback --state DIR         # back to the previous version
     python -m agentd.demo_service verify-rollback --state DIR  # exit 0 if $AGENTD_IDEMPOTENCY_KEY ran
+    python -m agentd.demo_service version --state DIR          # the deployed version, and the one before
+    python -m agentd.demo_service restart --state DIR          # restart (does not fix a bad version)
+    python -m agentd.demo_service heal --state DIR             # the broken backend recovers by itself
 
 Every deploy and rollback is appended to DIR/deploys.log: the service's own record of what happened.
 """
@@ -49,7 +52,7 @@ def _log(d: Path, line: str) -> None:
 
 def deploy(d: Path, version: str) -> None:
     state = _state(d)
-    _write_state(d, {"version": version, "previous": state["version"]})
+    _write_state(d, {"version": version, "previous": state["version"], "deployed_at": _now()})
     _record(d, f"deploy {version} (was {state['version']})")
     _log(d, f"INFO deployed {version}")
 
@@ -60,10 +63,37 @@ def rollback(d: Path) -> int:
         print("nothing to roll back to", file=sys.stderr)
         return 1
     key = os.environ.get("AGENTD_IDEMPOTENCY_KEY", "-")
-    _write_state(d, {"version": state["previous"], "previous": state["version"]})
+    _write_state(
+        d, {"version": state["previous"], "previous": state["version"], "deployed_at": _now()}
+    )
     _record(d, f"rollback {state['version']} -> {state['previous']} key={key}")
     _log(d, f"INFO rolled back to {state['previous']}")
     print(f"rolled back {state['version']} -> {state['previous']}")
+    return 0
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def version(d: Path) -> int:
+    state = _state(d)
+    print(
+        f"version={state['version']} previous={state.get('previous')} "
+        f"deployed_at={state.get('deployed_at', '?')}"
+    )
+    return 0
+
+
+def restart(d: Path) -> int:
+    _log(d, f"INFO restarted (version {_state(d)['version']})")
+    print("restarted")
+    return 0
+
+
+def heal(d: Path) -> int:
+    _write_state(d, {**_state(d), "healed": True})
+    _log(d, "INFO payment backend reachable again")
     return 0
 
 
@@ -79,8 +109,9 @@ def verify_rollback(d: Path) -> int:
 def serve(d: Path, port: int) -> None:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            version = _state(d)["version"]
-            bad = version.endswith("-bad")
+            state = _state(d)
+            version = state["version"]
+            bad = version.endswith("-bad") and not state.get("healed")
             if self.path.startswith("/health"):
                 code = 500 if bad else 200
                 body = {"status": "failing" if bad else "ok", "version": version}
@@ -111,7 +142,10 @@ def serve(d: Path, port: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m agentd.demo_service", description=__doc__)
-    p.add_argument("command", choices=["serve", "deploy", "rollback", "verify-rollback"])
+    p.add_argument(
+        "command",
+        choices=["serve", "deploy", "rollback", "verify-rollback", "version", "restart", "heal"],
+    )
     p.add_argument("version", nargs="?")
     p.add_argument("--state", type=Path, required=True)
     p.add_argument("--port", type=int, default=0)
@@ -123,10 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         if not a.version:
             p.error("deploy needs a VERSION")
         deploy(a.state, a.version)
-    elif a.command == "rollback":
-        return rollback(a.state)
     else:
-        return verify_rollback(a.state)
+        simple = {"rollback": rollback, "verify-rollback": verify_rollback, "version": version,
+                  "restart": restart, "heal": heal}  # fmt: skip
+        return simple[a.command](a.state)
     return 0
 
 

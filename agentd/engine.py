@@ -35,7 +35,7 @@ from agentd.models import (
     Verdict,
     action_digest,
 )
-from agentd.sources import Source, changes, observe_all
+from agentd.sources import Source, observe_all
 
 log = structlog.get_logger("agentd.engine")
 LEASE_S = 300.0
@@ -216,18 +216,18 @@ class RunDriver:
 
     async def observe(self) -> None:
         sources = [self.deps.sources[name] for name in self.agent.sources]
-        world = await observe_all(sources)
+        raw = await observe_all(sources)
 
-        def write(c: Any) -> Step:
-            prev = q.last_snapshot(c, self.agent_name)
-            diff = changes(prev[1] if prev else None, world)
-            snapshot_id = q.add_snapshot(c, self.agent_name, self.run_id, world, diff)
+        def write(c: Any) -> tuple[Step, JSON]:
+            snapshot_id, world, diff, _ = control.record_world(
+                c, self.agent_name, self.run_id, raw, time.time()
+            )
             data = {"snapshot_id": snapshot_id, "changes": diff, "events_seen": qi.last_event_id(c)}
-            return q.append_step(c, self.run_id, self.epoch, StepKind.OBSERVE, data=data)
+            return q.append_step(c, self.run_id, self.epoch, StepKind.OBSERVE, data=data), world
 
-        step: Step = await self._write(write)
+        step, self.world = await self._write(write)
         self.steps.append(step)
-        self.world, self.changes = world, step.data["changes"]
+        self.changes = step.data["changes"]
 
     async def decide(self) -> None:
         decisions = sum(1 for s in self.steps if s.kind == StepKind.DECIDE)
@@ -254,6 +254,13 @@ class RunDriver:
             system=system,
             prompt=text,
             schema=self.menu.schema(),
+            context={
+                "goal": {"title": self.goal.title, "why": self.goal.why},
+                "menu": list(self.menu.models),
+                "world": self.world,
+                "changes": self.changes,
+                "history": [context_entry(s) for s in self.steps],
+            },
         )
         model = self.deps.models[self.agent.model]
         try:
@@ -575,3 +582,25 @@ class RunDriver:
         )
         self.steps.append(step)
         log.info("run.finished", status=str(status), summary=summary[:200])
+
+
+def context_entry(s: Step) -> JSON:
+    """One journal step as plain data for code deciders (the runbook); no raw model text."""
+    entry: JSON = {
+        "seq": s.seq,
+        "kind": str(s.kind),
+        "action": s.action,
+        "args": s.args,
+        "status": str(s.status),
+        "verdict": str(s.verdict) if s.verdict else None,
+    }
+    if s.kind == StepKind.ACT:
+        entry["ok"] = (s.result or {}).get("ok")
+    elif s.kind == StepKind.START:
+        entry["trigger"] = s.data
+    elif s.kind in (StepKind.WAIT, StepKind.WAKE):
+        keys = ("why", "woke_by", "action", "withdrew", "answer")
+        entry.update({k: s.data[k] for k in keys if k in s.data})
+        if s.kind == StepKind.WAKE and "status" in s.data:
+            entry["status"] = s.data["status"]  # the inbox item's status (approved, denied…)
+    return entry

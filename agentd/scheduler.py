@@ -11,14 +11,18 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from agentd import control
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.engine import LEASE_S, Deps
 from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
+from agentd.sources import observe_all, transitions
 
 log = structlog.get_logger("agentd.scheduler")
 Launch = Callable[[int, int], None]
@@ -43,6 +47,49 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         interval = self.deps.config.daemon.poll_interval_s
+        pollers = self._start_pollers()
+        try:
+            await self._loop(stop, interval)
+        finally:
+            if pollers is not None:
+                pollers.shutdown(wait=False)
+
+    def _start_pollers(self) -> AsyncIOScheduler | None:
+        """One APScheduler interval job per watching agent. Missed looks are not caught up
+        (coalesce): a poll is a fresh look, not a debt."""
+        watching = {n: a.watch for n, a in self.deps.config.agents.items() if a.watch}
+        if not watching:
+            return None
+        jobs = AsyncIOScheduler(timezone="UTC")
+        for name, watch in watching.items():
+            jobs.add_job(
+                self.poll, "interval", seconds=watch.interval_s, args=[name], id=f"poll:{name}",
+                coalesce=True, max_instances=1, misfire_grace_time=None,
+                next_run_time=datetime.now(UTC),
+            )  # fmt: skip
+        jobs.start()
+        return jobs
+
+    async def poll(self, agent: str) -> None:
+        """Look at an agent's world between runs; a health flip becomes an event and wakes the
+        agent's runs that sleep or wait for an approval (withdrawing the approval)."""
+        try:
+            cfg = self.deps.config.agents[agent]
+            raw = await observe_all([self.deps.sources[n] for n in cfg.sources])
+            wake = cfg.watch.wake_runs if cfg.watch else False
+            owner = self.deps.owner
+            woken = await self.deps.store.write(
+                lambda c: _record_poll(c, agent, raw, owner, wake_runs=wake)
+            )
+        except Exception:
+            log.exception("poll.failed", agent=agent)
+            return
+        for run_id, epoch in woken:
+            log.info("run.woken", run_id=run_id, by="world")
+            self.launch(run_id, epoch)
+        self.nudge()
+
+    async def _loop(self, stop: asyncio.Event, interval: float) -> None:
         while not stop.is_set():
             await self.tick()
             waiter = asyncio.ensure_future(self._nudged.wait())
@@ -213,3 +260,31 @@ def _inbox_wake(wait: JSON, item: InboxItem) -> JSON:
 
 def _matches(match: JSON, data: JSON) -> bool:
     return all(data.get(k) == v for k, v in match.items())
+
+
+def _record_poll(
+    c: Any, agent: str, raw: JSON, owner: str, *, wake_runs: bool
+) -> list[tuple[int, int]]:
+    """One transaction: the snapshot, an event per health flip, and the runs it wakes."""
+    snapshot_id, world, _diff, before = control.record_world(c, agent, None, raw, time.time())
+    woken: list[tuple[int, int]] = []
+    for source, healthy in transitions(before, world):
+        obs = world[source]
+        name = f"{source}.{'healthy' if healthy else 'unhealthy'}"
+        data = {"agent": agent, "source": source, "healthy": healthy, "since": obs.get("since")}
+        data.update({k: obs[k] for k in ("status", "error") if k in obs})
+        qi.add_event(c, name, data, f"poll:{agent}:{snapshot_id}:{source}", source="poller")
+        if not wake_runs:
+            continue
+        for run_id, wait in q.waiting_runs_of_agent(c, agent):
+            if wait.get("why") not in ("sleep", "approval", "model_retry"):
+                continue  # questions wait for a human; event waits match events themselves
+            why: JSON = {"woke_by": "world", "why": wait.get("why"), "event": name, "data": data}
+            if wait.get("item_id"):
+                reason = f"withdrawn: {source} became {'healthy' if healthy else 'unhealthy'}"
+                qi.resolve(c, wait["item_id"], InboxStatus.EXPIRED, answer=reason)
+                why.update(withdrew=wait["item_id"], action=wait.get("action"), reason=reason)
+            epoch = q.wake(c, run_id, owner, why, LEASE_S)
+            if epoch is not None:
+                woken.append((run_id, epoch))
+    return woken

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real migrated home in tmp_path, an in-process daemon, and a network guard."""
+"""Shared fixtures: a real migrated home in tmp_path, an in-process daemon, a loopback HTTP server,
+and a network guard."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import asyncio
 import json
 import socket
 import textwrap
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +137,43 @@ def finished(home: Home, run_id: int) -> Callable[[], bool]:
 
 def waiting(home: Home, run_id: int) -> Callable[[], bool]:
     return lambda: home.run(run_id).status == RunStatus.WAITING
+
+
+# Starts a loopback server for a handler class and returns its base URL.
+ServeHttp = Callable[[type[BaseHTTPRequestHandler]], str]
+
+
+@pytest.fixture
+def http_server() -> Iterator[ServeHttp]:
+    """Serve handler classes on loopback ports; every server is stopped at teardown.
+
+    Each handler gets a `release` event, set at teardown, so a request parked on it (a slow
+    endpoint a timeout test gave up on) returns and the server can shut down.
+    """
+    release = threading.Event()
+    running: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+
+    def start(handler: type[BaseHTTPRequestHandler]) -> str:
+        bound = type("Handler", (handler,), {"release": release})
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), bound)
+        httpd.daemon_threads = True
+        # A client that gave up mid-reply is expected in these tests, not worth a traceback.
+        httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+        thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        running.append((httpd, thread))
+        return f"http://127.0.0.1:{httpd.server_address[1]}"
+
+    yield start
+    release.set()
+    for httpd, thread in running:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, read, released), for connection-refused tests."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

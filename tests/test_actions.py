@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from agentd.actions.command import CommandExecutor, fill
 from agentd.actions.http import HttpExecutor
 from agentd.config import CommandAction, HttpAction, Param
 from agentd.errors import ActionFailed
+from tests.conftest import ServeHttp, closed_port
 
 CTX = ActionContext(run_id=7, goal_id=2, seq=3, action="deploy")
 PY = sys.executable
@@ -408,29 +407,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
-    release = threading.Event()
-    handler = type("Handler", (_Handler,), {"release": release})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    release.set()
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+def server(http_server: ServeHttp) -> str:
+    return http_server(_Handler)
 
 
 def http(urls: list[str], **kw: Any) -> HttpExecutor:
     return HttpExecutor("hook", HttpAction(type="http", urls=urls, **kw))
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_http_posts_body_with_idempotency_key(server: str) -> None:

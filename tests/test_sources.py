@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from agentd.config import CommandSource, FileTailSource, HttpSource
 from agentd.sources.command import CommandSourceReader
 from agentd.sources.file_tail import FileTailReader, tail_lines
 from agentd.sources.http import HttpSourceReader
+from tests.conftest import ServeHttp, closed_port
 
 PY = sys.executable
 
@@ -46,29 +45,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
-    release = threading.Event()
-    handler = type("Handler", (_Handler,), {"release": release})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    release.set()
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+def server(http_server: ServeHttp) -> str:
+    return http_server(_Handler)
 
 
 def http_source(url: str, **kw: Any) -> HttpSourceReader:
     return HttpSourceReader("site", HttpSource(type="http", url=url, **kw))
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_http_source_reports_status_latency_and_body(server: str) -> None:

@@ -13,7 +13,7 @@ from agentd.actions import ActionContext
 from agentd.config import CommandAction
 from agentd.errors import ActionFailed
 from agentd.models import JSON
-from agentd.process import DEFAULT_ENV, run_argv
+from agentd.process import DEFAULT_ENV, Completed, run_argv
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -56,14 +56,7 @@ class CommandExecutor:
         self.base_env: Mapping[str, str] = DEFAULT_ENV if base_env is None else base_env
 
     async def execute(self, args: JSON, ctx: ActionContext) -> JSON:
-        argv = self._argv(self.cfg.argv, args)
-        done = await run_argv(
-            argv,
-            env=self._env(ctx),
-            cwd=self.cfg.cwd,
-            timeout_s=self.cfg.timeout_s,
-            output_bytes=self.cfg.output_bytes,
-        )
+        done = await self._run(self._argv(self.cfg.argv, args), ctx)
         if done.error is not None:
             raise ActionFailed(f"action {self.name!r}: {done.error}")
         return {
@@ -85,13 +78,7 @@ class CommandExecutor:
             argv = self._argv(self.cfg.verify_argv, args)
         except ActionFailed:
             return None
-        done = await run_argv(
-            argv,
-            env=self._env(ctx),
-            cwd=self.cfg.cwd,
-            timeout_s=self.cfg.timeout_s,
-            output_bytes=self.cfg.output_bytes,
-        )
+        done = await self._run(argv, ctx)
         if done.exit_code == 0:
             return True
         if done.exit_code == 1:
@@ -105,12 +92,20 @@ class CommandExecutor:
             raise ActionFailed(f"action {self.name!r} takes no argument {', '.join(unknown)}")
         return [fill(part, args, self.cfg.params) for part in template]
 
-    def _env(self, ctx: ActionContext) -> dict[str, str]:
+    async def _run(self, argv: list[str], ctx: ActionContext) -> Completed:
+        """One child, for execute or verify alike: same env, cwd and bounds."""
         # Ours last: the config cannot shadow the keys a verify command relies on.
-        return {
+        env = {
             **self.base_env,
             **self.cfg.env,
             "AGENTD_IDEMPOTENCY_KEY": ctx.idempotency_key,
             "AGENTD_RUN_ID": str(ctx.run_id),
             "AGENTD_ACTION": ctx.action,
         }
+        return await run_argv(
+            argv,
+            env=env,
+            cwd=self.cfg.cwd,
+            timeout_s=self.cfg.timeout_s,
+            output_bytes=self.cfg.output_bytes,
+        )

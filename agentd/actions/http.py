@@ -6,9 +6,6 @@ param can never steer the request to another host or path. Redirects are not fol
 
 from __future__ import annotations
 
-import asyncio
-import codecs
-import time
 import urllib.parse
 from functools import partial
 
@@ -18,6 +15,7 @@ from agentd.actions import ActionContext
 from agentd.actions.command import fill
 from agentd.config import HttpAction
 from agentd.errors import ActionFailed
+from agentd.fetch import exchange
 from agentd.models import JSON
 
 RESERVED_ARGS = frozenset({"url", "method", "body"})
@@ -38,25 +36,15 @@ class HttpExecutor:
     async def execute(self, args: JSON, ctx: ActionContext) -> JSON:
         method, url, body = self._request(args)
         headers = {"Idempotency-Key": ctx.idempotency_key}
-        started = time.monotonic()
-        try:
-            # httpx's timeout bounds each phase; asyncio.timeout bounds the whole exchange.
-            async with (
-                asyncio.timeout(self.cfg.timeout_s),
-                httpx.AsyncClient(timeout=self.cfg.timeout_s, transport=self.transport) as client,
-                client.stream(method, url, content=body, headers=headers) as response,
-            ):
-                excerpt = await read_excerpt(response, self.cfg.body_excerpt_bytes)
-        except (TimeoutError, httpx.TimeoutException):
-            return {"ok": False, "error": f"timed out after {self.cfg.timeout_s:g}s"}
-        except (httpx.HTTPError, httpx.InvalidURL) as e:
-            return {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        return {
-            "ok": 200 <= response.status_code < 400,
-            "status": response.status_code,
-            "latency_ms": round((time.monotonic() - started) * 1000, 1),
-            "body": excerpt,
-        }
+        return await exchange(
+            method,
+            url,
+            timeout_s=self.cfg.timeout_s,
+            excerpt_bytes=self.cfg.body_excerpt_bytes,
+            content=body,
+            headers=headers,
+            transport=self.transport,
+        )
 
     async def verify(self, args: JSON, ctx: ActionContext) -> bool | None:
         """An HTTP endpoint cannot be asked whether a request happened: always unknown."""
@@ -92,21 +80,3 @@ class HttpExecutor:
             except ActionFailed:
                 continue  # a template whose params were not given cannot match
         return allowed
-
-
-async def read_excerpt(response: httpx.Response, limit_bytes: int) -> str:
-    """At most the first `limit_bytes` of the body, decoded; the rest is never downloaded."""
-    buf = bytearray()
-    complete = True
-    if limit_bytes > 0:
-        async for chunk in response.aiter_bytes():
-            buf += chunk
-            if len(buf) > limit_bytes:
-                complete = False
-                break
-    try:
-        decoder = codecs.getincrementaldecoder(response.charset_encoding or "utf-8")("replace")
-    except LookupError:
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    # Not final when cut: a multi-byte character split by the cut is dropped, not garbled.
-    return decoder.decode(bytes(buf[:limit_bytes]), final=complete)

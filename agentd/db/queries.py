@@ -470,6 +470,13 @@ def cancel(c: sqlite3.Connection, run_id: int, reason: str) -> None:
 # ── what the daemon's waker matches ─────────────────────────────────────────────────────────────
 
 
+def waiting_runs_of_agent(c: sqlite3.Connection, agent: str) -> list[tuple[int, JSON]]:
+    rows = c.execute(
+        "SELECT run_id, wait FROM runs WHERE status = 'waiting' AND agent = ?", (agent,)
+    )
+    return [(int(r), json.loads(w or "{}")) for r, w in rows]
+
+
 def due_timers(c: sqlite3.Connection, now: float, limit: int = 500) -> list[int]:
     rows = c.execute(
         "SELECT run_id FROM runs WHERE status = 'waiting' AND next_wake_at <= ?"

@@ -7,10 +7,10 @@ durable retry; they never decide what is valid — `agentd.decide` does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from agentd.config import ModelConfig, ScriptedModel
+from agentd.config import ModelConfig, RunbookModel, ScriptedModel
 from agentd.errors import ConfigError
 from agentd.models import JSON
 
@@ -24,6 +24,9 @@ class ModelRequest:
     system: str
     prompt: str
     schema: JSON
+    # The same facts as structured data (world, changes, history, menu) for deciders that are
+    # code, not text models — the runbook. Text models use `prompt` only.
+    context: JSON = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,11 @@ def build(name: str, cfg: ModelConfig) -> Model:
         from agentd.llm.scripted import ScriptedProvider
 
         return ScriptedProvider(name, cfg)
+    if isinstance(cfg, RunbookModel):
+        from agentd.llm.runbook import Runbook
+
+        return Runbook(name, cfg)
     raise ConfigError(
         f"models.{name}: provider {cfg.provider!r} is not available in this build yet; "
-        'use provider = "scripted"'
+        'use provider = "scripted" or "runbook"'
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Protocol
 
 from agentd.config import CommandSource, FileTailSource, HttpSource, SourceConfig
@@ -52,8 +53,50 @@ async def observe_all(sources: list[Source], timeout_s: float = 30.0) -> JSON:
     return {s.name: r for s, r in zip(sources, results, strict=True)}
 
 
+# Fields that move on every look by design; a change in them alone is not news.
+COUNTERS = frozenset({"streak", "since", "consecutive_failures"})
+
+
+def with_history(previous: JSON | None, current: JSON, now: float) -> JSON:
+    """Each source that reports `ok` gains its health history from the previous snapshot:
+    `healthy`, `streak` (looks in a row in this state), `consecutive_failures` and `since` (when
+    this state began, ISO 8601 UTC)."""
+    out: JSON = {}
+    for name, obs in current.items():
+        if not isinstance(obs, dict) or "ok" not in obs:
+            out[name] = obs
+            continue
+        before = (previous or {}).get(name) or {}
+        healthy = bool(obs["ok"])
+        same = before.get("healthy") == healthy and "since" in before
+        streak = int(before.get("streak", 0)) + 1 if same else 1
+        out[name] = {
+            **obs,
+            "healthy": healthy,
+            "streak": streak,
+            "consecutive_failures": 0 if healthy else streak,
+            "since": before["since"]
+            if same
+            else datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
+        }
+    return out
+
+
+def transitions(previous: JSON | None, current: JSON) -> list[tuple[str, bool]]:
+    """(source, healthy) for each source whose health flipped — or that is first seen failing."""
+    flips = []
+    for name, obs in current.items():
+        if not isinstance(obs, dict) or "healthy" not in obs:
+            continue
+        before = (previous or {}).get(name) or {}
+        if before.get("healthy", True) != obs["healthy"]:
+            flips.append((name, bool(obs["healthy"])))
+    return flips
+
+
 def changes(previous: JSON | None, current: JSON) -> JSON:
-    """What differs between two snapshots, ignoring noisy measurements (keys ending in `_ms`).
+    """What differs between two snapshots, ignoring noisy measurements (keys ending in `_ms`)
+    and the history counters that move on every look.
 
     Returns `{source: {field: [old, new]}}`; a source seen for the first time maps to `"new"`.
     """
@@ -66,7 +109,7 @@ def changes(previous: JSON | None, current: JSON) -> JSON:
         fields = {
             k: [before.get(k), now.get(k)]
             for k in sorted(set(before) | set(now))
-            if not k.endswith("_ms") and before.get(k) != now.get(k)
+            if not k.endswith("_ms") and k not in COUNTERS and before.get(k) != now.get(k)
         }
         if fields:
             diff[name] = fields
