@@ -8,7 +8,8 @@ AgentdError                      base; `str(e)` is a complete message for a huma
 ├── StateError                   the database cannot be used (read-only, locked, newer schema)
 │   └── DaemonRunning            another daemon holds the state directory
 ├── ModelError                   the model call failed; the run sleeps and retries durably
-│   └── ModelOutputInvalid       the reply did not validate; re-ask with the error, then escalate
+├── ModelRejected                the provider refused the request (bad key, bad request): stop
+├── ModelOutputInvalid           the reply did not validate; re-ask with the error, then escalate
 └── ActionFailed                 an action could not run; fed back to the run as an observation
 """
 
@@ -64,6 +65,11 @@ class ModelError(AgentdError):
     def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class ModelRejected(AgentdError):
+    """The provider refused the request in a way retrying cannot fix (authentication, a bad
+    request): the run stops, visibly, with an inbox notice — no retry storm."""
 
 
 class ModelOutputInvalid(AgentdError):

@@ -36,6 +36,7 @@ class ModelReply:
     stop_reason: str = "end"
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_cached: int = 0  # input tokens served from the provider's prompt cache
 
 
 class Model(Protocol):
