@@ -40,15 +40,40 @@ class ScriptedModel(_Strict):
     request_log: Path | None = None
 
 
-class OtherModel(_Strict):
-    """A provider other issues add (anthropic, openai); validated here so the file stays stable."""
+class AnthropicModel(_Strict):
+    """Claude through Anthropic's Messages API, with the menu as structured output (no tools)."""
 
-    provider: Literal["anthropic", "openai"]
-    model: str
-    api_key_env: str | None = None
-    base_url: str | None = None
+    provider: Literal["anthropic"]
+    model: str  # e.g. "claude-sonnet-4-5"
+    api_key_env: str  # the variable holding the key, e.g. "ANTHROPIC_API_KEY"; never the key
+    base_url: str | None = None  # a gateway or proxy; default Anthropic's API
+    max_tokens: int = Field(1024, ge=1)  # output cap per decision; a longer reply is cut off
+    timeout_s: float = Field(60.0, gt=0)  # the whole call; then it is retried durably
+
+
+class OpenAIModel(_Strict):
+    """OpenAI's Chat Completions API, or any server compatible with it (`base_url`), with the menu
+    as a strict JSON-schema response format (no tools)."""
+
+    provider: Literal["openai"]
+    model: str  # e.g. "gpt-4.1-mini", or the name a local server gives its model
+    api_key_env: str | None = None  # required for OpenAI's API; a local server may need none
+    base_url: str | None = None  # an OpenAI-compatible server, e.g. "http://127.0.0.1:8000/v1"
     max_tokens: int = Field(1024, ge=1)
     timeout_s: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _key_or_local_server(self) -> OpenAIModel:
+        if self.api_key_env is None and self.base_url is None:
+            raise ValueError(
+                'set api_key_env (e.g. "OPENAI_API_KEY") for OpenAI\'s API, '
+                "or base_url for a local OpenAI-compatible server"
+            )
+        return self
+
+
+# The providers that call a vendor over the network and need a key (doctor checks them).
+OtherModel = AnthropicModel | OpenAIModel
 
 
 class RunbookModel(_Strict):
@@ -63,7 +88,9 @@ class RunbookModel(_Strict):
     recheck_s: float = Field(2.0, gt=0)  # how long to wait before looking again
 
 
-ModelConfig = Annotated[ScriptedModel | RunbookModel | OtherModel, Field(discriminator="provider")]
+ModelConfig = Annotated[
+    ScriptedModel | RunbookModel | AnthropicModel | OpenAIModel, Field(discriminator="provider")
+]
 
 
 class HttpSource(_Strict):
@@ -156,6 +183,36 @@ class Limits(_Strict):
     retry_max_s: float = Field(600.0, gt=0)
 
 
+class Budget(_Strict):
+    """Spend limits per goal of this agent; when one is reached the goal's run stops, visibly."""
+
+    goal_tokens: int | None = Field(None, ge=1)  # input + output tokens over the goal's life
+    goal_usd: float | None = Field(None, gt=0)  # cost over the goal's life (needs [prices])
+    day_tokens: int | None = Field(None, ge=1)  # per goal per UTC day
+    day_usd: float | None = Field(None, gt=0)
+
+
+class Price(_Strict):
+    """USD per million tokens for one model id, as the provider reports it."""
+
+    input_usd_per_mtok: float = Field(ge=0)
+    output_usd_per_mtok: float = Field(ge=0)
+    cached_usd_per_mtok: float | None = Field(None, ge=0)  # default: the input price
+
+    def cost_usd(self, tokens_in: int, tokens_out: int, tokens_cached: int = 0) -> float:
+        cached_rate = (
+            self.input_usd_per_mtok
+            if self.cached_usd_per_mtok is None
+            else self.cached_usd_per_mtok
+        )
+        fresh = max(tokens_in - tokens_cached, 0)
+        return (
+            fresh * self.input_usd_per_mtok
+            + tokens_cached * cached_rate
+            + tokens_out * self.output_usd_per_mtok
+        ) / 1e6
+
+
 class Watch(_Strict):
     """Look at the agent's sources between runs; health flips become events (`SOURCE.unhealthy`,
     `SOURCE.healthy`) that start runs (via triggers) and wake the agent's waiting runs."""
@@ -171,6 +228,11 @@ class AgentConfig(_Strict):
     actions: list[str] = Field(min_length=1)
     triggers: list[str] = []
     watch: Watch | None = None
+    # Routing: a stronger model for escalations (re-asks after invalid replies or denials) and
+    # for summarizing long histories; the routine model decides everything else.
+    escalation_model: str | None = None
+    summary_model: str | None = None
+    budget: Budget = Budget()
     policy: Policy = Policy()
     limits: Limits = Limits()
 
@@ -181,12 +243,15 @@ class Config(_Strict):
     sources: dict[str, SourceConfig] = {}
     actions: dict[str, ActionConfig] = {}
     agents: dict[str, AgentConfig] = {}
+    prices: dict[str, Price] = {}  # keyed by the model id the provider reports
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Config:
         for name, agent in self.agents.items():
-            if agent.model not in self.models:
-                raise ValueError(f"agents.{name}.model names unknown model {agent.model!r}")
+            for key in ("model", "escalation_model", "summary_model"):
+                ref = getattr(agent, key)
+                if ref is not None and ref not in self.models:
+                    raise ValueError(f"agents.{name}.{key} names unknown model {ref!r}")
             for src in agent.sources:
                 if src not in self.sources:
                     raise ValueError(f"agents.{name}.sources names unknown source {src!r}")

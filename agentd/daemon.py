@@ -24,7 +24,8 @@ from agentd import actions, config, llm, sdnotify, sources
 from agentd.config import Config, Paths
 from agentd.db import queries as q
 from agentd.db.store import Store
-from agentd.engine import LEASE_S, Deps, Engine
+from agentd.deps import LEASE_S, Deps
+from agentd.engine import Engine
 from agentd.errors import DaemonRunning, StateError
 from agentd.scheduler import Scheduler
 
@@ -33,38 +34,48 @@ log = structlog.get_logger("agentd.daemon")
 
 @contextlib.contextmanager
 def home_lock(paths: Paths) -> Iterator[None]:
-    """Exclusive, crash-safe ownership of a home (the kernel drops it if the process dies)."""
+    """Exclusive, crash-safe ownership of a home: an flock on the home directory itself (the
+    kernel drops it if the process dies, and deleting a file cannot break it). The pid is
+    written to `agentd.lock` for people and `agentd doctor`."""
     try:
-        fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(paths.home, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as e:
-        raise StateError(f"{paths.lock}: cannot create lock file: {e.strerror}") from None
+        raise StateError(f"{paths.home}: cannot open the home directory: {e.strerror}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             raise DaemonRunning(
-                f"another agentd (pid {pid}) is already serving {paths.home}; "
+                f"another agentd (pid {_recorded_pid(paths)}) is already serving {paths.home}; "
                 "stop it first, or use another --home"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            paths.lock.write_text(f"{os.getpid()}\n")
+        except OSError as e:
+            raise StateError(f"{paths.lock}: cannot write the pid file: {e.strerror}") from None
         yield
     finally:
         os.close(fd)
 
 
+def _recorded_pid(paths: Paths) -> str:
+    try:
+        return paths.lock.read_text().strip() or "?"
+    except OSError:
+        return "?"
+
+
 def daemon_pid(paths: Paths) -> int | None:
     """The pid of the daemon serving this home, or None when none holds the lock."""
     try:
-        fd = os.open(paths.lock, os.O_RDONLY)
+        fd = os.open(paths.home, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
-        return int(text) if text.isdigit() else -1
+        pid = _recorded_pid(paths)
+        return int(pid) if pid.isdigit() else -1
     finally:
         os.close(fd)
     return None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentd import config
-from agentd.config import Config, OtherModel, Paths, ScriptedModel
+from agentd.config import Config, ModelConfig, OtherModel, Paths, ScriptedModel
 from agentd.db import schema
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError
@@ -77,7 +77,7 @@ def check_daemon(pid: int | None) -> Check:
     return Check("daemon", True, f"running (pid {pid if pid > 0 else 'unknown'})", False)
 
 
-def check_model(name: str, model: ScriptedModel | OtherModel) -> Check:
+def check_model(name: str, model: ModelConfig) -> Check:
     label = f"model {name}"
     if isinstance(model, ScriptedModel):
         try:
@@ -85,6 +85,8 @@ def check_model(name: str, model: ScriptedModel | OtherModel) -> Check:
         except AgentdError as e:
             return Check(label, False, str(e))
         return Check(label, True, f"scripted; replies {model.replies} ({count})")
+    if not isinstance(model, OtherModel):  # an embedded decider (runbook): nothing to reach
+        return Check(label, True, f"{model.provider}: built in; needs no API key")
     what, env = f"{model.provider} {model.model}", model.api_key_env
     if env is None:
         return Check(label, True, f"{what}: no api_key_env configured")

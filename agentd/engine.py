@@ -8,59 +8,41 @@ run executes; waiting runs are rows that the scheduler wakes.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from agentd import control, harness, prompt
-from agentd.actions import ActionContext, Executor
-from agentd.config import BuiltinAction, Config
+from agentd.acting import RunJournal
+from agentd.config import Budget
 from agentd.db import items as qi
 from agentd.db import queries as q
-from agentd.db.store import Store
-from agentd.decide import Decision, Menu
-from agentd.errors import ActionFailed, AgentdError, ModelError, ModelOutputInvalid, Refused
-from agentd.llm import Model, ModelRequest
+from agentd.decide import Decision
+from agentd.deps import Deps
+from agentd.errors import (
+    AgentdError,
+    ModelError,
+    ModelOutputInvalid,
+    ModelRejected,
+    Refused,
+)
+from agentd.llm import ModelReply, ModelRequest
 from agentd.models import (
     JSON,
-    Goal,
     InboxKind,
     RunStatus,
     Step,
     StepKind,
     StepStatus,
     Verdict,
-    action_digest,
 )
-from agentd.sources import Source, observe_all
+from agentd.sources import observe_all
 
 log = structlog.get_logger("agentd.engine")
-LEASE_S = 300.0
 MODEL_TIMEOUT_S = 120.0
-
-
-@dataclass
-class Deps:
-    """Everything the engine talks to, built once by the daemon (or a test) and passed down."""
-
-    config: Config
-    store: Store
-    models: dict[str, Model]
-    executors: dict[str, Executor]
-    sources: dict[str, Source]
-    owner: str
-    menus: dict[str, Menu] = field(default_factory=dict)
-    on_change: Callable[[], None] = lambda: (
-        None
-    )  # nudges the scheduler after a commit it may act on
-
-    def menu(self, agent: str) -> Menu:
-        if agent not in self.menus:
-            self.menus[agent] = Menu(self.config, self.config.agents[agent])
-        return self.menus[agent]
 
 
 class Engine:
@@ -134,21 +116,8 @@ class Engine:
             log.warning("engine.cancelled_in_flight", runs=len(late))
 
 
-class RunDriver:
-    """One run's journal in memory while it executes; every write goes to the store first."""
-
-    def __init__(self, deps: Deps, run_id: int, epoch: int, steps: list[Step], goal: Goal) -> None:
-        self.deps = deps
-        self.run_id = run_id
-        self.epoch = epoch
-        self.steps = steps
-        self.goal = goal
-        self.goal_id = goal.goal_id
-        self.agent_name = goal.agent
-        self.agent = deps.config.agents[goal.agent]
-        self.menu = deps.menu(goal.agent)
-        self.world: JSON = {}
-        self.changes: JSON = {}
+class RunDriver(RunJournal):
+    """Decides what a run does next from its journal, and does it."""
 
     @classmethod
     async def load(cls, deps: Deps, run_id: int, epoch: int) -> RunDriver:
@@ -169,29 +138,6 @@ class RunDriver:
         if steps and steps[-1].kind == StepKind.OBSERVE:
             driver.changes = steps[-1].data.get("changes", {})
         return driver
-
-    # ── plumbing ──────────────────────────────────────────────────────────────────────────────
-
-    async def _write(self, work: Callable[[Any], Any]) -> Any:
-        return await self.deps.store.write(work)
-
-    async def _append(self, kind: StepKind, **kw: Any) -> Step:
-        step: Step = await self._write(
-            lambda c: q.append_step(c, self.run_id, self.epoch, kind, **kw)
-        )
-        self.steps.append(step)
-        log.info("step.recorded", seq=step.seq, kind=str(kind), action=step.action)
-        return step
-
-    def _trailing(self, pred: Callable[[Step], bool], skip: Callable[[Step], bool]) -> int:
-        """How many steps at the end satisfy `pred`, looking past steps matching `skip`."""
-        n = 0
-        for s in reversed(self.steps):
-            if pred(s):
-                n += 1
-            elif not skip(s):
-                break
-        return n
 
     # ── the state machine ─────────────────────────────────────────────────────────────────────
 
@@ -234,6 +180,46 @@ class RunDriver:
         if decisions >= self.agent.limits.max_steps:
             await self.finish(RunStatus.FAILED, f"stopped: {decisions} decisions reached max_steps")
             return
+        if reason := await self._over_budget():
+            await self.finish(RunStatus.FAILED, f"stopped: {reason}")
+            return
+        escalating = self._escalating()
+        name = (self.agent.escalation_model if escalating else None) or self.agent.model
+        request = self._request(decisions + 1)
+        try:
+            async with asyncio.timeout(MODEL_TIMEOUT_S):
+                reply = await self.deps.models[name].complete(request)
+        except (ModelError, TimeoutError) as e:
+            await self.backoff(e)
+            return
+        except ModelRejected as e:
+            await self.finish(RunStatus.FAILED, f"stopped: model {name!r} rejected the call: {e}")
+            return
+        await self._record_decision(reply, decisions + 1, escalating)
+
+    def _escalating(self) -> bool:
+        """A re-ask after an invalid reply, or a decision right after a denial."""
+        last = self.steps[-1]
+        if last.kind == StepKind.DECIDE:
+            return True
+        return any(s.kind == StepKind.CHECK and s.verdict == Verdict.DENY for s in self.steps[-3:])
+
+    async def _over_budget(self) -> str | None:
+        budget = self.agent.budget
+        if budget == Budget():
+            return None
+        midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+        def read(c: Any) -> tuple[JSON, JSON]:
+            return (
+                q.goal_spend(c, self.goal_id),
+                q.goal_spend(c, self.goal_id, midnight.timestamp()),
+            )
+
+        total, today = await self.deps.store.read(read)
+        return harness.over_budget(budget, total, today)
+
+    def _request(self, decision_no: int) -> ModelRequest:
         last = self.steps[-1]
         feedback = last.data.get("error") if last.kind == StepKind.DECIDE else None
         system, text = prompt.build(
@@ -246,10 +232,10 @@ class RunDriver:
             history_steps=self.agent.limits.history_steps,
             feedback=feedback,
         )
-        request = ModelRequest(
+        return ModelRequest(
             run_id=self.run_id,
             goal_id=self.goal_id,
-            decision_no=decisions + 1,
+            decision_no=decision_no,
             attempt=1 + self._retries(),
             system=system,
             prompt=text,
@@ -262,25 +248,33 @@ class RunDriver:
                 "history": [context_entry(s) for s in self.steps],
             },
         )
-        model = self.deps.models[self.agent.model]
-        try:
-            async with asyncio.timeout(MODEL_TIMEOUT_S):
-                reply = await model.complete(request)
-        except (ModelError, TimeoutError) as e:
-            await self.backoff(e)
-            return
-        meta = {
+
+    async def _record_decision(self, reply: ModelReply, decision_no: int, escalated: bool) -> None:
+        """Journal the reply — raw text, model, usage, cost — then its validation outcome."""
+        price = self.deps.config.prices.get(reply.model)
+        cost = (
+            price.cost_usd(reply.tokens_in, reply.tokens_out, reply.tokens_cached)
+            if price
+            else None
+        )
+        meta: JSON = {
             "raw": reply.text[:20000],
             "model": reply.model,
             "stop_reason": reply.stop_reason,
-            "decision_no": decisions + 1,
+            "decision_no": decision_no,
+            "tokens_cached": reply.tokens_cached,
+            "cost_usd": cost,
+            "escalated": escalated,
         }
         tokens = {"tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out}
         try:
             d = self.menu.parse(reply.text)
         except ModelOutputInvalid as e:
+            error = str(e)
+            if reply.stop_reason in ("max_tokens", "length", "refusal"):
+                error = f"the reply ended with stop reason {reply.stop_reason!r}: {error}"
             await self._append(
-                StepKind.DECIDE, status=StepStatus.ERROR, data={**meta, "error": str(e)}, **tokens
+                StepKind.DECIDE, status=StepStatus.ERROR, data={**meta, "error": error}, **tokens
             )
             return
         await self._append(
@@ -293,13 +287,18 @@ class RunDriver:
         )
 
     async def backoff(self, err: BaseException) -> None:
-        """A failed model call: sleep durably (a wake time on the run), no coroutine held."""
+        """A failed model call: sleep durably (a wake time on the run), no coroutine held.
+
+        Exponential from retry_base_s, at least the provider's Retry-After, jittered ±20 %
+        so runs that failed together do not retry together, capped at retry_max_s.
+        """
         limits = self.agent.limits
         attempt = 1 + self._retries()
         hint = getattr(err, "retry_after_s", None)
-        delay = min(limits.retry_max_s, max(hint or 0.0, limits.retry_base_s * 2 ** (attempt - 1)))
+        base = limits.retry_base_s * 2 ** (attempt - 1) * random.uniform(0.8, 1.2)  # noqa: S311
+        delay = min(limits.retry_max_s, max(hint or 0.0, base))
         message = str(err) or "model call timed out"
-        log.warning("llm.failed", error=message, retry_in_s=delay, attempt=attempt)
+        log.warning("llm.failed", error=message, retry_in_s=round(delay, 2), attempt=attempt)
         await self.suspend(
             {"kind": "timer", "why": "model_retry", "error": message, "attempt": attempt},
             wake_at=time.time() + delay,
@@ -375,213 +374,6 @@ class RunDriver:
             await self.act(why["action"], why["args"], approval=why["item_id"])
         else:
             await self.observe()
-
-    # ── acting ────────────────────────────────────────────────────────────────────────────────
-
-    async def act(self, action: str, args: JSON, approval: int | None = None) -> None:
-        """Carry out an allowed (or approved) action: intent journaled first unless idempotent."""
-        cfg = self.deps.config.action(action)
-        digest = action_digest(action, args)
-        if isinstance(cfg, BuiltinAction):
-            await self.run_control(cfg, action, args, digest, approval)
-            return
-        executor = self.deps.executors[action]
-        seq = len(self.steps) + 1
-        ctx = ActionContext(self.run_id, self.goal_id, seq, action)
-        if executor.idempotent and approval is None:
-            # Safe to repeat after a crash, so one commit (with the result) is enough.
-            status, result = await self._execute(executor, args, ctx)
-            await self._append(
-                StepKind.ACT, status=status, action=action, args=args, digest=digest, result=result
-            )
-            return
-
-        def intent(c: Any) -> Step:
-            if approval is not None:
-                # The approval is consumed in the same transaction as the intent: at most once.
-                qi.consume_approval(c, approval, digest, ctx.idempotency_key)
-            return q.append_step(
-                c,
-                self.run_id,
-                self.epoch,
-                StepKind.ACT,
-                status=StepStatus.STARTED,
-                action=action,
-                args=args,
-                digest=digest,
-                data={"approval": approval, "key": ctx.idempotency_key},
-            )
-
-        try:
-            step: Step = await self._write(intent)
-        except Refused as e:
-            if approval is None:
-                raise
-            # The approval is gone (withdrawn, used): journal it as a denial the model will see.
-            await self._append(
-                StepKind.CHECK, action=action, args=args, digest=digest, verdict=Verdict.DENY,
-                data={"rule": f"approval no longer valid: {e}", "escalate": False},
-            )  # fmt: skip
-            return
-        self.steps.append(step)
-        status, result = await self._execute(executor, args, ctx)
-        await self._complete(step, status, result)
-
-    async def _execute(
-        self, ex: Executor, args: JSON, ctx: ActionContext
-    ) -> tuple[StepStatus, JSON]:
-        log.info("action.executing", action=ctx.action, key=ctx.idempotency_key)
-        try:
-            result = await ex.execute(args, ctx)
-        except ActionFailed as e:
-            return StepStatus.ERROR, {"ok": False, "error": str(e)}
-        return (StepStatus.DONE if result.get("ok", True) else StepStatus.ERROR), result
-
-    async def _complete(self, step: Step, status: StepStatus, result: JSON) -> None:
-        done: Step = await self._write(
-            lambda c: q.complete_step(
-                c, self.run_id, self.epoch, step.seq, status=status, result=result
-            )
-        )
-        self.steps[-1] = done
-
-    async def recover_act(self, step: Step) -> None:
-        """An intent without a result: the daemon died mid-action (DESIGN.md §4.3)."""
-        action, args = step.action or "", step.args or {}
-        executor = self.deps.executors[action]
-        ctx = ActionContext(self.run_id, self.goal_id, step.seq, action)
-        if executor.idempotent:
-            status, result = await self._execute(executor, args, ctx)
-            await self._complete(step, status, {**result, "recovered": "re-executed (idempotent)"})
-            return
-        happened = await executor.verify(args, ctx)
-        log.warning("action.recovering", action=action, key=ctx.idempotency_key, verified=happened)
-        if happened is True:
-            await self._complete(step, StepStatus.DONE, {"ok": True, "recovered": "verified done"})
-        elif happened is False:
-            status, result = await self._execute(executor, args, ctx)
-            await self._complete(step, status, {**result, "recovered": "verified not done; ran"})
-        else:
-            await self.ask_unknown_outcome(step, ctx)
-
-    async def ask_unknown_outcome(self, step: Step, ctx: ActionContext) -> None:
-        """Record the outcome as unknown and ask the operator — one transaction, so a crash
-        in between cannot leave a finished step that nobody asked about."""
-        world = await observe_all([self.deps.sources[n] for n in self.agent.sources])
-        question = (
-            f"agentd stopped while running {step.action} {step.args} (key {ctx.idempotency_key}) "
-            "and cannot tell whether it happened. It will not be retried blindly. "
-            "Did it happen? Your answer is given to the run."
-        )
-        ref = self.ref()
-        item = {
-            "title": question[:200], "body": f"{question}\nWorld now: {prompt.quote(world)}",
-            "seq": ref.seq, "rule": "unknown_outcome",
-            "expires_at": self._expiry(InboxKind.QUESTION),
-        }  # fmt: skip
-        result = {"ok": False, "outcome": "unknown", "key": ctx.idempotency_key}
-
-        def write(c: Any) -> tuple[Step, Step]:
-            done = q.complete_step(
-                c, self.run_id, self.epoch, step.seq, status=StepStatus.ERROR, result=result
-            )
-            return done, control.post_and_wait(
-                c, ref, InboxKind.QUESTION, "unknown_outcome", **item
-            )
-
-        done, wait = await self._write(write)
-        self.steps[-1:] = [done, wait]
-        self.deps.on_change()
-
-    async def run_control(
-        self, cfg: BuiltinAction, action: str, args: JSON, digest: str, approval: int | None
-    ) -> None:
-        """Control actions change the run or the inbox; each is one transaction with its step."""
-        if cfg.type == "finish":
-            status = RunStatus.SUCCEEDED if args["outcome"] == "succeeded" else RunStatus.FAILED
-            await self.finish(status, args["summary"], approval=approval, digest=digest)
-            return
-        seen = [s.data.get("events_seen", 0) for s in self.steps if s.kind == StepKind.OBSERVE]
-        ref = self.ref()
-        steps = await self._write(
-            lambda c: control.control(
-                c,
-                ref,
-                cfg,
-                action,
-                args,
-                digest,
-                approval=approval,
-                events_seen=seen[-1] if seen else 0,
-                expires_at=self._expiry(InboxKind.QUESTION),
-            )
-        )
-        self.steps.extend(steps)
-        self.deps.on_change()
-
-    # ── suspending and ending ─────────────────────────────────────────────────────────────────
-
-    def ref(self) -> control.RunRef:
-        return control.RunRef(self.run_id, self.goal_id, self.epoch, len(self.steps) + 1)
-
-    def _expiry(self, kind: InboxKind) -> float | None:
-        rule = self.agent.policy.expire.get(kind.value)  # type: ignore[call-overload]
-        return None if rule is None else time.time() + rule.after_s
-
-    async def suspend(self, wait: JSON, **kw: Any) -> None:
-        step: Step = await self._write(lambda c: q.suspend(c, self.run_id, self.epoch, wait, **kw))
-        self.steps.append(step)
-        self.deps.on_change()
-
-    async def request_approval(self, checked: Step) -> None:
-        action, args, digest = checked.action or "", checked.args or {}, checked.digest or ""
-        decided = next(s for s in reversed(self.steps) if s.kind == StepKind.DECIDE)
-        reason = decided.data.get("reason", "")
-        body = (
-            f"The run proposes {action} with arguments {args}.\n"
-            f"Reason given: {reason}\n"
-            f"Gated by: {checked.data.get('rule')}\n"
-            f"World at the time: {prompt.quote(self.world)}"
-        )
-        ref = self.ref()
-        item = {
-            "title": f"approve {action}?", "body": body, "seq": checked.seq, "action": action,
-            "args": args, "digest": digest, "rule": checked.data.get("rule"),
-            "expires_at": self._expiry(InboxKind.APPROVAL),
-            "data": {"reason": reason, "world": self.world},
-        }  # fmt: skip
-        step = await self._write(
-            lambda c: control.post_and_wait(c, ref, InboxKind.APPROVAL, "approval", **item)
-        )
-        self.steps.append(step)
-        self.deps.on_change()
-
-    async def ask_operator(self, question: str, why: str) -> None:
-        ref = self.ref()
-        item = {
-            "title": question[:200], "body": question, "seq": ref.seq, "rule": why,
-            "expires_at": self._expiry(InboxKind.QUESTION),
-        }  # fmt: skip
-        step = await self._write(
-            lambda c: control.post_and_wait(c, ref, InboxKind.QUESTION, why, **item)
-        )
-        self.steps.append(step)
-        self.deps.on_change()
-
-    async def finish(
-        self,
-        status: RunStatus,
-        summary: str,
-        *,
-        approval: int | None = None,
-        digest: str | None = None,
-    ) -> None:
-        ref = self.ref()
-        step = await self._write(
-            lambda c: control.finish(c, ref, status, summary, approval=approval, digest=digest)
-        )
-        self.steps.append(step)
-        log.info("run.finished", status=str(status), summary=summary[:200])
 
 
 def context_entry(s: Step) -> JSON:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentd.actions import CONTROL_TYPES
-from agentd.config import AgentConfig
+from agentd.config import AgentConfig, Budget
 from agentd.decide import Decision
-from agentd.models import Verdict
+from agentd.models import JSON, Verdict
 
 # Waiting is not acting: repeating a wait is how a watcher watches, so loops are not counted on these.
 NOT_LOOPING = frozenset({"sleep", "wait_event"})
@@ -63,3 +63,18 @@ def check(decision: Decision, agent: AgentConfig, facts: Facts, action_type: str
             escalate=facts.denials_in_a_row + 1 >= agent.limits.max_denials,
         )
     return Check(verdict, rule)
+
+
+def over_budget(budget: Budget, goal: JSON, today: JSON) -> str | None:
+    """Why the goal may not spend another decision, or None. `goal` / `today` are spends
+    (tokens, usd) over the goal's life and over the current UTC day."""
+    limits = [
+        (budget.goal_tokens, goal["tokens"], "tokens for this goal"),
+        (budget.goal_usd, goal["usd"], "USD for this goal"),
+        (budget.day_tokens, today["tokens"], "tokens today"),
+        (budget.day_usd, today["usd"], "USD today"),
+    ]
+    for limit, spent, what in limits:
+        if limit is not None and spent >= limit:
+            return f"budget spent: {spent:g} of {limit:g} {what}"
+    return None

@@ -20,7 +20,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from agentd import control
 from agentd.db import items as qi
 from agentd.db import queries as q
-from agentd.engine import LEASE_S, Deps
+from agentd.deps import LEASE_S, Deps
 from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
 from agentd.sources import observe_all, transitions
 

@@ -30,7 +30,7 @@ from agentd import config, daemon, inbox, prompt
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import Store
-from agentd.engine import Deps
+from agentd.deps import Deps
 from agentd.errors import Refused
 from agentd.models import (
     InboxItem,

@@ -194,7 +194,7 @@ def test_goal_show_sums_tokens_of_its_runs(cli_home: Any) -> None:
         lambda c: q.append_step(c, run_id, 0, StepKind.DECIDE, tokens_in=100, tokens_out=7)
     )
     shown = json.loads(agentd(cli_home.root, "goal", "show", "1", "--json").stdout)
-    assert shown["spend"] == {"tokens_in": 100, "tokens_out": 7, "tokens": 107}
+    assert shown["spend"] == {"tokens_in": 100, "tokens_out": 7, "tokens": 107, "usd": 0.0}
     assert [r["run_id"] for r in shown["runs"]] == [run_id]
 
 
@@ -380,6 +380,14 @@ def test_doctor_names_a_missing_api_key_and_never_prints_it(
     monkeypatch.setenv("AGENTD_TEST_KEY", "sk-very-secret")
     present = agentd(cli_home.root, "doctor", "--json")
     assert present.exit_code == 0 and "sk-very-secret" not in present.output
+
+
+def test_doctor_accepts_an_embedded_model_without_a_key(cli_home: Any) -> None:
+    cli_home.paths.config.write_text(CONFIG + '[models.watch]\nprovider = "runbook"\n')
+    result = agentd(cli_home.root, "doctor", "--json")
+    assert result.exit_code == 0, result.output
+    (check,) = [c for c in json.loads(result.stdout)["checks"] if c["name"] == "model watch"]
+    assert check["ok"] is True and "no API key" in check["message"]
 
 
 def test_doctor_fails_on_a_broken_config(cli_home: Any) -> None:

@@ -200,14 +200,36 @@ def count_runs(c: sqlite3.Connection) -> dict[str, int]:
     return {s: n for s, n in c.execute("SELECT status, count(*) FROM runs GROUP BY status")}
 
 
-def goal_spend(c: sqlite3.Connection, goal_id: int) -> dict[str, int]:
-    """Model tokens used by every run of a goal, summed in one query."""
-    tokens_in, tokens_out = c.execute(
-        "SELECT coalesce(sum(s.tokens_in), 0), coalesce(sum(s.tokens_out), 0)"
-        " FROM steps s JOIN runs r ON r.run_id = s.run_id WHERE r.goal_id = ?",
-        (goal_id,),
+def goal_spend(c: sqlite3.Connection, goal_id: int, since: float = 0.0) -> JSON:
+    """Model tokens and cost used by every run of a goal (since a time), in one query."""
+    tokens_in, tokens_out, usd = c.execute(
+        "SELECT coalesce(sum(s.tokens_in), 0), coalesce(sum(s.tokens_out), 0),"
+        " coalesce(sum(s.data ->> 'cost_usd'), 0.0)"
+        " FROM steps s JOIN runs r ON r.run_id = s.run_id"
+        " WHERE r.goal_id = ? AND s.created_at >= ?",
+        (goal_id, since),
     ).fetchone()
-    return {"tokens_in": tokens_in, "tokens_out": tokens_out, "tokens": tokens_in + tokens_out}
+    return {
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "tokens": tokens_in + tokens_out,
+        "usd": round(float(usd), 6),
+    }
+
+
+def usage(c: sqlite3.Connection, since: float = 0.0) -> list[JSON]:
+    """Model calls summed by goal, model and UTC day: what `agentd usage` shows."""
+    rows = c.execute(
+        "SELECT r.goal_id, coalesce(s.data ->> 'model', '?'),"
+        " date(s.created_at, 'unixepoch'), count(*), sum(s.tokens_in), sum(s.tokens_out),"
+        " coalesce(sum(s.data ->> 'tokens_cached'), 0), coalesce(sum(s.data ->> 'cost_usd'), 0.0)"
+        " FROM steps s JOIN runs r ON r.run_id = s.run_id"
+        " WHERE s.kind IN ('decide', 'summarize') AND s.created_at >= ?"
+        " GROUP BY 1, 2, 3 ORDER BY 3, 1, 2",
+        (since,),
+    )
+    keys = ("goal_id", "model", "day", "calls", "tokens_in", "tokens_out", "tokens_cached", "usd")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
 def claim_running(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:

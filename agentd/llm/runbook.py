@@ -63,7 +63,7 @@ def decide(cfg: RunbookModel, ctx: JSON) -> JSON:
     if cfg.rollback_action in menu and cfg.rollback_action not in executed and not refused:
         return _action(cfg.rollback_action, f"still failing after a restart; {failing}")
     why = "the rollback was refused" if refused else "the rollback did not help"
-    if "ask" in menu and not any(h.get("why") == "runbook_stuck" for h in history):
+    if "ask" in menu and "ask" not in executed:
         return _action("ask", "runbook exhausted", question=f"{why} and {failing}. What now?")
     return _action(
         "finish", why, outcome="failed", summary=f"{failing}; {why}. " + _steps_taken(history)

@@ -1,0 +1,36 @@
+"""The dependencies object: everything the engine talks to, built once by the daemon (or a test)
+and passed down — no globals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agentd.actions import Executor
+from agentd.config import Config
+from agentd.db.store import Store
+from agentd.decide import Menu
+from agentd.llm import Model
+from agentd.sources import Source
+
+LEASE_S = 300.0  # how long a claimed run's lease lasts; re-claimed at every start and wake
+
+
+@dataclass
+class Deps:
+    """Everything the engine talks to, built once by the daemon (or a test) and passed down."""
+
+    config: Config
+    store: Store
+    models: dict[str, Model]
+    executors: dict[str, Executor]
+    sources: dict[str, Source]
+    owner: str
+    menus: dict[str, Menu] = field(default_factory=dict)
+    # Nudges the scheduler after a commit it may act on (a run started waiting).
+    on_change: Callable[[], None] = lambda: None
+
+    def menu(self, agent: str) -> Menu:
+        if agent not in self.menus:
+            self.menus[agent] = Menu(self.config, self.config.agents[agent])
+        return self.menus[agent]
