@@ -13,6 +13,7 @@ import errno
 import functools
 import importlib
 import importlib.resources
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -186,15 +187,19 @@ def serve_cmd(ctx: typer.Context) -> None:
     raise typer.Exit(asyncio.run(daemon.serve(paths, cfg)))
 
 
-# ── demo: agentd/demo.py provides main(home, yes) -> exit code ────────────────────────────────
+# ── demo: agentd/demo.py provides main(home, yes, recover) -> exit code ──────────────────────
 @app.command("demo")
 def demo_cmd(
     yes: Annotated[bool, Opt("--yes", help="Approve through the inbox automatically.")] = False,
+    recover: Annotated[
+        bool, Opt("--recover", help="The service heals while the approval waits: it is withdrawn.")
+    ] = False,
     home: Annotated[Path | None, Opt(metavar="PATH", help="Use this home, not a temp dir.")] = None,
 ) -> None:
-    """Watch agentd work end to end in a throw-away home (or in --home PATH).
+    """Watch a background agent keep a real service healthy, in a throw-away home.
 
-    Example: agentd demo --yes
+    A demo checkout service gets a bad deploy; the agent notices, investigates, and asks you to
+    approve a rollback. Example: agentd demo --yes   (or: agentd demo --recover)
     """
     try:
         demo = importlib.import_module("agentd.demo")  # lazily: the demo is optional
@@ -202,7 +207,23 @@ def demo_cmd(
         if e.name != "agentd.demo":
             raise
         raise StateError("the demo is not part of this build") from None
-    raise typer.Exit(int(demo.main(home, yes)))
+    raise typer.Exit(int(demo.main(home, yes, recover)))
+
+
+@app.command("usage")
+def usage_cmd(
+    ctx: typer.Context,
+    days: Annotated[int, Opt(min=1, help="How many UTC days back, today included.")] = 30,
+    as_json: JsonFlag = False,
+) -> None:
+    """Model calls, tokens and cost by goal, model and day.
+
+    Costs come from [prices] in config.toml. Example: agentd usage --days 7 --json
+    """
+    since = time.time() - days * 86400
+    with _store(ctx) as store:
+        rows = store.read(lambda c: q.usage(c, since))
+    _emit(as_json, rows, lambda: render.usage_table(rows))
 
 
 # ── goals ────────────────────────────────────────────────────────────────────────────────────

@@ -7,6 +7,8 @@ becomes a Decision or raises ModelOutputInvalid with a message the model can act
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -121,8 +123,13 @@ class Menu:
             action=(union, ...),
         )
 
-    def schema(self) -> JSON:
+    @functools.cached_property
+    def _schema(self) -> JSON:
         return self.decision_model.model_json_schema()
+
+    def schema(self) -> JSON:
+        """The decision's JSON schema (built once: pydantic's schema generation is not cheap)."""
+        return copy.deepcopy(self._schema)
 
     def parse(self, raw: str) -> Decision:
         """Validate a model's raw reply; ModelOutputInvalid says what was wrong, for a re-ask."""
@@ -157,6 +164,10 @@ class Menu:
 
     def describe(self) -> list[JSON]:
         """Name, description and argument schema of each action, for prompts and `--help`."""
+        return copy.deepcopy(self._described)
+
+    @functools.cached_property
+    def _described(self) -> list[JSON]:
         out = []
         for name, model in self.models.items():
             schema = model.model_json_schema()

@@ -8,6 +8,7 @@ run executes; waiting runs are rows that the scheduler wakes.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from datetime import UTC, datetime
@@ -29,7 +30,7 @@ from agentd.errors import (
     ModelRejected,
     Refused,
 )
-from agentd.llm import ModelReply, ModelRequest
+from agentd.llm import SUMMARY_SCHEMA, ModelReply, ModelRequest, mechanical_summary
 from agentd.models import (
     JSON,
     InboxKind,
@@ -146,7 +147,7 @@ class RunDriver(RunJournal):
         last = self.steps[-1]
         if last.kind in (StepKind.WAIT, StepKind.FINISH):
             return False
-        if last.kind == StepKind.OBSERVE:
+        if last.kind in (StepKind.OBSERVE, StepKind.SUMMARIZE):
             await self.decide()
         elif last.kind == StepKind.DECIDE:
             await (self.check(last) if last.action else self.after_invalid())
@@ -183,6 +184,8 @@ class RunDriver(RunJournal):
         if reason := await self._over_budget():
             await self.finish(RunStatus.FAILED, f"stopped: {reason}")
             return
+        if await self.maybe_summarize():
+            return  # the SUMMARIZE step is journaled; the next advance decides
         escalating = self._escalating()
         name = (self.agent.escalation_model if escalating else None) or self.agent.model
         request = self._request(decisions + 1)
@@ -196,6 +199,41 @@ class RunDriver(RunJournal):
             await self.finish(RunStatus.FAILED, f"stopped: model {name!r} rejected the call: {e}")
             return
         await self._record_decision(reply, decisions + 1, escalating)
+
+    async def maybe_summarize(self) -> bool:
+        """Fold older history into a journaled summary once it outgrows twice the window, so
+        prompts stop growing with the run. Only right after a look (never between a rejected
+        reply and its re-ask). A failing summary model falls back to a mechanical summary."""
+        window = self.agent.limits.history_steps
+        if self.steps[-1].kind != StepKind.OBSERVE:
+            return False
+        last = next((s for s in reversed(self.steps) if s.kind == StepKind.SUMMARIZE), None)
+        through = int(last.data["through_seq"]) if last else 0
+        recent = [s for s in self.steps if s.seq > through and s.kind != StepKind.SUMMARIZE]
+        if len(recent) <= 2 * window:
+            return False
+        fold = recent[:-window]
+        previous = last.data.get("summary") if last else None
+        context = {"previous": previous, "history": [context_entry(s) for s in fold]}
+        request = ModelRequest(
+            run_id=self.run_id, goal_id=self.goal_id, decision_no=0, attempt=1,
+            system=prompt.SUMMARY_SYSTEM, prompt=prompt.summary_prompt(previous, fold),
+            schema=SUMMARY_SCHEMA, context=context, purpose="summarize",
+        )  # fmt: skip
+        name = self.agent.summary_model or self.agent.model
+        data: JSON = {"through_seq": fold[-1].seq, "folded": len(fold)}
+        tokens: JSON = {}
+        try:
+            async with asyncio.timeout(MODEL_TIMEOUT_S):
+                reply = await self.deps.models[name].complete(request)
+            summary = _summary_text(reply.text)
+            data.update(model=reply.model, raw=reply.text[:4000])
+            tokens = {"tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out}
+        except (ModelError, ModelRejected, TimeoutError) as e:
+            summary = mechanical_summary(context)
+            data.update(fallback=str(e) or "summary model timed out")
+        await self._append(StepKind.SUMMARIZE, data={**data, "summary": summary}, **tokens)
+        return True
 
     def _escalating(self) -> bool:
         """A re-ask after an invalid reply, or a decision right after a denial."""
@@ -226,6 +264,11 @@ class RunDriver(RunJournal):
             goal=self.goal,
             agent_description=self.agent.description,
             menu=self.menu.describe(),
+            policy=prompt.describe_policy(
+                dict(self.agent.policy.rules),
+                self.agent.policy.default,
+                dict(self.agent.policy.max_per_hour),
+            ),
             world=self.world,
             changes=self.changes,
             history=self.steps,
@@ -374,6 +417,16 @@ class RunDriver(RunJournal):
             await self.act(why["action"], why["args"], approval=why["item_id"])
         else:
             await self.observe()
+
+
+def _summary_text(raw: str) -> str:
+    """The summary from a reply: JSON {"summary": ...} when valid, else the text itself."""
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        parsed = None
+    text = parsed.get("summary") if isinstance(parsed, dict) else None
+    return str(text if isinstance(text, str) else raw).strip()[:2000]
 
 
 def context_entry(s: Step) -> JSON:

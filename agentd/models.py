@@ -71,6 +71,7 @@ class StepKind(StrEnum):
     ACT = "act"  # an action's intent (status started) and then its result (status done)
     WAIT = "wait"  # the run suspended: for an inbox item, an event or a time
     WAKE = "wake"  # what woke the run (answer, approval, denial, event, timer)
+    SUMMARIZE = "summarize"  # older history folded into a summary, so prompts stay bounded
     FINISH = "finish"  # the run ended (succeeded / failed / cancelled), with a summary
 
 

@@ -403,3 +403,15 @@ def checks_text(checks: Sequence[Check]) -> str:
         lines.append(f"{mark:<5} {check.name:<14} {first}")
         lines.extend(f"{'':<20} {line}" for line in rest)
     return "\n".join(lines)
+
+
+def usage_table(rows: Sequence[JSON]) -> str:
+    headers = ("day", "goal", "model", "calls", "tokens in", "tokens out", "cached", "usd")
+    cells = [
+        (r["day"], r["goal_id"], r["model"], r["calls"], r["tokens_in"], r["tokens_out"],
+         r["tokens_cached"], f"{r['usd']:.4f}")
+        for r in rows
+    ]  # fmt: skip
+    total = sum(float(r["usd"]) for r in rows)
+    body = table(headers, cells, {"model": 40}, empty="no model calls in that period")
+    return f"{body}\n\ntotal: {total:.4f} USD" if rows else body

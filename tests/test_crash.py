@@ -173,7 +173,9 @@ def test_crash_sigkill_loses_nothing_and_repeats_no_side_effect(tmp_path: Path) 
             for s in steps
             if s.kind == StepKind.DECIDE
         }
-        for req in (r for r in requests if r["run_id"] == run_id):
+        for req in (
+            r for r in requests if r["run_id"] == run_id and r.get("purpose", "decide") == "decide"
+        ):
             assert req["t"] <= decided[req["n"]], (
                 f"run {run_id} decision {req['n']} asked after journaling"
             )

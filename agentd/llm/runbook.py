@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from agentd.config import RunbookModel
-from agentd.llm import ModelReply, ModelRequest
+from agentd.llm import ModelReply, ModelRequest, mechanical_summary
 from agentd.models import JSON
 
 
@@ -25,6 +25,9 @@ class Runbook:
         self.cfg = cfg
 
     async def complete(self, request: ModelRequest) -> ModelReply:
+        if request.purpose == "summarize":
+            text = json.dumps({"summary": mechanical_summary(request.context)})
+            return ModelReply(text=text, model="runbook")
         decision = decide(self.cfg, request.context)
         return ModelReply(text=json.dumps(decision), model="runbook", stop_reason="end")
 

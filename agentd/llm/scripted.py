@@ -16,7 +16,7 @@ from typing import Any
 
 from agentd.config import ScriptedModel
 from agentd.errors import ConfigError, ModelError
-from agentd.llm import ModelReply, ModelRequest
+from agentd.llm import ModelReply, ModelRequest, mechanical_summary
 
 
 class ScriptedProvider:
@@ -28,6 +28,9 @@ class ScriptedProvider:
     async def complete(self, request: ModelRequest) -> ModelReply:
         if self.cfg.request_log is not None:
             await asyncio.to_thread(self._log, request)
+        if request.purpose == "summarize":  # replies are for decisions only; summaries are canned
+            text = json.dumps({"summary": mechanical_summary(request.context)})
+            return ModelReply(text=text, model=f"scripted:{self.cfg.replies.name}")
         entry = self.replies[min(request.decision_no, len(self.replies)) - 1]
         failing = isinstance(entry, dict) and "error" in entry
         if failing and ("reply" not in entry or request.attempt <= int(entry.get("attempts", 1))):
@@ -47,7 +50,15 @@ class ScriptedProvider:
 
     def _log(self, request: ModelRequest) -> None:
         assert self.cfg.request_log is not None
-        line = json.dumps({"run_id": request.run_id, "n": request.decision_no, "t": time.time()})
+        line = json.dumps(
+            {
+                "run_id": request.run_id,
+                "n": request.decision_no,
+                "purpose": request.purpose,
+                "prompt_bytes": len(request.system.encode()) + len(request.prompt.encode()),
+                "t": time.time(),
+            }
+        )
         with self.cfg.request_log.open("a") as f:
             f.write(line + "\n")
 
