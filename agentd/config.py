@@ -266,6 +266,14 @@ class Config(_Strict):
                     raise ValueError(f"agents.{name}.policy names {act!r}, not in its actions")
         return self
 
+    def price_of(self, model_id: str) -> Price | None:
+        """The price for a model id as the provider reports it: an exact key, else the longest
+        key it starts with (vendors answer with dated snapshots of the names configured)."""
+        if model_id in self.prices:
+            return self.prices[model_id]
+        keys = [k for k in self.prices if model_id.startswith(k)]
+        return self.prices[max(keys, key=len)] if keys else None
+
     def action(self, name: str) -> ActionConfig:
         """The definition of an action name, built-ins included."""
         if name in self.actions:

@@ -113,10 +113,11 @@ class Demo:
     def spawn(
         self, argv: list[str], log_name: str, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
-        log = (self.home / log_name).open("ab")
-        proc = subprocess.Popen(
-            argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env, start_new_session=True
-        )
+        with (self.home / log_name).open("ab") as log:  # the child keeps its own descriptor
+            proc = subprocess.Popen(
+                argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True,
+            )  # fmt: skip
         self.procs.append(proc)
         return proc
 

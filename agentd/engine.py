@@ -294,7 +294,7 @@ class RunDriver(RunJournal):
 
     async def _record_decision(self, reply: ModelReply, decision_no: int, escalated: bool) -> None:
         """Journal the reply — raw text, model, usage, cost — then its validation outcome."""
-        price = self.deps.config.prices.get(reply.model)
+        price = self.deps.config.price_of(reply.model)
         cost = (
             price.cost_usd(reply.tokens_in, reply.tokens_out, reply.tokens_cached)
             if price

@@ -1,0 +1,246 @@
+"""The `openai` provider: Chat Completions (OpenAI's API or a compatible local server), with the
+menu as a strict JSON-schema response format — no tools.
+
+`strict_schema` rewrites the menu's pydantic schema into the subset strict mode accepts. The raw
+reply text (or the refusal) goes back to the engine, which journals it before `agentd.decide`
+validates it. SDK exceptions are translated here; no message ever contains the API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+import openai
+import structlog
+from openai.types.chat import ChatCompletion
+
+from agentd import config
+from agentd.config import OpenAIModel
+from agentd.errors import ModelError, ModelRejected
+from agentd.llm import ModelReply, ModelRequest, error_detail, redact, retry_after_s
+from agentd.models import JSON
+
+if TYPE_CHECKING:
+    import httpx2
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+LOCAL_KEY = "local"  # compatible servers want some bearer token, and most ignore it
+
+# finish_reason in the engine's words: "end", "max_tokens" (cut off), "refusal".
+STOP_REASONS = {"stop": "end", "length": "max_tokens", "content_filter": "refusal"}
+
+RETRY_STATUSES = frozenset({408, 409, 429})
+
+# The response format's name per request purpose (the model sees it; ^[A-Za-z0-9_-]{1,64}$).
+FORMAT_NAMES = {"decide": "decision", "summarize": "summary"}
+
+
+class OpenAIProvider:
+    """A Model backed by `openai.AsyncOpenAI`; the client is built on first use."""
+
+    def __init__(
+        self, name: str, cfg: OpenAIModel, http_client: httpx2.AsyncClient | None = None
+    ) -> None:
+        self.name = name
+        self.cfg = cfg
+        self._http_client = http_client
+        self._client: openai.AsyncOpenAI | None = None
+        self._key: str | None = None  # kept only to scrub it from vendor messages
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connection pool (for shutdown or a config reload)."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    def _sdk(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            env = self.cfg.api_key_env
+            key = config.secret(env) if env is not None else LOCAL_KEY
+            if key is None:
+                raise ModelRejected(
+                    f"models.{self.name}: ${env} is not set in the daemon's environment; "
+                    "set it (or change api_key_env) and restart the daemon"
+                )
+            self._key = key if env is not None else None
+            self._client = openai.AsyncOpenAI(
+                api_key=key,
+                # Explicit, so OPENAI_BASE_URL cannot silently send the key elsewhere.
+                base_url=self.cfg.base_url or DEFAULT_BASE_URL,
+                max_retries=0,  # the engine backs off durably (a wake time on the run)
+                timeout=self.cfg.timeout_s,
+                http_client=self._http_client,
+            )
+        return self._client
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        client = self._sdk()
+        # OpenAI's own API wants max_completion_tokens (reasoning models reject max_tokens);
+        # compatible servers (vLLM, llama.cpp, Ollama) all understand the older max_tokens.
+        local = self.cfg.base_url is not None
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.cfg.timeout_s):
+                completion = await client.chat.completions.create(
+                    model=self.cfg.model,
+                    messages=[
+                        {"role": "system", "content": request.system},
+                        {"role": "user", "content": request.prompt},
+                    ],
+                    response_format={
+                        "type": "json_schema",
+                        "json_schema": {
+                            "name": FORMAT_NAMES.get(request.purpose, request.purpose),
+                            "schema": strict_schema(request.schema),
+                            "strict": True,
+                        },
+                    },
+                    max_tokens=self.cfg.max_tokens if local else openai.omit,
+                    max_completion_tokens=openai.omit if local else self.cfg.max_tokens,
+                )
+        except (openai.OpenAIError, TimeoutError) as e:
+            failure = self._translate(e)
+        else:
+            reply = self._reply(completion)
+            log.debug(
+                "llm.completed",
+                provider="openai",
+                model=reply.model,
+                stop_reason=reply.stop_reason,
+                tokens_in=reply.tokens_in,
+                tokens_out=reply.tokens_out,
+                tokens_cached=reply.tokens_cached,
+                duration_s=round(time.monotonic() - started, 3),
+            )
+            return reply
+        # Raised outside the handler: no chained SDK exception (which holds the request and its
+        # auth header) travels with ours into logs or tracebacks.
+        raise failure
+
+    def _reply(self, completion: ChatCompletion) -> ModelReply:
+        if not completion.choices:
+            raise ModelError(f"models.{self.name}: the reply had no choices")
+        choice = completion.choices[0]
+        text = choice.message.content or ""
+        stop = STOP_REASONS.get(choice.finish_reason, choice.finish_reason)
+        if choice.message.refusal:
+            text, stop = choice.message.refusal, "refusal"
+        usage = completion.usage
+        details = usage.prompt_tokens_details if usage else None
+        return ModelReply(
+            text=text,
+            model=completion.model,
+            stop_reason=stop,
+            tokens_in=usage.prompt_tokens if usage else 0,  # cached tokens included
+            tokens_out=usage.completion_tokens if usage else 0,
+            tokens_cached=(details.cached_tokens or 0) if details else 0,
+        )
+
+    def _translate(self, e: BaseException) -> ModelError | ModelRejected:
+        where = f"models.{self.name} (openai {self.cfg.model})"
+        if isinstance(e, TimeoutError):
+            return ModelError(f"{where}: no reply within {self.cfg.timeout_s:g} s")
+        if isinstance(e, openai.APIConnectionError):  # APITimeoutError included
+            kind = "timed out" if isinstance(e, openai.APITimeoutError) else "connection failed"
+            return ModelError(f"{where}: {kind}")
+        if not isinstance(e, openai.APIStatusError):
+            return ModelError(f"{where}: unexpected response ({type(e).__name__})")
+        status = e.status_code
+        detail = redact(error_detail(e.body), self._key)
+        said = f"HTTP {status}" + (f", {detail}" if detail else "")
+        log.debug("llm.error", provider="openai", status=status, request_id=e.request_id)
+        if status in RETRY_STATUSES or status >= 500:
+            label = "rate limited" if status == 429 else "temporarily unavailable"
+            wait = retry_after_s(e.response.headers)
+            return ModelError(f"{where}: {label} ({said})", retry_after_s=wait)
+        if status in (401, 403):
+            advice = f"the API key in ${self.cfg.api_key_env} was refused; check or replace it"
+        elif status == 404:
+            advice = "model or endpoint not found; check `model` and `base_url`"
+        else:
+            advice = "the request was refused; check the model config and the menu"
+        return ModelRejected(f"{where}: {advice} ({said})")
+
+
+# ── strict mode ──────────────────────────────────────────────────────────────────────────────────
+
+# Keywords strict mode accepts, by the type they apply to. Anything else is either dropped
+# (`default`: rejected, and meaningless once every property is required) or, when it tells the
+# model something (maxLength, minLength, …), moved into the description as a hint.
+_KEEP = {
+    "type", "description", "title", "enum", "anyOf", "$ref", "$defs", "properties", "required",
+    "additionalProperties", "items", "pattern", "format", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+}  # fmt: skip
+_DROP = {"default", "examples", "$schema", "discriminator", "const", "oneOf", "allOf"}
+_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+
+
+def strict_schema(schema: JSON) -> JSON:
+    """The menu schema rewritten for OpenAI's strict structured outputs (a new dict).
+
+    - `oneOf` becomes `anyOf`; a one-item `allOf` is inlined; `const` becomes a one-value `enum`.
+    - Every object is closed (`additionalProperties: false`) and lists all its properties in
+      `required`. A property that was optional stays of its own type rather than becoming
+      nullable: the model then has to pick a value, any of which validates — whereas a `null`
+      would fail the menu's validation (`method: null` is not an allowed method).
+    - An open map (`dict[str, …]`) cannot be expressed, so it becomes the empty object.
+    - A `$ref` loses its sibling keywords (strict mode rejects them).
+    - Properties that pin one value (the action's `kind`) come first in each object: strict mode
+      tells `anyOf` members apart by their first key.
+    """
+    strict: JSON = _strict(schema)
+    return strict
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_strict(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return {"$ref": node["$ref"]}
+    node = dict(node)
+    if isinstance(node.get("allOf"), list) and len(node["allOf"]) == 1:
+        inner = node.pop("allOf")[0]
+        node = {**inner, **node} if isinstance(inner, dict) else node
+        if "$ref" in node:
+            return {"$ref": node["$ref"]}
+    out: dict[str, Any] = {}
+    if "const" in node:
+        out["enum"] = [node["const"]]
+    if "oneOf" in node:
+        out["anyOf"] = _strict(node["oneOf"])
+    hints: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("properties", "required", "additionalProperties"):
+            continue  # rebuilt below for objects
+        if key == "format" and value not in _FORMATS:
+            hints[key] = value
+        elif key in ("$defs", "anyOf", "items"):
+            out[key] = (
+                {k: _strict(v) for k, v in value.items()} if key == "$defs" else _strict(value)
+            )
+        elif key in _KEEP:
+            out[key] = value
+        elif key not in _DROP:
+            hints[key] = value
+    if out.get("type") == "object" or "properties" in node:
+        props = {k: _strict(v) for k, v in node.get("properties", {}).items()}
+        pinned = [
+            k for k, v in props.items() if isinstance(v.get("enum"), list) and len(v["enum"]) == 1
+        ]
+        order = pinned + [k for k in props if k not in pinned]
+        out["properties"] = {k: props[k] for k in order}
+        out["required"] = order
+        out["additionalProperties"] = False
+    if hints:
+        note = ", ".join(f"{k}: {v}" for k, v in hints.items())
+        out["description"] = (
+            f"{out['description']} " if out.get("description") else ""
+        ) + f"({note})"
+    return out
