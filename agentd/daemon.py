@@ -26,6 +26,7 @@ from agentd.db import queries as q
 from agentd.db.store import Store
 from agentd.deps import LEASE_S, Deps
 from agentd.engine import Engine
+from agentd.llm import Model
 from agentd.errors import DaemonRunning, StateError
 from agentd.scheduler import Scheduler
 
@@ -101,22 +102,32 @@ def build_deps(cfg: Config, store: Store, owner: str) -> Deps:
 
 
 async def serve(
-    paths: Paths, cfg: Config, *, ready: Any = None, stop: asyncio.Event | None = None
+    paths: Paths,
+    cfg: Config,
+    *,
+    ready: Any = None,
+    stop: asyncio.Event | None = None,
+    models: dict[str, Model] | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (or `stop` is set); returns the exit code.
 
     `ready` (a callable) is told when recovery is done — what systemd hears as READY=1.
+    `models` replaces providers built from the config (tests hand in SDK clients on a mock
+    transport: the narrowest seam, everything else real).
     """
     with home_lock(paths):
-        return await _serve_locked(paths, cfg, ready, stop or asyncio.Event())
+        return await _serve_locked(paths, cfg, ready, stop or asyncio.Event(), models or {})
 
 
-async def _serve_locked(paths: Paths, cfg: Config, ready: Any, stop: asyncio.Event) -> int:
+async def _serve_locked(
+    paths: Paths, cfg: Config, ready: Any, stop: asyncio.Event, models: dict[str, Model]
+) -> int:
     started = time.monotonic()
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     store = Store(paths.db)
     await store.open()
     deps = build_deps(cfg, store, owner)
+    deps.models.update(models)
     engine = Engine(deps)
     scheduler = Scheduler(deps, engine.launch)
     deps.on_change = scheduler.nudge
