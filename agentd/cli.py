@@ -497,12 +497,20 @@ def event_list(ctx: typer.Context, limit: Limit = 50, as_json: JsonFlag = False)
 
 # ── doctor ───────────────────────────────────────────────────────────────────────────────────
 @app.command("doctor")
-def doctor_cmd(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+def doctor_cmd(
+    ctx: typer.Context,
+    ping: Annotated[bool, Opt("--ping", help="Also ask each model for a tiny reply.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
     """Check the home: config, database, daemon, models and their API keys (never printed).
 
     Exits 0 when every required check passes; a stopped daemon is only reported.
+    Example: agentd doctor --ping
     """
     paths = _paths(ctx)
     report = doctor.examine(paths, daemon.daemon_pid(paths))
+    if ping and report.ok:
+        pings = asyncio.run(doctor.ping(config.load(paths.config)))
+        report = doctor.Report(report.home, report.checks + pings)
     _emit(as_json, report.as_json(), lambda: render.checks_text(report.checks))
     raise typer.Exit(0 if report.ok else 1)

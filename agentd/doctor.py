@@ -6,14 +6,17 @@ renders. Secrets are checked for presence only; their values never reach a messa
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from agentd import config
+from agentd import config, llm
 from agentd.config import Config, ModelConfig, OtherModel, Paths, ScriptedModel
 from agentd.db import schema
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError
+from agentd.llm import SUMMARY_SCHEMA, ModelRequest
 from agentd.llm.scripted import load_replies
 from agentd.render import Check
 
@@ -93,3 +96,28 @@ def check_model(name: str, model: ModelConfig) -> Check:
     if config.secret(env) is None:  # the value itself is never shown
         return Check(label, False, f"{what}: ${env} is not set in this environment")
     return Check(label, True, f"{what}: ${env} is set")
+
+
+async def ping(cfg: Config, timeout_s: float = 30.0) -> list[Check]:
+    """Ask each configured model for a tiny reply (a summary request: it costs a few tokens and
+    consumes no scripted decision). Reports latency, or the provider's error without secrets."""
+    checks = []
+    for name, model_cfg in cfg.models.items():
+        request = ModelRequest(
+            run_id=0, goal_id=0, decision_no=0, attempt=1, purpose="summarize",
+            system='Reply with JSON {"summary": "pong"}.', prompt="ping", schema=SUMMARY_SCHEMA,
+        )  # fmt: skip
+        started = time.monotonic()
+        try:
+            model = llm.build(name, model_cfg)
+            async with asyncio.timeout(timeout_s):
+                reply = await model.complete(request)
+        except TimeoutError:
+            checks.append(Check(f"ping {name}", False, f"no answer within {timeout_s:g}s"))
+            continue
+        except AgentdError as e:
+            checks.append(Check(f"ping {name}", False, str(e)))
+            continue
+        ms = (time.monotonic() - started) * 1000
+        checks.append(Check(f"ping {name}", True, f"{reply.model} answered in {ms:.0f} ms"))
+    return checks

@@ -427,3 +427,24 @@ def test_read_only_database_gives_a_clear_error(cli_home: Any) -> None:
 def test_every_command_has_help(command: list[str]) -> None:
     result = CliRunner().invoke(app, [*command, "--help"], prog_name="agentd")
     assert result.exit_code == 0 and "Usage: agentd" in result.stdout
+
+
+def test_doctor_reports_a_missing_key_by_name_only(
+    cli_home: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTD_TEST_MISSING_KEY", raising=False)
+    extra = (
+        '\n[models.claude]\nprovider = "anthropic"\nmodel = "claude-test"\n'
+        'api_key_env = "AGENTD_TEST_MISSING_KEY"\n'
+    )
+    cli_home.paths.config.write_text(cli_home.paths.config.read_text() + extra)
+    result = agentd(cli_home.root, "doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert result.exit_code == 1 and not checks["model claude"]["ok"]
+    assert "AGENTD_TEST_MISSING_KEY" in checks["model claude"]["message"]
+
+
+def test_doctor_ping_asks_each_model(cli_home: Any) -> None:
+    result = agentd(cli_home.root, "doctor", "--ping", "--json")
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert result.exit_code == 0 and checks["ping default"]["ok"]
