@@ -353,9 +353,13 @@ def runs_show(ctx: typer.Context, run_id: RunId, as_json: JsonFlag = False) -> N
     """
     with _store(ctx) as store:
         run, goal, steps = goals.run_details(store, run_id)
-    data = {**render.jsonable(run), "goal": goal, "steps": steps}
+    data = {**render.jsonable(run), "goal": goal, "spend": render.run_spend(steps), "steps": steps}
     now = utcnow()
-    _emit(as_json, data, lambda: f"{render.run_header(run, goal, now)}\n\n{render.timeline(steps)}")
+    _emit(
+        as_json,
+        data,
+        lambda: f"{render.run_header(run, goal, now, steps)}\n\n{render.timeline(steps)}",
+    )
 
 
 @runs_app.command("cancel")

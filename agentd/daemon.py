@@ -26,8 +26,8 @@ from agentd.db import queries as q
 from agentd.db.store import Store
 from agentd.deps import LEASE_S, Deps
 from agentd.engine import Engine
-from agentd.llm import Model
 from agentd.errors import DaemonRunning, StateError
+from agentd.llm import Model
 from agentd.scheduler import Scheduler
 
 log = structlog.get_logger("agentd.daemon")

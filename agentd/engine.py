@@ -227,7 +227,7 @@ class RunDriver(RunJournal):
             async with asyncio.timeout(MODEL_TIMEOUT_S):
                 reply = await self.deps.models[name].complete(request)
             summary = _summary_text(reply.text)
-            data.update(model=reply.model, raw=reply.text[:4000])
+            data.update(model=reply.model, raw=reply.text[:4000], cost_usd=self._cost(reply))
             tokens = {"tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out}
         except (ModelError, ModelRejected, TimeoutError) as e:
             summary = mechanical_summary(context)
@@ -290,6 +290,15 @@ class RunDriver(RunJournal):
                 "changes": self.changes,
                 "history": [context_entry(s) for s in self.steps],
             },
+        )
+
+    def _cost(self, reply: ModelReply) -> float | None:
+        """USD for one call from the [prices] table; None when the model has no price."""
+        price = self.deps.config.price_of(reply.model)
+        return (
+            price.cost_usd(reply.tokens_in, reply.tokens_out, reply.tokens_cached)
+            if price
+            else None
         )
 
     async def _record_decision(self, reply: ModelReply, decision_no: int, escalated: bool) -> None:

@@ -46,25 +46,26 @@ def build(
 ) -> tuple[str, str]:
     """(system, prompt) for one decision.
 
-    Order matters for provider prompt caching: what is stable across a run's decisions (goal,
-    menu, policy) comes first; then the world; then the history, bounded — steps already folded
-    into a journaled summary appear only as that summary, and at most 2×history_steps follow it.
+    Order matters for provider prompt caching: what is stable across a run's decisions (the
+    rules, goal, menu, policy) is the system text, byte-identical from one decision to the next;
+    the prompt holds the world, then the history, bounded — steps already folded into a
+    journaled summary appear only as that summary, and at most 2×history_steps follow it.
     """
-    parts = [f"# Goal {goal.goal_id}: {goal.title}", f"Why: {goal.why}"]
+    stable = [f"# Goal {goal.goal_id}: {goal.title}", f"Why: {goal.why}"]
     if goal.criteria:
-        parts.append("Done when: " + "; ".join(goal.criteria))
+        stable.append("Done when: " + "; ".join(goal.criteria))
     if goal.deadline:
-        parts.append(f"Deadline: {goal.deadline.isoformat()}")
+        stable.append(f"Deadline: {goal.deadline.isoformat()}")
     if agent_description:
-        parts.append(f"Agent: {agent_description}")
-    parts.append("# Menu (choose one)\n" + json.dumps(menu, indent=1, sort_keys=True))
-    parts.append(f"# Policy (enforced by the harness, not by you)\n{policy}")
-    parts.append("# World now\n" + quote(world))
+        stable.append(f"Agent: {agent_description}")
+    stable.append("# Menu (choose one)\n" + json.dumps(menu, indent=1, sort_keys=True))
+    stable.append(f"# Policy (enforced by the harness, not by you)\n{policy}")
+    parts = ["# World now\n" + quote(world)]
     parts.append("# Changed since the previous look\n" + (quote(changes) if changes else "nothing"))
     parts.append("# This run so far\n" + "\n".join(_history_lines(history, history_steps)))
     if feedback:
         parts.append(f"# Your previous reply was rejected\n{feedback}\nReply again, validly.")
-    return SYSTEM, "\n\n".join(parts)
+    return "\n\n".join([SYSTEM, *stable]), "\n\n".join(parts)
 
 
 def _history_lines(history: list[Step], history_steps: int) -> list[str]:

@@ -250,7 +250,18 @@ def runs_table(runs: Sequence[Run], now: datetime) -> str:
     return table(headers, rows, {"waiting for": 36, "summary": 50}, hint)
 
 
-def run_header(run: Run, goal: Goal, now: datetime) -> str:
+def run_spend(steps: Sequence[Step]) -> JSON:
+    """Tokens and cost of a run's model calls, from its journal."""
+    costs = [s.data.get("cost_usd") for s in steps]
+    return {
+        "tokens_in": sum(s.tokens_in for s in steps),
+        "tokens_out": sum(s.tokens_out for s in steps),
+        "usd": round(sum(c for c in costs if isinstance(c, int | float)), 6),
+    }
+
+
+def run_header(run: Run, goal: Goal, now: datetime, steps: Sequence[Step] = ()) -> str:
+    spend = run_spend(steps)
     return _fields(
         [
             ("run", f"{run.run_id}  [{run.status}]  agent {run.agent}"),
@@ -258,6 +269,11 @@ def run_header(run: Run, goal: Goal, now: datetime) -> str:
             ("trigger", run.trigger),
             ("started", f"{stamp(run.created_at)} ({ago(run.created_at, now)})"),
             ("waiting for", describe_wait(run.wait, run.next_wake_at)),
+            (
+                "spend",
+                f"{spend['tokens_in']} in + {spend['tokens_out']} out tokens, "
+                f"{spend['usd']:.4f} USD",
+            ),
             ("summary", run.summary or "-"),
         ]
     )

@@ -110,3 +110,17 @@ async def test_obeyed_injection_still_goes_to_the_inbox(
     assert not (tmp_path / "rolled-back.txt").exists()
     decide = next(s for s in home.steps(run_id) if s.kind == StepKind.DECIDE)
     assert decide.action == "rollback"  # the model obeyed; the harness did not
+
+
+def test_prompt_system_text_is_stable_across_decisions_for_caching() -> None:
+    common = {
+        "goal": _goal(),
+        "agent_description": "",
+        "menu": [],
+        "policy": "",
+        "history_steps": 5,
+    }
+    first, _ = prompt.build(world={"a": 1}, changes={}, history=[], **common)  # type: ignore[arg-type]
+    later = Step(1, 9, StepKind.OBSERVE, StepStatus.DONE, {"changes": {}}, utcnow(), utcnow())
+    second, _ = prompt.build(world={"a": 2}, changes={"a": [1, 2]}, history=[later], **common)  # type: ignore[arg-type]
+    assert first == second and "# Menu" in first
