@@ -63,9 +63,14 @@ def rollback(d: Path) -> int:
         print("nothing to roll back to", file=sys.stderr)
         return 1
     key = os.environ.get("AGENTD_IDEMPOTENCY_KEY", "-")
+    # The switch and the key that caused it land in one atomic state write, so verify-rollback
+    # can never see one without the other; deploys.log is the human-readable record after it.
+    keys = [*state.get("rollback_keys", []), key]
     _write_state(
-        d, {"version": state["previous"], "previous": state["version"], "deployed_at": _now()}
-    )
+        d,
+        {"version": state["previous"], "previous": state["version"], "deployed_at": _now(),
+         "rollback_keys": keys},
+    )  # fmt: skip
     _record(d, f"rollback {state['version']} -> {state['previous']} key={key}")
     _log(d, f"INFO rolled back to {state['previous']}")
     print(f"rolled back {state['version']} -> {state['previous']}")
@@ -98,12 +103,9 @@ def heal(d: Path) -> int:
 
 
 def verify_rollback(d: Path) -> int:
+    """Exit 0 if the rollback keyed $AGENTD_IDEMPOTENCY_KEY happened, 1 if it did not."""
     key = os.environ.get("AGENTD_IDEMPOTENCY_KEY", "")
-    try:
-        text = (d / "deploys.log").read_text()
-    except FileNotFoundError:
-        return 1
-    return 0 if key and f"key={key}\n" in text else 1
+    return 0 if key and key in _state(d).get("rollback_keys", []) else 1
 
 
 def serve(d: Path, port: int) -> None:
@@ -135,7 +137,9 @@ def serve(d: Path, port: int) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    (d / "port").write_text(str(server.server_address[1]))
+    tmp = d / "port.tmp"  # written then renamed: a reader never sees an empty port file
+    tmp.write_text(str(server.server_address[1]))
+    tmp.replace(d / "port")
     _log(d, f"INFO checkout service listening on 127.0.0.1:{server.server_address[1]}")
     server.serve_forever()
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -25,6 +27,27 @@ _READ_CHUNK_BYTES = 64 * 1024
 # After the group is killed its pipes close at once, unless a descendant escaped into another
 # session; this bounds how long we wait for that before giving up on the rest of the output.
 _DRAIN_AFTER_KILL_S = 1.0
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        prctl: Callable[..., int] = libc.prctl
+        return prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_PRCTL = _load_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL it if the daemon dies. A child in its own session
+    would otherwise outlive a crashed daemon and race the recovery that verifies its outcome.
+    (Resolved before fork; the child only makes one system call.)"""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -100,6 +123,7 @@ async def run_argv(
             env=dict(env),
             cwd=cwd,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     except (OSError, ValueError) as e:  # ValueError: an embedded NUL byte in argv or env
         return Completed.not_started(argv, _spawn_error(argv, cwd, e), _ms_since(started))

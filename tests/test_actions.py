@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -562,3 +565,42 @@ def test_http_idempotent_flag_comes_from_config() -> None:
 def test_is_dead_detects_a_live_process() -> None:
     # Guards the helper the group-kill tests rely on: it must not call a live process dead.
     assert is_dead(os.getpid()) is False
+
+
+def test_command_child_dies_with_a_killed_daemon(tmp_path: Path) -> None:
+    """A command's process must not outlive a SIGKILLed daemon and race the recovery's verify."""
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import asyncio\n"
+        "from agentd.process import run_argv\n"
+        f"argv = ['sh', '-c', 'echo $$ > {pid_file}; exec sleep 30']\n"
+        "asyncio.run(run_argv(argv, env={'PATH': '/usr/bin:/bin'}, cwd=None, timeout_s=60,"
+        " output_bytes=100))\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 10
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.02)
+        child = int(pid_file.read_text())
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while _alive(child):
+            assert time.monotonic() < deadline, "the command outlived its daemon"
+            time.sleep(0.02)
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (dead, not yet reaped by init) is not alive.
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    return False
