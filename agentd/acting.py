@@ -56,8 +56,9 @@ class RunJournal:
         return await self.deps.store.write(work)
 
     async def _append(self, kind: StepKind, **kw: Any) -> Step:
+        seq = len(self.steps) + 1  # the journal in memory is the run's whole journal
         step: Step = await self._write(
-            lambda c: q.append_step(c, self.run_id, self.epoch, kind, **kw)
+            lambda c: q.append_step(c, self.run_id, self.epoch, kind, seq=seq, **kw)
         )
         self.steps.append(step)
         log.info("step.recorded", seq=step.seq, kind=str(kind), action=step.action)

@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 
 from agentd import config, daemon, doctor, goals, inbox, log, render
 from agentd.config import Paths, ScriptedModel
+from agentd.db import accounting
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
@@ -222,7 +223,7 @@ def usage_cmd(
     """
     since = time.time() - days * 86400
     with _store(ctx) as store:
-        rows = store.read(lambda c: q.usage(c, since))
+        rows = store.read(lambda c: accounting.usage(c, since))
     _emit(as_json, rows, lambda: render.usage_table(rows))
 
 

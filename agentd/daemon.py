@@ -22,6 +22,7 @@ import structlog
 
 from agentd import actions, config, llm, sdnotify, sources
 from agentd.config import Config, Paths
+from agentd.db import accounting
 from agentd.db import queries as q
 from agentd.db.store import Store
 from agentd.deps import LEASE_S, Deps
@@ -135,6 +136,8 @@ async def _serve_locked(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
+        limited = [(a, act) for a, cfg_a in cfg.agents.items() for act in cfg_a.policy.max_per_hour]
+        await store.write(lambda c: accounting.set_rate_limits(c, limited))
         resumed = await store.write(lambda c: q.claim_running(c, owner, LEASE_S))
         for run_id, epoch in resumed:
             engine.launch(run_id, epoch)

@@ -19,6 +19,7 @@ import structlog
 from agentd import control, harness, prompt
 from agentd.acting import RunJournal
 from agentd.config import Budget
+from agentd.db import accounting
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.decide import Decision
@@ -250,8 +251,8 @@ class RunDriver(RunJournal):
 
         def read(c: Any) -> tuple[JSON, JSON]:
             return (
-                q.goal_spend(c, self.goal_id),
-                q.goal_spend(c, self.goal_id, midnight.timestamp()),
+                accounting.goal_spend(c, self.goal_id),
+                accounting.goal_spend(c, self.goal_id, midnight.timestamp()),
             )
 
         total, today = await self.deps.store.read(read)
@@ -390,7 +391,7 @@ class RunDriver(RunJournal):
         )
         since = time.time() - 3600
         acts = await self.deps.store.read(
-            lambda c: q.count_acts_since(c, self.agent_name, d.action, since)
+            lambda c: accounting.count_acts_since(c, self.agent_name, d.action, since)
         )
         facts = harness.Facts(tuple(earlier), acts, denials)
         verdict = harness.check(d, self.agent, facts, self.deps.config.action(d.action).type)

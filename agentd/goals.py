@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from agentd.db import accounting
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
@@ -43,7 +44,7 @@ def details(store: SyncStore, goal_id: int) -> tuple[Goal, list[Run], dict[str, 
     def read(c: Any) -> tuple[Goal, list[Run], dict[str, int]]:
         goal = q.get_goal(c, goal_id)
         runs = q.list_runs(c, goal_id=goal_id, limit=ALL_RUNS)
-        return goal, runs, q.goal_spend(c, goal_id)
+        return goal, runs, accounting.goal_spend(c, goal_id)
 
     return store.read(read)
 

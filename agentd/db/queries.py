@@ -200,38 +200,6 @@ def count_runs(c: sqlite3.Connection) -> dict[str, int]:
     return {s: n for s, n in c.execute("SELECT status, count(*) FROM runs GROUP BY status")}
 
 
-def goal_spend(c: sqlite3.Connection, goal_id: int, since: float = 0.0) -> JSON:
-    """Model tokens and cost used by every run of a goal (since a time), in one query."""
-    tokens_in, tokens_out, usd = c.execute(
-        "SELECT coalesce(sum(s.tokens_in), 0), coalesce(sum(s.tokens_out), 0),"
-        " coalesce(sum(s.data ->> 'cost_usd'), 0.0)"
-        " FROM steps s JOIN runs r ON r.run_id = s.run_id"
-        " WHERE r.goal_id = ? AND s.created_at >= ?",
-        (goal_id, since),
-    ).fetchone()
-    return {
-        "tokens_in": tokens_in,
-        "tokens_out": tokens_out,
-        "tokens": tokens_in + tokens_out,
-        "usd": round(float(usd), 6),
-    }
-
-
-def usage(c: sqlite3.Connection, since: float = 0.0) -> list[JSON]:
-    """Model calls summed by goal, model and UTC day: what `agentd usage` shows."""
-    rows = c.execute(
-        "SELECT r.goal_id, coalesce(s.data ->> 'model', '?'),"
-        " date(s.created_at, 'unixepoch'), count(*), sum(s.tokens_in), sum(s.tokens_out),"
-        " coalesce(sum(s.data ->> 'tokens_cached'), 0), coalesce(sum(s.data ->> 'cost_usd'), 0.0)"
-        " FROM steps s JOIN runs r ON r.run_id = s.run_id"
-        " WHERE s.kind IN ('decide', 'summarize') AND s.created_at >= ?"
-        " GROUP BY 1, 2, 3 ORDER BY 3, 1, 2",
-        (since,),
-    )
-    keys = ("goal_id", "model", "day", "calls", "tokens_in", "tokens_out", "tokens_cached", "usd")
-    return [dict(zip(keys, row, strict=True)) for row in rows]
-
-
 def claim_running(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:
     """Take the lease on every `running` run (recovery); returns (run_id, new epoch) pairs.
 
@@ -323,27 +291,33 @@ def append_step(
     result: JSON | None = None,
     tokens_in: int = 0,
     tokens_out: int = 0,
+    seq: int | None = None,
 ) -> Step:
-    """Journal the run's next step (seq = last seq + 1) and return it as stored.
+    """Journal the run's next step and return it as stored.
 
-    One statement: it inserts only while we hold the lease (the fence) and picks the next seq.
+    The fence comes first: nothing is written unless we hold the run's lease at `epoch` and it is
+    running. `seq` is the caller's count of the journal plus one (the engine holds the journal
+    in memory); a wrong guess fails on the primary key instead of overwriting. Without it the
+    next seq is read from the journal.
     """
+    _fence(c, run_id, epoch)
+    if seq is None:
+        seq = int(
+            c.execute(
+                "SELECT coalesce(max(seq), 0) + 1 FROM steps WHERE run_id = ?", (run_id,)
+            ).fetchone()[0]
+        )
     now = time.time()
     done_at = None if status == StepStatus.STARTED else now
     data = data or {}
-    row = c.execute(
-        f"INSERT INTO steps ({STEP_COLS})"
-        " SELECT ?, coalesce((SELECT max(seq) FROM steps WHERE run_id = ?), 0) + 1,"
-        " ?,?,?,?,?,?,?,?,?,?,?,?"
-        " WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_epoch = ?"
-        " AND status = 'running') RETURNING seq",
-        (run_id, run_id, kind, status, json_col(data), now, done_at, action, json_col(args),
-         digest, verdict, json_col(result), tokens_in, tokens_out, run_id, epoch),
-    ).fetchone()  # fmt: skip
-    if row is None:
-        _fence(c, run_id, epoch)  # raises the precise reason (no run, lease lost, not running)
-        raise Refused(f"run {run_id}: cannot append a step")
-    seq = int(row[0])
+    try:
+        c.execute(
+            f"INSERT INTO steps ({STEP_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, seq, kind, status, json_col(data), now, done_at, action, json_col(args),
+             digest, verdict, json_col(result), tokens_in, tokens_out),
+        )  # fmt: skip
+    except sqlite3.IntegrityError:
+        raise Refused(f"run {run_id} already has a step {seq}; the journal moved on") from None
     return Step(
         run_id=run_id,
         seq=seq,
@@ -395,16 +369,6 @@ def get_step(c: sqlite3.Connection, run_id: int, seq: int) -> Step:
 def list_steps(c: sqlite3.Connection, run_id: int) -> list[Step]:
     rows = c.execute(f"SELECT {STEP_COLS} FROM steps WHERE run_id = ? ORDER BY seq", (run_id,))
     return [step_from_row(r) for r in rows]
-
-
-def count_acts_since(c: sqlite3.Connection, agent: str, action: str, since: float) -> int:
-    """Executions (intents) of an action by any run of the agent since a time: for rate limits."""
-    row = c.execute(
-        "SELECT count(*) FROM steps s JOIN runs r ON r.run_id = s.run_id"
-        " WHERE s.kind = 'act' AND s.action = ? AND s.created_at >= ? AND r.agent = ?",
-        (action, since, agent),
-    ).fetchone()
-    return int(row[0])
 
 
 # ── run state transitions ────────────────────────────────────────────────────────────────────────
@@ -584,5 +548,7 @@ def set_meta(c: sqlite3.Connection, key: str, value: str) -> None:
 
 
 def prune(c: sqlite3.Connection, older_than: float) -> int:
-    """Drop world snapshots older than the retention horizon (runs and steps are kept)."""
+    """Drop world snapshots older than the retention horizon (runs and steps are kept), and
+    rate-limit entries older than a day (limits look back an hour)."""
+    c.execute("DELETE FROM rate_log WHERE at < ?", (time.time() - 86400,))
     return c.execute("DELETE FROM world WHERE taken_at < ?", (older_than,)).rowcount

@@ -67,8 +67,27 @@ MIGRATIONS: list[str] = [
         created_at    REAL NOT NULL,
         completed_at  REAL,
         PRIMARY KEY (run_id, seq)
+    ) STRICT;  -- a rowid table: concurrent runs' steps append to the same few pages per commit
+
+    -- Rate limits: executions are logged only for the (agent, action) pairs that have one (the
+    -- daemon writes the pairs from config at start), so unlimited actions pay no extra page.
+    CREATE TABLE rate_limited (
+        agent   TEXT NOT NULL,
+        action  TEXT NOT NULL,
+        PRIMARY KEY (agent, action)
     ) STRICT, WITHOUT ROWID;
-    CREATE INDEX steps_acts ON steps(action, created_at) WHERE kind = 'act';
+    CREATE TABLE rate_log (
+        agent   TEXT NOT NULL,
+        action  TEXT NOT NULL,
+        at      REAL NOT NULL
+    ) STRICT;
+    CREATE INDEX rate_log_by_action ON rate_log(agent, action, at);
+    CREATE TRIGGER steps_rate_log AFTER INSERT ON steps WHEN NEW.kind = 'act' BEGIN
+        INSERT INTO rate_log (agent, action, at)
+        SELECT r.agent, NEW.action, NEW.created_at FROM runs r
+        JOIN rate_limited l ON l.agent = r.agent AND l.action = NEW.action
+        WHERE r.run_id = NEW.run_id;
+    END;
 
     CREATE TABLE world (
         snapshot_id  INTEGER PRIMARY KEY,

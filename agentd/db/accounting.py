@@ -1,0 +1,55 @@
+"""Spend and rate accounting: model tokens and cost per goal and day, and the execution log that
+rate limits count (only for the actions that have a limit)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from agentd.models import JSON
+
+
+def goal_spend(c: sqlite3.Connection, goal_id: int, since: float = 0.0) -> JSON:
+    """Model tokens and cost used by every run of a goal (since a time), in one query."""
+    tokens_in, tokens_out, usd = c.execute(
+        "SELECT coalesce(sum(s.tokens_in), 0), coalesce(sum(s.tokens_out), 0),"
+        " coalesce(sum(s.data ->> 'cost_usd'), 0.0)"
+        " FROM steps s JOIN runs r ON r.run_id = s.run_id"
+        " WHERE r.goal_id = ? AND s.created_at >= ?",
+        (goal_id, since),
+    ).fetchone()
+    return {
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "tokens": tokens_in + tokens_out,
+        "usd": round(float(usd), 6),
+    }
+
+
+def usage(c: sqlite3.Connection, since: float = 0.0) -> list[JSON]:
+    """Model calls summed by goal, model and UTC day: what `agentd usage` shows."""
+    rows = c.execute(
+        "SELECT r.goal_id, coalesce(s.data ->> 'model', '?'),"
+        " date(s.created_at, 'unixepoch'), count(*), sum(s.tokens_in), sum(s.tokens_out),"
+        " coalesce(sum(s.data ->> 'tokens_cached'), 0), coalesce(sum(s.data ->> 'cost_usd'), 0.0)"
+        " FROM steps s JOIN runs r ON r.run_id = s.run_id"
+        " WHERE s.kind IN ('decide', 'summarize') AND s.created_at >= ?"
+        " GROUP BY 1, 2, 3 ORDER BY 3, 1, 2",
+        (since,),
+    )
+    keys = ("goal_id", "model", "day", "calls", "tokens_in", "tokens_out", "tokens_cached", "usd")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def count_acts_since(c: sqlite3.Connection, agent: str, action: str, since: float) -> int:
+    """Executions (intents) of a rate-limited action by any run of the agent since a time."""
+    row = c.execute(
+        "SELECT count(*) FROM rate_log WHERE agent = ? AND action = ? AND at >= ?",
+        (agent, action, since),
+    ).fetchone()
+    return int(row[0])
+
+
+def set_rate_limits(c: sqlite3.Connection, pairs: list[tuple[str, str]]) -> None:
+    """Which (agent, action) pairs have a rate limit: only their executions are logged."""
+    c.execute("DELETE FROM rate_limited")
+    c.executemany("INSERT INTO rate_limited (agent, action) VALUES (?, ?)", pairs)
