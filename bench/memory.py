@@ -49,9 +49,9 @@ INSERT_GOAL = (
     " updated_at) VALUES (?, ?, ?, 'default', 'active', ?, NULL, ?, ?)"
 )
 INSERT_RUN = (
-    "INSERT INTO runs (run_id, goal_id, agent, status, trigger, step_count, wait, wait_kind,"
+    "INSERT INTO runs (run_id, goal_id, agent, status, trigger, wait, wait_kind,"
     " wait_item_id, next_wake_at, lease_epoch, created_at, updated_at)"
-    " VALUES (?, ?, 'default', 'waiting', 'operator', 6, ?, ?, ?, ?, 1, ?, ?)"
+    " VALUES (?, ?, 'default', 'waiting', 'operator', ?, ?, ?, ?, 1, ?, ?)"
 )
 INSERT_STEP = (
     "INSERT INTO steps (run_id, seq, kind, status, action, args, digest, verdict, result, data,"

@@ -448,3 +448,19 @@ def test_doctor_ping_asks_each_model(cli_home: Any) -> None:
     result = agentd(cli_home.root, "doctor", "--ping", "--json")
     checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
     assert result.exit_code == 0 and checks["ping default"]["ok"]
+
+
+def test_usage_sums_calls_by_goal_model_and_day(cli_home: Any) -> None:
+    run_id = cli_home.start_run(cli_home.add_goal())
+    for tokens in (100, 50):
+        cli_home.store.write(
+            lambda c, t=tokens: q.append_step(
+                c, run_id, 0, StepKind.DECIDE, tokens_in=t, tokens_out=10,
+                data={"model": "claude-test-2026", "cost_usd": 0.001, "tokens_cached": 20},
+            )
+        )  # fmt: skip
+    (row,) = json.loads(agentd(cli_home.root, "usage", "--json").stdout)
+    assert row["goal_id"] == 1 and row["model"] == "claude-test-2026" and row["calls"] == 2
+    assert (row["tokens_in"], row["tokens_out"], row["tokens_cached"]) == (150, 20, 40)
+    assert abs(row["usd"] - 0.002) < 1e-9
+    assert "0.0020 USD" in agentd(cli_home.root, "usage").stdout

@@ -124,3 +124,28 @@ def test_prompt_system_text_is_stable_across_decisions_for_caching() -> None:
     later = Step(1, 9, StepKind.OBSERVE, StepStatus.DONE, {"changes": {}}, utcnow(), utcnow())
     second, _ = prompt.build(world={"a": 2}, changes={"a": [1, 2]}, history=[later], **common)  # type: ignore[arg-type]
     assert first == second and "# Menu" in first
+
+
+async def test_long_runs_fold_history_into_journaled_summaries(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    extra = "limits = { history_steps = 3, loop_threshold = 100, max_steps = 100 }"
+    replies = [notify(i) for i in range(12)]
+    replies.append({"action": {"kind": "finish", "outcome": "succeeded", "summary": "done"}})
+    home.write_config(
+        config(tmp_path, extra).replace(
+            'replies = "replies.json"', 'replies = "replies.json"\nrequest_log = "requests.log"'
+        ),
+        replies,
+    )
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(finished(home, run_id))
+    steps = home.steps(run_id)
+    summaries = [s for s in steps if s.kind == StepKind.SUMMARIZE]
+    assert summaries and all(s.data["summary"] for s in summaries)
+    assert summaries[-1].data["through_seq"] > summaries[0].data["through_seq"]
+    decides = [json.loads(line) for line in (home.root / "requests.log").read_text().splitlines()]
+    sizes = [r["prompt_bytes"] for r in decides if r["purpose"] == "decide"]
+    assert len(sizes) == 13 and max(sizes[6:]) <= 1.5 * sizes[5]  # bounded, not growing
+    assert home.run(run_id).status == RunStatus.SUCCEEDED

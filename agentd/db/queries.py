@@ -31,7 +31,9 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 def json_col(value: Any) -> str | None:
     """A JSON column value (None stays NULL)."""
-    return None if value is None else _encode(value)
+    if value is None:
+        return None
+    return "{}" if value == {} else _encode(value)  # the most common value, without the encoder
 
 
 def _uj(text: str | None) -> Any:
@@ -300,8 +302,8 @@ def append_step(
     in memory); a wrong guess fails on the primary key instead of overwriting. Without it the
     next seq is read from the journal.
     """
-    _fence(c, run_id, epoch)
     if seq is None:
+        _fence(c, run_id, epoch)
         seq = int(
             c.execute(
                 "SELECT coalesce(max(seq), 0) + 1 FROM steps WHERE run_id = ?", (run_id,)
@@ -311,13 +313,19 @@ def append_step(
     done_at = None if status == StepStatus.STARTED else now
     data = data or {}
     try:
-        c.execute(
-            f"INSERT INTO steps ({STEP_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        # The fence is in the statement: it inserts nothing unless we hold the lease.
+        inserted = c.execute(
+            f"INSERT INTO steps ({STEP_COLS}) SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?"
+            " WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_epoch = ?"
+            " AND status = 'running')",
             (run_id, seq, kind, status, json_col(data), now, done_at, action, json_col(args),
-             digest, verdict, json_col(result), tokens_in, tokens_out),
-        )  # fmt: skip
+             digest, verdict, json_col(result), tokens_in, tokens_out, run_id, epoch),
+        ).rowcount  # fmt: skip
     except sqlite3.IntegrityError:
         raise Refused(f"run {run_id} already has a step {seq}; the journal moved on") from None
+    if inserted != 1:
+        _fence(c, run_id, epoch)  # raises the precise reason (no run, lease lost, not running)
+        raise Refused(f"run {run_id}: cannot append a step")
     return Step(
         run_id=run_id,
         seq=seq,

@@ -9,8 +9,10 @@ caller resumes before its batch is durable.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -73,6 +75,20 @@ def open_migrated(path: Path) -> sqlite3.Connection:
     return conn
 
 
+Request = tuple[Work[Any], "asyncio.Future[Any]"]
+
+
+def _settle(outcomes: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    """On the loop: resolve one batch's futures (a cancelled caller's write still happened)."""
+    for fut, ok, value in outcomes:
+        if fut.done():
+            continue
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+
+
 class _RequestFailed(Exception):
     """One request in a group commit raised: the batch is rolled back and retried one by one."""
 
@@ -119,44 +135,45 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="agentd-writer")
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="agentd-reader")
-        self._wconn: sqlite3.Connection | None = None
         self._rconn: sqlite3.Connection | None = None
-        self._pending: list[tuple[Work[Any], asyncio.Future[Any]]] = []
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._wconn: sqlite3.Connection | None = None
+        self._queue: collections.deque[Request] = collections.deque()
+        self._ready = threading.Event()  # set when the queue may hold work (or we are closing)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
         self.batches = 0  # commits made; with `writes`, shows how well group commit batches
         self.writes = 0
 
     async def open(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._wconn = await loop.run_in_executor(self._writer, open_migrated, self.path)
-        self._rconn = await loop.run_in_executor(self._reader, connect, self.path)
-        self._task = asyncio.create_task(self._commit_loop(), name="agentd-db-writer")
+        """Open the writer (migrating first) on its own thread, then the reader."""
+        self._loop = asyncio.get_running_loop()
+        opened: asyncio.Future[None] = self._loop.create_future()
+        self._thread = threading.Thread(
+            target=self._writer_main, args=(opened,), name="agentd-writer", daemon=True
+        )
+        self._thread.start()
+        await opened
+        self._rconn = await self._loop.run_in_executor(self._reader, connect, self.path)
 
     async def close(self) -> None:
-        if self._task is not None:
-            # The commit loop drains what is queued first: callers were promised durability.
-            self._closing = True
-            self._wake.set()
-            await self._task
-        loop = asyncio.get_running_loop()
-        if self._wconn is not None:
-            await loop.run_in_executor(self._writer, self._wconn.close)
+        """Commit what is queued (callers were promised durability), then close."""
+        self._closing = True
+        if self._thread is not None:
+            self._ready.set()
+            await asyncio.to_thread(self._thread.join)
         if self._rconn is not None:
-            await loop.run_in_executor(self._reader, self._rconn.close)
-        self._writer.shutdown(wait=True)
+            await asyncio.get_running_loop().run_in_executor(self._reader, self._rconn.close)
         self._reader.shutdown(wait=True)
 
     async def write(self, work: Work[T]) -> T:
         """Run `work` inside a write transaction; returns once it is committed (durable)."""
-        if self._closing:
+        if self._closing or self._loop is None:
             raise StateError(f"{self.path}: the store is closed; not writing")
-        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._pending.append((work, fut))
-        self._wake.set()
+        fut: asyncio.Future[T] = self._loop.create_future()
+        self._queue.append((work, fut))
+        self._ready.set()
         return await fut
 
     async def read(self, work: Work[T]) -> T:
@@ -172,29 +189,34 @@ class Store:
 
         return await loop.run_in_executor(self._reader, run)
 
-    async def _commit_loop(self) -> None:
-        loop = asyncio.get_running_loop()
+    def _writer_main(self, opened: asyncio.Future[None]) -> None:
+        """The writer thread: take everything queued, commit it as one batch, hand the outcomes
+        back to the loop in one call, repeat. It runs beside the event loop, so while a batch
+        commits, the loop already queues the next one: the two overlap instead of taking turns.
+        """
+        loop = self._loop
+        assert loop is not None
+        try:
+            self._wconn = open_migrated(self.path)
+        except BaseException as e:
+            loop.call_soon_threadsafe(_settle, [(opened, False, e)])
+            return
+        loop.call_soon_threadsafe(_settle, [(opened, True, None)])
         while True:
-            await self._wake.wait()
-            # One loop turn lets every task that is already runnable (typically all the runs whose
-            # previous write just committed) enqueue its next write: bigger batches, fewer fsyncs.
-            await asyncio.sleep(0)
-            self._wake.clear()
-            batch, self._pending = self._pending, []
-            if not batch:
-                if self._closing:
-                    return
-                continue
-            outcomes = await loop.run_in_executor(self._writer, self._commit, batch)
-            for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
-                if fut.done():
-                    continue
-                if ok:
-                    fut.set_result(value)
-                else:
-                    fut.set_exception(value)
-            if self._closing:
-                self._wake.set()  # one more pass: exit once the queue is empty
+            self._ready.wait()
+            self._ready.clear()
+            batch = []
+            while self._queue:
+                batch.append(self._queue.popleft())
+            if batch:
+                outcomes = self._commit(batch)
+                settled = [
+                    (fut, ok, value) for (_, fut), (ok, value) in zip(batch, outcomes, strict=True)
+                ]
+                loop.call_soon_threadsafe(_settle, settled)
+            elif self._closing:
+                break
+        self._wconn.close()
 
     def _commit(self, batch: list[tuple[Work[Any], asyncio.Future[Any]]]) -> list[tuple[bool, Any]]:
         """Commit a batch as one transaction; if any request fails, redo them one by one.

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import structlog
+
 from agentd.config import AnthropicModel, ModelConfig, OpenAIModel, RunbookModel, ScriptedModel
 from agentd.models import JSON
 
@@ -129,3 +131,17 @@ def redact(text: str, secret: str | None) -> str:
     """`text` with the secret blanked out: vendors quote parts of what they were sent in their
     error messages, and a message that reaches the journal or the inbox must never carry the key."""
     return text.replace(secret, "[redacted]") if secret else text
+
+
+def log_completed(provider: str, reply: ModelReply, started: float) -> None:
+    """One debug line per successful vendor call (the engine logs failures as llm.failed)."""
+    structlog.get_logger("agentd.llm").debug(
+        "llm.completed",
+        provider=provider,
+        model=reply.model,
+        stop_reason=reply.stop_reason,
+        tokens_in=reply.tokens_in,
+        tokens_out=reply.tokens_out,
+        tokens_cached=reply.tokens_cached,
+        duration_s=round(time.monotonic() - started, 3),
+    )

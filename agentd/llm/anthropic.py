@@ -19,7 +19,7 @@ from anthropic.types import Message, TextBlock
 from agentd import config
 from agentd.config import AnthropicModel
 from agentd.errors import ModelError, ModelRejected
-from agentd.llm import ModelReply, ModelRequest, error_detail, redact, retry_after_s
+from agentd.llm import ModelReply, ModelRequest, error_detail, log_completed, redact, retry_after_s
 
 if TYPE_CHECKING:
     import httpx2
@@ -109,16 +109,7 @@ class AnthropicProvider:
             failure = self._translate(e)
         else:
             reply = self._reply(message)
-            log.debug(
-                "llm.completed",
-                provider="anthropic",
-                model=reply.model,
-                stop_reason=reply.stop_reason,
-                tokens_in=reply.tokens_in,
-                tokens_out=reply.tokens_out,
-                tokens_cached=reply.tokens_cached,
-                duration_s=round(time.monotonic() - started, 3),
-            )
+            log_completed("anthropic", reply, started)
             return reply
         # Raised outside the handler: no chained SDK exception (which holds the request and its
         # auth header) travels with ours into logs or tracebacks.

@@ -19,7 +19,7 @@ from openai.types.chat import ChatCompletion
 from agentd import config
 from agentd.config import OpenAIModel
 from agentd.errors import ModelError, ModelRejected
-from agentd.llm import ModelReply, ModelRequest, error_detail, redact, retry_after_s
+from agentd.llm import ModelReply, ModelRequest, error_detail, log_completed, redact, retry_after_s
 from agentd.models import JSON
 
 if TYPE_CHECKING:
@@ -106,16 +106,7 @@ class OpenAIProvider:
             failure = self._translate(e)
         else:
             reply = self._reply(completion)
-            log.debug(
-                "llm.completed",
-                provider="openai",
-                model=reply.model,
-                stop_reason=reply.stop_reason,
-                tokens_in=reply.tokens_in,
-                tokens_out=reply.tokens_out,
-                tokens_cached=reply.tokens_cached,
-                duration_s=round(time.monotonic() - started, 3),
-            )
+            log_completed("openai", reply, started)
             return reply
         # Raised outside the handler: no chained SDK exception (which holds the request and its
         # auth header) travels with ours into logs or tracebacks.
