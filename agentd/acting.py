@@ -17,7 +17,7 @@ from agentd.config import BuiltinAction
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.deps import Deps
-from agentd.errors import ActionFailed, Refused
+from agentd.errors import ActionFailed, Refused, StateError
 from agentd.models import (
     JSON,
     Goal,
@@ -57,9 +57,11 @@ class RunJournal:
 
     async def _append(self, kind: StepKind, **kw: Any) -> Step:
         seq = len(self.steps) + 1  # the journal in memory is the run's whole journal
-        step: Step = await self._write(
-            lambda c: q.append_step(c, self.run_id, self.epoch, kind, seq=seq, **kw)
-        )
+        step, row = q.step_insert(self.run_id, self.epoch, kind, seq, **kw)
+        try:
+            await self.deps.store.insert(row)
+        except StateError as e:  # a duplicate seq: another writer moved the journal on
+            raise Refused(f"run {self.run_id}: step {seq} not journaled ({e})") from None
         self.steps.append(step)
         log.info("step.recorded", seq=step.seq, kind=str(kind), action=step.action)
         return step

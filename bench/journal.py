@@ -60,11 +60,10 @@ async def one_run(store: Store, run_id: int, epoch: int, steps: int) -> None:
     # result, at the seq the run's in-memory journal says is next (START is seq 1).
     for i in range(steps):
         result = await noop(i)
-        await store.write(
-            lambda c, result=result, seq=i + 2: q.append_step(
-                c, run_id, epoch, StepKind.ACT, action="noop", args={}, result=result, seq=seq
-            )
+        _step, row = q.step_insert(
+            run_id, epoch, StepKind.ACT, i + 2, action="noop", args={}, result=result
         )
+        await store.insert(row)
 
 
 async def measure(workdir: Path, runs: int, steps: int) -> float:

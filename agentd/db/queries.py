@@ -11,6 +11,7 @@ import sqlite3
 import time
 from typing import Any
 
+from agentd.db.store import Insert
 from agentd.errors import NotFound, Refused
 from agentd.models import (
     JSON,
@@ -278,11 +279,18 @@ def step_from_row(r: tuple[Any, ...]) -> Step:
     )
 
 
-def append_step(
-    c: sqlite3.Connection,
+INSERT_STEP = (
+    f"INSERT INTO steps ({STEP_COLS}) SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?"
+    " WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_epoch = ?"
+    " AND status = 'running')"
+)  # the fence is in the statement: nothing is inserted unless we hold the lease
+
+
+def step_insert(
     run_id: int,
     epoch: int,
     kind: StepKind,
+    seq: int,
     *,
     status: StepStatus = StepStatus.DONE,
     data: JSON | None = None,
@@ -293,14 +301,45 @@ def append_step(
     result: JSON | None = None,
     tokens_in: int = 0,
     tokens_out: int = 0,
-    seq: int | None = None,
-) -> Step:
-    """Journal the run's next step and return it as stored.
+) -> tuple[Step, Insert]:
+    """A journal step as the record it will be and the fenced row that stores it.
 
-    The fence comes first: nothing is written unless we hold the run's lease at `epoch` and it is
-    running. `seq` is the caller's count of the journal plus one (the engine holds the journal
-    in memory); a wrong guess fails on the primary key instead of overwriting. Without it the
-    next seq is read from the journal.
+    Built by the caller (off the writer thread); `Store.insert` commits it. `seq` is the run's
+    journal length plus one — a wrong guess fails on the primary key instead of overwriting.
+    """
+    now = time.time()
+    done_at = None if status == StepStatus.STARTED else now
+    data = data or {}
+    params = (
+        run_id, seq, kind, status, json_col(data), now, done_at, action, json_col(args), digest,
+        verdict, json_col(result), tokens_in, tokens_out, run_id, epoch,
+    )  # fmt: skip
+    step = Step(
+        run_id=run_id, seq=seq, kind=kind, status=status, data=data,
+        created_at=from_ts(now), completed_at=from_ts(done_at),  # type: ignore[arg-type]
+        action=action, args=args, digest=digest, verdict=verdict, result=result,
+        tokens_in=tokens_in, tokens_out=tokens_out,
+    )  # fmt: skip
+    return step, Insert(INSERT_STEP, params, lambda c: _not_inserted(c, run_id, epoch, seq))
+
+
+def _not_inserted(c: sqlite3.Connection, run_id: int, epoch: int, seq: int) -> None:
+    _fence(c, run_id, epoch)  # raises the precise reason (no run, lease lost, not running)
+    raise Refused(f"run {run_id}: step {seq} was not journaled")
+
+
+def append_step(
+    c: sqlite3.Connection,
+    run_id: int,
+    epoch: int,
+    kind: StepKind,
+    *,
+    seq: int | None = None,
+    **fields: Any,
+) -> Step:
+    """Journal the run's next step inside the caller's transaction and return it as stored.
+
+    Without `seq`, the next one is read from the journal (after checking the fence).
     """
     if seq is None:
         _fence(c, run_id, epoch)
@@ -309,39 +348,14 @@ def append_step(
                 "SELECT coalesce(max(seq), 0) + 1 FROM steps WHERE run_id = ?", (run_id,)
             ).fetchone()[0]
         )
-    now = time.time()
-    done_at = None if status == StepStatus.STARTED else now
-    data = data or {}
+    step, row = step_insert(run_id, epoch, kind, seq, **fields)
     try:
-        # The fence is in the statement: it inserts nothing unless we hold the lease.
-        inserted = c.execute(
-            f"INSERT INTO steps ({STEP_COLS}) SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?"
-            " WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_epoch = ?"
-            " AND status = 'running')",
-            (run_id, seq, kind, status, json_col(data), now, done_at, action, json_col(args),
-             digest, verdict, json_col(result), tokens_in, tokens_out, run_id, epoch),
-        ).rowcount  # fmt: skip
+        inserted = c.execute(row.sql, row.params).rowcount
     except sqlite3.IntegrityError:
         raise Refused(f"run {run_id} already has a step {seq}; the journal moved on") from None
     if inserted != 1:
-        _fence(c, run_id, epoch)  # raises the precise reason (no run, lease lost, not running)
-        raise Refused(f"run {run_id}: cannot append a step")
-    return Step(
-        run_id=run_id,
-        seq=seq,
-        kind=kind,
-        status=status,
-        data=data,
-        created_at=from_ts(now),  # type: ignore[arg-type]
-        completed_at=from_ts(done_at),
-        action=action,
-        args=args,
-        digest=digest,
-        verdict=verdict,
-        result=result,
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
-    )
+        row.explain(c)
+    return step
 
 
 def complete_step(

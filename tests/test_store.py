@@ -1,0 +1,108 @@
+"""The state layer on real SQLite files: migrations are atomic, the schema is what it claims, group
+commit keeps each request's outcome its own, and closing never loses a promised write."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agentd.db import queries as q
+from agentd.db import schema
+from agentd.db.store import Store, SyncStore, connect
+from agentd.errors import Refused, StateError
+from agentd.models import StepKind
+
+
+def tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def test_migration_failing_midway_leaves_the_previous_schema(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "agentd.db")
+    schema.migrate(conn, schema.MIGRATIONS)
+    before = tables(conn)
+    broken = [*schema.MIGRATIONS, "CREATE TABLE extra (x INTEGER) STRICT;\nSELECT * FROM nope;"]
+    with pytest.raises(StateError, match="migration 2 failed and was rolled back"):
+        schema.migrate(conn, broken)
+    assert schema.version(conn) == len(schema.MIGRATIONS)
+    assert tables(conn) == before  # `extra` was created inside the failed migration: gone
+    conn.close()
+
+
+def test_migration_of_an_empty_database_is_strict_and_in_wal(tmp_path: Path) -> None:
+    store = SyncStore(tmp_path / "agentd.db")
+    conn = store.conn
+    assert schema.version(conn) == len(schema.MIGRATIONS)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    for name in ("goals", "runs", "steps", "world", "events", "inbox", "schedules"):
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
+        assert "STRICT" in sql, name
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    assert {"next_wake_at", "lease_owner", "lease_expires_at", "lease_epoch"} <= columns
+    store.close()
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "agentd.db")
+    conn.execute(f"PRAGMA user_version = {len(schema.MIGRATIONS) + 1}")
+    with pytest.raises(StateError, match="newer than this agentd"):
+        schema.migrate(conn)
+    conn.close()
+
+
+async def _run_with_steps(store: Store, runs: int) -> list[tuple[int, int]]:
+    def setup(c: sqlite3.Connection) -> list[tuple[int, int]]:
+        goal = q.add_goal(c, title="t", why="t", agent="a", criteria=[], deadline=None)
+        ids = [q.create_run(c, goal_id=goal, agent="a", trigger="t") for _ in range(runs)]
+        return [(r, q.claim_run(c, r, "me", 60)) for r in ids]
+
+    return await store.write(setup)
+
+
+async def test_group_commit_keeps_each_outcome_its_own(tmp_path: Path) -> None:
+    store = Store(tmp_path / "agentd.db")
+    await store.open()
+    (run, epoch), (other, _) = await _run_with_steps(store, 2)
+    good = [q.step_insert(run, epoch, StepKind.OBSERVE, seq)[1] for seq in (2, 3, 4)]
+    fenced = q.step_insert(other, epoch + 7, StepKind.OBSERVE, 2)[1]  # a stale lease
+    results = await asyncio.gather(
+        *(store.insert(r) for r in good[:2]),
+        store.insert(fenced),
+        store.insert(good[2]),
+        return_exceptions=True,
+    )
+    assert results[:2] == [None, None] and results[3] is None
+    assert isinstance(results[2], Refused) and "lease lost" in str(results[2])
+    seqs = await store.read(lambda c: [s.seq for s in q.list_steps(c, run)])
+    assert seqs == [1, 2, 3, 4]
+    assert await store.read(lambda c: len(q.list_steps(c, other))) == 1
+    await store.close()
+
+
+async def test_store_close_commits_every_queued_write(tmp_path: Path) -> None:
+    for attempt in range(30):  # the close/wake-up race needs many tries to show
+        path = tmp_path / f"db{attempt}" / "agentd.db"
+        path.parent.mkdir()
+        store = Store(path)
+        await store.open()
+        ((run, epoch),) = await _run_with_steps(store, 1)
+        rows = [q.step_insert(run, epoch, StepKind.OBSERVE, seq)[1] for seq in range(2, 12)]
+        pending = [asyncio.ensure_future(store.insert(r)) for r in rows]
+        await asyncio.sleep(0)  # let them queue
+        await asyncio.wait_for(store.close(), 5)
+        await asyncio.gather(*pending)
+        check = connect(path)
+        assert check.execute("SELECT count(*) FROM steps").fetchone()[0] == 11
+        check.close()
+
+
+async def test_store_refuses_writes_after_close(tmp_path: Path) -> None:
+    store = Store(tmp_path / "agentd.db")
+    await store.open()
+    await store.close()
+    with pytest.raises(StateError, match="closed"):
+        await store.write(lambda c: None)
