@@ -30,10 +30,11 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix agentd tests bench
 
 bench: $(STAMP)
-	$(BIN)/python bench/journal.py seq --steps 200 --reps 3 --warmup 1 --workdir .bench
-	$(BIN)/python bench/journal.py conc --runs 50 --steps 20 --reps 3 --warmup 1 --workdir .bench
+	$(BIN)/python bench/journal.py seq --steps 200 --reps 5 --warmup 1 --workdir .bench
+	$(BIN)/python bench/journal.py conc --runs 100 --steps 10 --reps 5 --warmup 1 --workdir .bench
 	$(BIN)/python bench/inbox_latency.py --workdir .bench
 	$(BIN)/python bench/memory.py --runs 10000 --workdir .bench
+	$(BIN)/python bench/prompt_size.py --decisions 1000 --workdir .bench
 
 clean:
 	rm -rf $(VENV) .bench .mypy_cache .ruff_cache .pytest_cache
