@@ -291,3 +291,23 @@ async def test_engine_unknown_outcome_asks_instead_of_retrying(
     assert "cannot tell whether it happened" in body
     await wait_for(finished(home, run_id))
     assert not out.exists()  # never blindly re-executed
+
+
+async def test_engine_expired_question_with_remind_posts_a_reminder_and_keeps_waiting(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    write(home, tmp_path, [act("ask", question="which region?"), FINISH])
+    text = home.paths.config.read_text() + (
+        '\n[agents.default.policy.expire.question]\nafter_s = 0.2\non_expire = "remind"\n'
+    )
+    home.paths.config.write_text(text.replace("policy = { rules = {  } }\n", ""))
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(
+        lambda: any(i.kind == InboxKind.NOTICE and "reminder" in i.title for i in open_items(home))
+    )
+    assert home.run(run_id).status == RunStatus.WAITING  # a reminder, never an answer
+    (question,) = [i for i in open_items(home) if i.kind == InboxKind.QUESTION]
+    assert question.data.get("reminders", 0) >= 1
+    inbox.answer(home.store, question.item_id, "eu-west")
+    await wait_for(finished(home, run_id))
