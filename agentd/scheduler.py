@@ -21,6 +21,7 @@ from agentd import control
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.deps import LEASE_S, Deps
+from agentd.errors import StateError
 from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
 from agentd.sources import observe_all, transitions
 
@@ -91,7 +92,10 @@ class Scheduler:
 
     async def _loop(self, stop: asyncio.Event, interval: float) -> None:
         while not stop.is_set():
-            await self.tick()
+            try:
+                await self.tick()
+            except StateError as e:  # a locked or briefly unwritable database: try next tick
+                log.error("scheduler.tick_failed", error=str(e))
             waiter = asyncio.ensure_future(self._nudged.wait())
             stopper = asyncio.ensure_future(stop.wait())
             try:
