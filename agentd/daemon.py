@@ -184,11 +184,11 @@ async def _watchdog(deps: Deps, stop: asyncio.Event) -> None:
 
 
 async def _retention(deps: Deps, stop: asyncio.Event) -> None:
-    """Drop world snapshots past `journal_retention_days`, once an hour."""
+    """Apply `journal_retention_days` once an hour: finished runs' steps, old snapshots."""
     keep_s = deps.config.daemon.journal_retention_days * 86400
     while not stop.is_set():
         pruned = await deps.store.write(lambda c: q.prune(c, time.time() - keep_s))
         if pruned:
-            log.info("journal.pruned", snapshots=pruned)
+            log.info("journal.pruned", rows=pruned)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 3600)

@@ -13,7 +13,7 @@ from agentd.db import queries as q
 from agentd.db import schema
 from agentd.db.store import Store, SyncStore, connect
 from agentd.errors import Refused, StateError
-from agentd.models import StepKind
+from agentd.models import RunStatus, StepKind
 
 
 def tables(conn: sqlite3.Connection) -> set[str]:
@@ -106,3 +106,27 @@ async def test_store_refuses_writes_after_close(tmp_path: Path) -> None:
     await store.close()
     with pytest.raises(StateError, match="closed"):
         await store.write(lambda c: None)
+
+
+def test_retention_drops_old_finished_runs_steps_but_keeps_runs_and_live_journals(
+    tmp_path: Path,
+) -> None:
+    store = SyncStore(tmp_path / "agentd.db")
+
+    def arrange(c: sqlite3.Connection) -> tuple[int, int]:
+        goal = q.add_goal(c, title="t", why="t", agent="a", criteria=[], deadline=None)
+        old, live = (q.create_run(c, goal_id=goal, agent="a", trigger="t") for _ in range(2))
+        epoch = q.claim_run(c, old, "me", 60)
+        q.finish(c, old, epoch, RunStatus.SUCCEEDED, "done long ago")
+        c.execute("UPDATE runs SET updated_at = 1000 WHERE run_id = ?", (old,))
+        q.add_snapshot(c, "a", None, {"x": 1}, {})
+        c.execute("UPDATE world SET taken_at = 1000")
+        return old, live
+
+    old, live = store.write(arrange)
+    pruned = store.write(lambda c: q.prune(c, older_than=2000))
+    assert pruned == 3  # the old run's START and FINISH steps, and the snapshot
+    assert store.read(lambda c: q.list_steps(c, old)) == []
+    assert store.read(lambda c: q.get_run(c, old)).summary == "done long ago"
+    assert [s.kind for s in store.read(lambda c: q.list_steps(c, live))] == [StepKind.START]
+    store.close()

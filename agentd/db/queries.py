@@ -570,7 +570,13 @@ def set_meta(c: sqlite3.Connection, key: str, value: str) -> None:
 
 
 def prune(c: sqlite3.Connection, older_than: float) -> int:
-    """Drop world snapshots older than the retention horizon (runs and steps are kept), and
-    rate-limit entries older than a day (limits look back an hour)."""
+    """Journal retention: drop the steps of runs that finished before the horizon (the run row
+    keeps its status and summary), world snapshots older than it, and rate-limit entries older
+    than a day (limits look back an hour). Returns how many rows went."""
     c.execute("DELETE FROM rate_log WHERE at < ?", (time.time() - 86400,))
-    return c.execute("DELETE FROM world WHERE taken_at < ?", (older_than,)).rowcount
+    steps = c.execute(
+        "DELETE FROM steps WHERE run_id IN (SELECT run_id FROM runs"
+        " WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < ?)",
+        (older_than,),
+    ).rowcount
+    return steps + c.execute("DELETE FROM world WHERE taken_at < ?", (older_than,)).rowcount
