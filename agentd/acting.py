@@ -60,8 +60,10 @@ class RunJournal:
         step, row = q.step_insert(self.run_id, self.epoch, kind, seq, **kw)
         try:
             await self.deps.store.insert(row)
-        except StateError as e:  # a duplicate seq: another writer moved the journal on
-            raise Refused(f"run {self.run_id}: step {seq} not journaled ({e})") from None
+        except StateError as e:
+            if "UNIQUE constraint" in str(e):  # a duplicate seq: another writer moved on
+                raise Refused(f"run {self.run_id}: step {seq} not journaled ({e})") from None
+            raise  # transient (a lock, I/O): the engine retries the run
         self.steps.append(step)
         log.info("step.recorded", seq=step.seq, kind=str(kind), action=step.action)
         return step
@@ -83,7 +85,12 @@ class RunJournal:
         cfg = self.deps.config.action(action)
         digest = action_digest(action, args)
         if isinstance(cfg, BuiltinAction):
-            await self.run_control(cfg, action, args, digest, approval)
+            try:
+                await self.run_control(cfg, action, args, digest, approval)
+            except Refused as e:
+                if approval is None:
+                    raise
+                await self._approval_gone(action, args, digest, e)
             return
         executor = self.deps.executors[action]
         seq = len(self.steps) + 1
@@ -117,15 +124,18 @@ class RunJournal:
         except Refused as e:
             if approval is None:
                 raise
-            # The approval is gone (withdrawn, used): journal it as a denial the model will see.
-            await self._append(
-                StepKind.CHECK, action=action, args=args, digest=digest, verdict=Verdict.DENY,
-                data={"rule": f"approval no longer valid: {e}", "escalate": False},
-            )  # fmt: skip
+            await self._approval_gone(action, args, digest, e)
             return
         self.steps.append(step)
         status, result = await self._execute(executor, args, ctx)
         await self._complete(step, status, result)
+
+    async def _approval_gone(self, action: str, args: JSON, digest: str, err: Refused) -> None:
+        """The approval is gone (withdrawn, used): journal it as a denial the model will see."""
+        await self._append(
+            StepKind.CHECK, action=action, args=args, digest=digest, verdict=Verdict.DENY,
+            data={"rule": f"approval no longer valid: {err}", "escalate": False},
+        )  # fmt: skip
 
     async def _execute(
         self, ex: Executor, args: JSON, ctx: ActionContext

@@ -16,6 +16,7 @@ from typing import Any
 from agentd.config import BuiltinAction
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import world as worlds
 from agentd.models import JSON, InboxKind, RunStatus, Step, StepKind
 from agentd.sources import changes, with_history
 
@@ -130,8 +131,8 @@ def record_world(
 ) -> tuple[int, JSON, JSON, JSON | None]:
     """Store one look at an agent's world with its health history and what changed since the
     previous look (by a run or the poller). Returns (snapshot_id, world, changes, previous)."""
-    prev = q.last_snapshot(c, agent)
+    prev = worlds.last_snapshot(c, agent)
     before = prev[1] if prev else None
     world = with_history(before, raw, now)
     diff = changes(before, world)
-    return q.add_snapshot(c, agent, run_id, world, diff), world, diff, before
+    return worlds.add_snapshot(c, agent, run_id, world, diff), world, diff, before

@@ -187,7 +187,11 @@ async def _retention(deps: Deps, stop: asyncio.Event) -> None:
     """Apply `journal_retention_days` once an hour: finished runs' steps, old snapshots."""
     keep_s = deps.config.daemon.journal_retention_days * 86400
     while not stop.is_set():
-        pruned = await deps.store.write(lambda c: q.prune(c, time.time() - keep_s))
+        try:
+            pruned = await deps.store.write(lambda c: q.prune(c, time.time() - keep_s))
+        except StateError as e:  # a lock held too long: prune at the next hour
+            log.error("journal.prune_failed", error=str(e))
+            pruned = 0
         if pruned:
             log.info("journal.pruned", rows=pruned)
         with contextlib.suppress(TimeoutError):

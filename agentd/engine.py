@@ -18,10 +18,12 @@ import structlog
 
 from agentd import control, harness, prompt
 from agentd.acting import RunJournal
+from agentd.actions import ActionContext
 from agentd.config import Budget
 from agentd.db import accounting
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import world as worlds
 from agentd.decide import Decision
 from agentd.deps import Deps
 from agentd.errors import (
@@ -30,6 +32,7 @@ from agentd.errors import (
     ModelOutputInvalid,
     ModelRejected,
     Refused,
+    StateError,
 )
 from agentd.llm import SUMMARY_SCHEMA, ModelReply, ModelRequest, mechanical_summary
 from agentd.models import (
@@ -45,6 +48,7 @@ from agentd.sources import observe_all
 
 log = structlog.get_logger("agentd.engine")
 MODEL_TIMEOUT_S = 120.0
+TRANSIENT_RETRIES = 5  # database errors (a lock held too long) retried with a growing pause
 
 
 class Engine:
@@ -80,22 +84,39 @@ class Engine:
     async def _drive(self, run_id: int, epoch: int) -> None:
         async with self.slots:
             structlog.contextvars.bind_contextvars(run_id=run_id)
-            driver: RunDriver | None = None
-            try:
-                driver = await RunDriver.load(self.deps, run_id, epoch)
-                structlog.contextvars.bind_contextvars(goal_id=driver.goal_id)
-                while not self.stopping and await driver.advance():
-                    pass
-            except Refused as e:  # lease lost or run cancelled under us: stop touching it
-                log.warning("run.released", reason=str(e))
-            except Exception as e:
-                log.exception("run.stalled")
-                if driver is not None:
-                    await self._park(driver, e)
+            for attempt in range(1, TRANSIENT_RETRIES + 1):
+                driver: RunDriver | None = None
+                try:
+                    driver = await RunDriver.load(self.deps, run_id, epoch)
+                    structlog.contextvars.bind_contextvars(goal_id=driver.goal_id)
+                    while not self.stopping and await driver.advance():
+                        pass
+                    return
+                except Refused as e:  # lease lost or run cancelled under us: stop touching it
+                    log.warning("run.released", reason=str(e))
+                    return
+                except StateError as e:  # a locked or briefly unwritable database
+                    if attempt < TRANSIENT_RETRIES and not self.stopping:
+                        log.warning("run.retrying", error=str(e), attempt=attempt)
+                        await asyncio.sleep(attempt)  # then reload the journal and go on
+                        continue
+                    log.error("run.stalled", error=str(e))
+                    return
+                except Exception as e:
+                    log.exception("run.stalled")
+                    if driver is not None:
+                        await self._park(driver, e)
+                    return
 
     async def _park(self, driver: RunDriver, err: Exception) -> None:
-        """A step failed unexpectedly: hand the run to the operator instead of leaving it stuck."""
+        """A step failed unexpectedly: hand the run to the operator instead of leaving it stuck.
+        An action whose outcome was not journaled is asked about as such, never skipped."""
         try:
+            last = driver.steps[-1]
+            if last.kind == StepKind.ACT and last.status == StepStatus.STARTED:
+                ctx = ActionContext(driver.run_id, driver.goal_id, last.seq, last.action or "")
+                await driver.ask_unknown_outcome(last, ctx)
+                return
             await driver.ask_operator(
                 f"Run {driver.run_id} stopped on an internal error: {err}. Answer to let it "
                 "observe and decide again, or cancel it with `agentd runs cancel`.",
@@ -129,7 +150,7 @@ class RunDriver(RunJournal):
             world: JSON = {}
             snapshots = [s.data["snapshot_id"] for s in steps if "snapshot_id" in s.data]
             if snapshots:
-                world = q.get_snapshot(c, snapshots[-1])
+                world = worlds.get_snapshot(c, snapshots[-1])
             return q.get_goal(c, run.goal_id), steps, world
 
         goal, steps, world = await deps.store.read(read)
@@ -348,7 +369,8 @@ class RunDriver(RunJournal):
         limits = self.agent.limits
         attempt = 1 + self._retries()
         hint = getattr(err, "retry_after_s", None)
-        base = limits.retry_base_s * 2 ** (attempt - 1) * random.uniform(0.8, 1.2)  # noqa: S311
+        growth = 2 ** min(attempt - 1, 30)  # capped: days of outage must not overflow a float
+        base = limits.retry_base_s * growth * random.uniform(0.8, 1.2)  # noqa: S311
         delay = min(limits.retry_max_s, max(hint or 0.0, base))
         message = str(err) or "model call timed out"
         log.warning("llm.failed", error=message, retry_in_s=round(delay, 2), attempt=attempt)

@@ -125,9 +125,12 @@ class Scheduler:
         await self._expire(now)
         await self._wake_timers(now)
 
-    async def _wake(self, run_id: int, why: JSON) -> None:
+    async def _wake(self, run_id: int, why: JSON, wait: JSON) -> None:
+        """Wake a run — only if it still waits for `wait` (what was matched, maybe a tick ago)."""
         owner = self.deps.owner
-        epoch = await self.deps.store.write(lambda c: q.wake(c, run_id, owner, why, LEASE_S))
+        epoch = await self.deps.store.write(
+            lambda c: q.wake(c, run_id, owner, why, LEASE_S, expect=wait)
+        )
         if epoch is not None:
             log.info("run.woken", run_id=run_id, by=why.get("woke_by"), why=why.get("why"))
             self.launch(run_id, epoch)
@@ -153,7 +156,7 @@ class Scheduler:
             return [(r, q.get_run(c, r).wait or {}, qi.get_item(c, i)) for r, i in pairs]
 
         for run_id, wait, item in await self.deps.store.read(read):
-            await self._wake(run_id, _inbox_wake(wait, item))
+            await self._wake(run_id, _inbox_wake(wait, item), wait)
 
     async def _wake_on_events(self) -> None:
         woken: set[int] = set()
@@ -170,7 +173,7 @@ class Scheduler:
                 "event": name,
                 "data": data,
             }
-            await self._wake(run_id, why)
+            await self._wake(run_id, why, wait)
 
     async def _wake_timers(self, now: float) -> None:
         due = await self.deps.store.read(lambda c: q.due_timers(c, now))
@@ -181,7 +184,7 @@ class Scheduler:
             why: JSON = {"woke_by": "timer", "why": wait.get("why")}
             if wait.get("kind") == "event":
                 why["timed_out"] = f"no {wait.get('event')} event within {wait.get('timeout_s')}s"
-            await self._wake(run_id, why)
+            await self._wake(run_id, why, wait)
 
     async def _start_triggered(self) -> None:
         agents = {
@@ -285,6 +288,8 @@ def _record_poll(
                 continue  # questions wait for a human; event waits match events themselves
             why: JSON = {"woke_by": "world", "why": wait.get("why"), "event": name, "data": data}
             if wait.get("item_id"):
+                if qi.get_item(c, wait["item_id"]).status != InboxStatus.OPEN:
+                    continue  # already answered: the inbox wake-up takes it from here
                 reason = f"withdrawn: {source} became {'healthy' if healthy else 'unhealthy'}"
                 qi.resolve(c, wait["item_id"], InboxStatus.EXPIRED, answer=reason)
                 why.update(withdrew=wait["item_id"], action=wait.get("action"), reason=reason)

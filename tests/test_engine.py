@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agentd import config, inbox
 from agentd.db import items as qi
@@ -311,3 +314,30 @@ async def test_engine_expired_question_with_remind_posts_a_reminder_and_keeps_wa
     assert question.data.get("reminders", 0) >= 1
     inbox.answer(home.store, question.item_id, "eu-west")
     await wait_for(finished(home, run_id))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_engine_run_survives_a_database_lock_longer_than_the_busy_timeout(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    """A write that meets a lock held past busy_timeout is retried; the run is not abandoned."""
+    write(home, tmp_path, [act("slow"), FINISH])
+    text = home.paths.config.read_text().replace(
+        'actions = ["append"', 'actions = ["slow", "append"'
+    )
+    slow = '[actions.slow]\ntype = "command"\nargv = ["sleep", "1"]\nidempotent = true\n\n'
+    home.paths.config.write_text(text.replace("[agents.default]", slow + "[agents.default]"))
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(lambda: any(s.kind == StepKind.CHECK for s in home.steps(run_id)))
+    blocker = sqlite3.connect(home.paths.db, isolation_level=None)
+    # Another process holds the write lock for 14 s: every write in that time waits out the
+    # daemon's 5 s busy timeout and fails, the action's result included.
+    blocker.execute("BEGIN IMMEDIATE")
+    await asyncio.sleep(14)
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    await wait_for(finished(home, run_id), timeout_s=40)
+    assert home.run(run_id).status == RunStatus.SUCCEEDED
+    assert [s.action for s in home.steps(run_id) if s.kind == StepKind.ACT] == ["slow"]

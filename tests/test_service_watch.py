@@ -29,6 +29,7 @@ import pytest
 
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import world as worlds
 from agentd.db.store import SyncStore
 from agentd.demo import AGENT, Demo, demo_config
 from agentd.models import JSON, InboxItem, InboxKind, InboxStatus, Run, RunStatus, Step
@@ -150,7 +151,8 @@ class Scenario:
             )
         )  # fmt: skip
         self.until(
-            lambda: self.db.read(lambda c: q.last_snapshot(c, AGENT)) is not None, "a first look"
+            lambda: self.db.read(lambda c: worlds.last_snapshot(c, AGENT)) is not None,
+            "a first look",
         )
         self.demo.service("deploy", "v2-bad")
 
@@ -263,7 +265,7 @@ def test_demo_yes_rolls_back_once_after_approval_and_succeeds(tmp_path: Path) ->
     last_look = [s for s in run["steps"] if s["kind"] == "observe"][-1]
     store = SyncStore(home / "agentd.db")
     try:
-        world = store.read(lambda c: q.get_snapshot(c, last_look["data"]["snapshot_id"]))
+        world = store.read(lambda c: worlds.get_snapshot(c, last_look["data"]["snapshot_id"]))
     finally:
         store.close()
     assert world["health"]["healthy"] is True and world["health"]["status"] == 200

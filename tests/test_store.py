@@ -11,6 +11,7 @@ import pytest
 
 from agentd.db import queries as q
 from agentd.db import schema
+from agentd.db import world as worlds
 from agentd.db.store import Store, SyncStore, connect
 from agentd.errors import Refused, StateError
 from agentd.models import RunStatus, StepKind
@@ -119,7 +120,7 @@ def test_retention_drops_old_finished_runs_steps_but_keeps_runs_and_live_journal
         epoch = q.claim_run(c, old, "me", 60)
         q.finish(c, old, epoch, RunStatus.SUCCEEDED, "done long ago")
         c.execute("UPDATE runs SET updated_at = 1000 WHERE run_id = ?", (old,))
-        q.add_snapshot(c, "a", None, {"x": 1}, {})
+        worlds.add_snapshot(c, "a", None, {"x": 1}, {})
         c.execute("UPDATE world SET taken_at = 1000")
         return old, live
 

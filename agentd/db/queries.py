@@ -413,16 +413,38 @@ def suspend(
         "UPDATE runs SET status = 'waiting', wait = ?, wait_kind = ?, wait_item_id = ?,"
         " wait_event = ?, wait_after_event = ?, next_wake_at = ?, lease_owner = NULL,"
         " updated_at = ? WHERE run_id = ?",
-        (json_col(wait), wait["kind"], item_id, event, after_event, wake_at, time.time(), run_id),
+        # The WAIT step's seq makes each wait unique, so a wake matched against an older wait
+        # of the same shape can never land on this one (see `wake(expect=...)`).
+        (
+            json_col({**wait, "seq": step.seq}),
+            wait["kind"],
+            item_id,
+            event,
+            after_event,
+            wake_at,
+            time.time(),
+            run_id,
+        ),
     )
     return step
 
 
-def wake(c: sqlite3.Connection, run_id: int, owner: str, why: JSON, lease_s: float) -> int | None:
+def wake(
+    c: sqlite3.Connection,
+    run_id: int,
+    owner: str,
+    why: JSON,
+    lease_s: float,
+    expect: JSON | None = None,
+) -> int | None:
     """Move a waiting run back to running with a WAKE step; None if it was no longer waiting.
 
     Returns the new lease epoch. Called by the daemon only, after it matched the wait condition.
     """
+    if expect is not None:
+        row = c.execute("SELECT wait FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None or json.loads(row[0] or "null") != expect:
+            return None  # it moved on (woken and parked again) since the match was made
     now = time.time()
     cur = c.execute(
         "UPDATE runs SET status = 'running', wait = NULL, wait_kind = NULL, wait_item_id = NULL,"
@@ -523,34 +545,6 @@ def runs_waiting_on_events(c: sqlite3.Connection) -> list[tuple[int, JSON, int, 
         " WHERE r.status = 'waiting' AND r.wait_kind = 'event' ORDER BY e.event_id"
     )
     return [(int(a), json.loads(b), int(e), n, json.loads(d)) for a, b, e, n, d in rows]
-
-
-# ── world ────────────────────────────────────────────────────────────────────────────────────────
-
-
-def last_snapshot(c: sqlite3.Connection, agent: str) -> tuple[int, JSON] | None:
-    row = c.execute(
-        "SELECT snapshot_id, data FROM world WHERE agent = ? ORDER BY snapshot_id DESC LIMIT 1",
-        (agent,),
-    ).fetchone()
-    return None if row is None else (int(row[0]), json.loads(row[1]))
-
-
-def add_snapshot(
-    c: sqlite3.Connection, agent: str, run_id: int | None, data: JSON, changes: JSON
-) -> int:
-    cur = c.execute(
-        "INSERT INTO world (agent, run_id, taken_at, data, changes) VALUES (?, ?, ?, ?, ?)",
-        (agent, run_id, time.time(), json_col(data), json_col(changes)),
-    )
-    return int(cur.lastrowid or 0)
-
-
-def get_snapshot(c: sqlite3.Connection, snapshot_id: int) -> JSON:
-    row = c.execute("SELECT data FROM world WHERE snapshot_id = ?", (snapshot_id,)).fetchone()
-    if row is None:
-        raise NotFound(f"no world snapshot {snapshot_id}")
-    return dict(json.loads(row[0]))
 
 
 # ── meta (cursors) and retention ─────────────────────────────────────────────────────────────────

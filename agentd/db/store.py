@@ -257,7 +257,12 @@ class Store:
             while self._queue:
                 batch.append(self._queue.popleft())
             if batch:
-                outcomes = self._commit(batch)
+                try:
+                    outcomes = self._commit(batch)
+                except Exception as e:  # never let the writer die: every caller gets an answer
+                    err = translate(e, self.path) if isinstance(e, sqlite3.Error) else e
+                    log.error("db.writer_failed", error=str(err), requests=len(batch))
+                    outcomes = [(False, err)] * len(batch)
                 settled = [
                     (fut, ok, value) for (_, fut), (ok, value) in zip(batch, outcomes, strict=True)
                 ]
@@ -304,7 +309,8 @@ class Store:
                 i += max(n, 1)
             conn.execute("COMMIT")
         except _RequestFailed:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # an I/O error or a full disk may have rolled back already
+                conn.execute("ROLLBACK")
             raise
         except sqlite3.Error as e:
             if conn.in_transaction:
