@@ -28,6 +28,7 @@ from agentd.decide import Decision
 from agentd.deps import Deps
 from agentd.errors import (
     AgentdError,
+    ConfigError,
     ModelError,
     ModelOutputInvalid,
     ModelRejected,
@@ -95,6 +96,10 @@ class Engine:
                 except Refused as e:  # lease lost or run cancelled under us: stop touching it
                     log.warning("run.released", reason=str(e))
                     return
+                except ConfigError as e:  # its agent was removed: end it visibly, not silently
+                    log.error("run.abandoned", error=str(e))
+                    await self._abandon(run_id, epoch, f"stopped: {e}")
+                    return
                 except StateError as e:  # a locked or briefly unwritable database
                     if attempt < TRANSIENT_RETRIES and not self.stopping:
                         log.warning("run.retrying", error=str(e), attempt=attempt)
@@ -107,6 +112,19 @@ class Engine:
                     if driver is not None:
                         await self._park(driver, e)
                     return
+
+    async def _abandon(self, run_id: int, epoch: int, reason: str) -> None:
+        """Finish a run that cannot be driven any more, with the usual notice."""
+
+        def work(c: Any) -> None:
+            run = q.get_run(c, run_id)
+            control.finish(c, control.RunRef(run_id, run.goal_id, epoch, run.step_count + 1),
+                           RunStatus.FAILED, reason)  # fmt: skip
+
+        try:
+            await self.deps.store.write(work)
+        except AgentdError:
+            log.exception("run.abandon_failed")
 
     async def _park(self, driver: RunDriver, err: Exception) -> None:
         """A step failed unexpectedly: hand the run to the operator instead of leaving it stuck.
@@ -155,7 +173,7 @@ class RunDriver(RunJournal):
 
         goal, steps, world = await deps.store.read(read)
         if goal.agent not in deps.config.agents:
-            raise AgentdError(f"run {run_id}: agent {goal.agent!r} is no longer in the config")
+            raise ConfigError(f"run {run_id}: agent {goal.agent!r} is no longer in the config")
         driver = cls(deps, run_id, epoch, steps, goal)
         driver.world = world
         if steps and steps[-1].kind == StepKind.OBSERVE:

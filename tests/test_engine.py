@@ -341,3 +341,20 @@ async def test_engine_run_survives_a_database_lock_longer_than_the_busy_timeout(
     await wait_for(finished(home, run_id), timeout_s=40)
     assert home.run(run_id).status == RunStatus.SUCCEEDED
     assert [s.action for s in home.steps(run_id) if s.kind == StepKind.ACT] == ["slow"]
+
+
+async def test_engine_run_of_a_removed_agent_fails_visibly(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    write(home, tmp_path, [FINISH])
+    goal_id = home.store.write(
+        lambda c: q.add_goal(c, title="old", why="t", agent="gone", criteria=[], deadline=None)
+    )
+    run_id = home.start_run(goal_id)
+    await serve()
+    await wait_for(finished(home, run_id))
+    run = home.run(run_id)
+    assert run.status == RunStatus.FAILED and "'gone' is no longer in the config" in (
+        run.summary or ""
+    )
+    assert any("failed" in i.title for i in open_items(home))
