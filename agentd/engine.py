@@ -49,6 +49,7 @@ from agentd.sources import observe_all
 
 log = structlog.get_logger("agentd.engine")
 MODEL_TIMEOUT_S = 120.0
+MAX_EVENTS_SHOWN = 20  # events since the previous look that a decision sees
 TRANSIENT_RETRIES = 5  # database errors (a lock held too long) retried with a growing pause
 
 
@@ -205,16 +206,31 @@ class RunDriver(RunJournal):
         sources = [self.deps.sources[name] for name in self.agent.sources]
         raw = await observe_all(sources)
 
+        looks = [st for st in self.steps if st.kind == StepKind.OBSERVE]
+        since = looks[-1].data.get("events_seen") if looks else None
+
         def write(c: Any) -> tuple[Step, JSON]:
             snapshot_id, world, diff, _ = control.record_world(
                 c, self.agent_name, self.run_id, raw, time.time()
             )
-            data = {"snapshot_id": snapshot_id, "changes": diff, "events_seen": qi.last_event_id(c)}
+            # Events since the previous look are part of what the run sees: an event that
+            # arrived between an action and this look must not be waited for in vain.
+            new = qi.events_after(c, since, limit=MAX_EVENTS_SHOWN) if since is not None else []
+            data = {
+                "snapshot_id": snapshot_id,
+                "changes": diff,
+                "events_seen": qi.last_event_id(c),
+                "events": [{"event_id": e.event_id, "name": e.name, "data": e.data} for e in new],
+            }
             return q.append_step(c, self.run_id, self.epoch, StepKind.OBSERVE, data=data), world
 
         step, self.world = await self._write(write)
         self.steps.append(step)
         self.changes = step.data["changes"]
+
+    def _recent_events(self) -> list[JSON]:
+        looks = [st for st in self.steps if st.kind == StepKind.OBSERVE]
+        return list(looks[-1].data.get("events", [])) if looks else []
 
     async def decide(self) -> None:
         decisions = sum(1 for s in self.steps if s.kind == StepKind.DECIDE)
@@ -311,6 +327,7 @@ class RunDriver(RunJournal):
             ),
             world=self.world,
             changes=self.changes,
+            events=self._recent_events(),
             history=self.steps,
             history_steps=self.agent.limits.history_steps,
             feedback=feedback,
@@ -328,6 +345,7 @@ class RunDriver(RunJournal):
                 "menu": list(self.menu.models),
                 "world": self.world,
                 "changes": self.changes,
+                "events": self._recent_events(),
                 "history": [context_entry(s) for s in self.steps],
             },
         )

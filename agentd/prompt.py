@@ -43,6 +43,7 @@ def build(
     history: list[Step],
     history_steps: int,
     feedback: str | None = None,
+    events: list[dict[str, Any]] | None = None,
 ) -> tuple[str, str]:
     """(system, prompt) for one decision.
 
@@ -62,6 +63,8 @@ def build(
     stable.append(f"# Policy (enforced by the harness, not by you)\n{policy}")
     parts = ["# World now\n" + quote(world)]
     parts.append("# Changed since the previous look\n" + (quote(changes) if changes else "nothing"))
+    if events:
+        parts.append("# Events since the previous look\n" + quote(events))
     parts.append("# This run so far\n" + "\n".join(_history_lines(history, history_steps)))
     if feedback:
         parts.append(f"# Your previous reply was rejected\n{feedback}\nReply again, validly.")

@@ -358,3 +358,18 @@ async def test_engine_run_of_a_removed_agent_fails_visibly(
         run.summary or ""
     )
     assert any("failed" in i.title for i in open_items(home))
+
+
+async def test_engine_events_since_the_previous_look_are_part_of_the_next_look(
+    home: Home, tmp_path: Path, serve: Any
+) -> None:
+    write(home, tmp_path, [act("sleep", seconds=0.4), FINISH])
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(waiting(home, run_id))
+    home.store.write(lambda c: qi.add_event(c, "deploy.done", {"version": "v2"}, None))
+    await wait_for(finished(home, run_id))
+    looks = [s for s in home.steps(run_id) if s.kind == StepKind.OBSERVE]
+    assert looks[0].data["events"] == []
+    assert [e["name"] for e in looks[1].data["events"]] == ["deploy.done"]
+    assert looks[1].data["events"][0]["data"] == {"version": "v2"}
