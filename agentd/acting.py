@@ -11,9 +11,11 @@ from typing import Any
 
 import structlog
 
-from agentd import control, prompt
+from agentd import control, harness, process, prompt
 from agentd.actions import ActionContext, Executor
-from agentd.config import BuiltinAction
+from agentd.actions.command import fill
+from agentd.config import BuiltinAction, CommandAction, HttpAction
+from agentd.db import accounting
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.deps import Deps
@@ -32,6 +34,15 @@ from agentd.models import (
 from agentd.sources import observe_all
 
 log = structlog.get_logger("agentd.engine")
+
+
+class _Refusal(Exception):  # flow control inside a transaction, never escapes
+    """The harness refused at execution time; raised inside the intent's transaction to roll
+    it back (approval consumption included)."""
+
+    def __init__(self, check: harness.Check) -> None:
+        super().__init__(check.rule)
+        self.check = check
 
 
 class RunJournal:
@@ -81,61 +92,162 @@ class RunJournal:
     # ── acting ────────────────────────────────────────────────────────────────────────────────
 
     async def act(self, action: str, args: JSON, approval: int | None = None) -> None:
-        """Carry out an allowed (or approved) action: intent journaled first unless idempotent."""
+        """Carry out an allowed (or approved) action.
+
+        The harness runs again inside the transaction that journals the intent (and consumes the
+        approval): the menu, policy, argument schema and rate limit of the config in force now,
+        with the rate limit counted and reserved in that same transaction. Only then does the
+        action execute; its result is journaled after.
+        """
+        if action not in self.agent.actions:
+            await self._refuse(action, args, approval, f"{action} is no longer on the menu")
+            return
         cfg = self.deps.config.action(action)
         digest = action_digest(action, args)
-        if isinstance(cfg, BuiltinAction):
-            try:
-                await self.run_control(cfg, action, args, digest, approval)
-            except Refused as e:
-                if approval is None:
-                    raise
-                await self._approval_gone(action, args, digest, e)
-            return
-        executor = self.deps.executors[action]
-        seq = len(self.steps) + 1
-        ctx = ActionContext(self.run_id, self.goal_id, seq, action)
-        if executor.idempotent and approval is None:
-            # Safe to repeat after a crash, so one commit (with the result) is enough.
-            status, result = await self._execute(executor, args, ctx)
-            await self._append(
-                StepKind.ACT, status=status, action=action, args=args, digest=digest, result=result
-            )
-            return
-
-        def intent(c: Any) -> Step:
-            if approval is not None:
-                # The approval is consumed in the same transaction as the intent: at most once.
-                qi.consume_approval(c, approval, digest, ctx.idempotency_key)
-            return q.append_step(
-                c,
-                self.run_id,
-                self.epoch,
-                StepKind.ACT,
-                status=StepStatus.STARTED,
-                action=action,
-                args=args,
-                digest=digest,
-                data={"approval": approval, "key": ctx.idempotency_key},
-            )
-
         try:
-            step: Step = await self._write(intent)
+            if isinstance(cfg, BuiltinAction):
+                await self.run_control(cfg, action, args, digest, approval)
+                return
+            step = await self._write(lambda c: self._intent(c, action, args, digest, approval))
+        except _Refusal as r:
+            await self._refuse(action, args, approval, r.check.rule, needs=r.check.verdict)
+            return
         except Refused as e:
             if approval is None:
                 raise
-            await self._approval_gone(action, args, digest, e)
+            await self._refuse(action, args, approval, f"approval no longer valid: {e}")
             return
         self.steps.append(step)
-        status, result = await self._execute(executor, args, ctx)
-        await self._complete(step, status, result)
+        ctx = self._context(step.seq, action)
+        status, result = await self._execute(self.deps.executors[action], args, ctx)
+        # Held in memory until journaled: a transient failure to write it must not make the
+        # retry re-run the action or ask the operator about an outcome we know.
+        self.deps.held[(self.run_id, step.seq)] = (status, result)
+        try:
+            await self._complete(step, status, result)
+        except Refused as e:  # cancelled (or taken over) while it ran: the result still shows
+            await self._orphan_result(action, args, ctx, result, e)
+            raise
+        self.deps.held.pop((self.run_id, step.seq), None)
 
-    async def _approval_gone(self, action: str, args: JSON, digest: str, err: Refused) -> None:
-        """The approval is gone (withdrawn, used): journal it as a denial the model will see."""
-        await self._append(
-            StepKind.CHECK, action=action, args=args, digest=digest, verdict=Verdict.DENY,
-            data={"rule": f"approval no longer valid: {err}", "escalate": False},
+    async def _orphan_result(
+        self, action: str, args: JSON, ctx: ActionContext, result: JSON, err: Refused
+    ) -> None:
+        self.deps.held.pop((self.run_id, ctx.seq), None)
+        title = f"run {self.run_id}: {action} finished after the run stopped"
+        body = (
+            f"{action} {args} (key {ctx.idempotency_key}) finished after its run stopped "
+            f"({err}); its result is not in the run's journal: {prompt.quote(result)}"
+        )
+        await self._write(
+            lambda c: qi.post(
+                c,
+                InboxKind.NOTICE,
+                title=title,
+                body=body,
+                goal_id=self.goal_id,
+                run_id=self.run_id,
+            )
+        )
+
+    def admit(self, c: Any, action: str, args: JSON, digest: str, approval: int | None) -> None:
+        """Inside the intent's transaction: consume the approval (bound to the arguments *and*
+        the action's config as approved) and re-run the harness; _Refusal rolls it all back."""
+        if approval is not None:
+            item = qi.consume_approval(c, approval, digest, self.ref().key)
+            approved_cfg = item.data.get("config_hash")
+            if approved_cfg is not None and approved_cfg != self._config_hash(action):
+                raise _Refusal(harness.Check(
+                    Verdict.DENY,
+                    f"{action}'s definition in config.toml changed since approval "
+                    f"{approval} was given; it is not run under the new definition",
+                ))  # fmt: skip
+        acts = accounting.count_acts_since(c, self.agent_name, action, time.time() - 3600)
+        check = harness.admit(action, args, self.menu, acts, approved=approval is not None)
+        if check.verdict != Verdict.ALLOW:
+            raise _Refusal(check)
+
+    def _intent(self, c: Any, action: str, args: JSON, digest: str, approval: int | None) -> Step:
+        self.admit(c, action, args, digest, approval)
+        ref = self.ref()
+        return q.append_step(
+            c, self.run_id, self.epoch, StepKind.ACT, status=StepStatus.STARTED, action=action,
+            args=args, digest=digest,
+            data={"approval": approval, "key": ref.key, "config": self._config_hash(action)},
         )  # fmt: skip
+
+    def _config_hash(self, action: str) -> str:
+        return harness.config_hash(self.deps.config.action(action))
+
+    def _resolved(self, action: str, args: JSON) -> JSON:
+        """What would execute, as the operator must see it before approving: the command's
+        filled-in argv, or the request's method and URL (as configured; secrets stay names)."""
+        cfg = self.deps.config.action(action)
+        if isinstance(cfg, CommandAction):
+            try:
+                return {"argv": [fill(part, args, cfg.params) for part in cfg.argv]}
+            except ActionFailed as e:
+                return {"error": str(e)}
+        if isinstance(cfg, HttpAction):
+            label = str(args.get("url"))
+            template = cfg.url_templates.get(label, label)  # secrets stay `{secret:NAME}`
+            url = fill(template, args, cfg.params)
+            return {"method": args.get("method", cfg.methods[0]), "url": url, "label": label}
+        return {"action": action}
+
+    def _context(self, seq: int, action: str, key: str | None = None) -> ActionContext:
+        """The execution's identity; a command's process group is journaled as it starts.
+        Recovery passes the key the intent was journaled with: verify and re-runs see the very
+        key the interrupted execution saw (an intent journaled before keys carried the
+        database id keeps its old form)."""
+        db_id = (
+            self.deps.db_id if key is None else key.rsplit(":", 2)[0] if key.count(":") == 2 else ""
+        )
+
+        async def spawned(record: JSON) -> None:
+            await self._write(
+                lambda c: q.note_step(c, self.run_id, self.epoch, seq, {"spawned": record})
+            )
+
+        return ActionContext(self.run_id, self.goal_id, seq, action, db_id=db_id, on_spawn=spawned)
+
+    async def _refuse(
+        self,
+        action: str,
+        args: JSON,
+        approval: int | None,
+        rule: str,
+        needs: Verdict = Verdict.DENY,
+    ) -> None:
+        """Journal a refusal at execution time as a CHECK the run reacts to like any verdict:
+        APPROVE (the policy now gates it) asks for an approval, DENY is fed back or escalated.
+        A consumed-or-not approval that did not lead to execution is closed, never left
+        looking granted; a rate limit refusal leaves a notice."""
+        denials = self._trailing(
+            lambda s: s.kind == StepKind.CHECK and s.verdict == Verdict.DENY,
+            lambda s: s.kind not in (StepKind.CHECK, StepKind.ACT),
+        )
+        escalate = needs == Verdict.DENY and denials + 1 >= self.agent.limits.max_denials
+        ref = self.ref()
+
+        def write(c: Any) -> Step:
+            if approval is not None:
+                qi.withdraw_item(c, approval, f"not executed: {rule}")
+            if rule.startswith("rate limit"):
+                qi.post(
+                    c, InboxKind.NOTICE, title=f"{action} refused at execution: {rule}"[:200],
+                    body=f"Run {self.run_id} wanted {action} {args}; refused: {rule}.",
+                    goal_id=self.goal_id, run_id=self.run_id, seq=ref.seq,
+                )  # fmt: skip
+            return q.append_step(
+                c, self.run_id, self.epoch, StepKind.CHECK, action=action, args=args,
+                digest=action_digest(action, args), verdict=needs,
+                data={"rule": rule, "escalate": escalate, "at": "execution"},
+            )  # fmt: skip
+
+        step: Step = await self._write(write)
+        self.steps.append(step)
+        log.warning("action.refused", action=action, rule=rule, verdict=str(needs))
 
     async def _execute(
         self, ex: Executor, args: JSON, ctx: ActionContext
@@ -156,10 +268,38 @@ class RunJournal:
         self.steps[-1] = done
 
     async def recover_act(self, step: Step) -> None:
-        """An intent without a result: the daemon died mid-action (DESIGN.md §4.3)."""
+        """An intent without a result: the daemon died mid-action (DESIGN.md §4.3).
+
+        First no process of the interrupted execution may still be alive (it could finish the
+        effect after we decided it had not happened). Then the action is re-run only if the
+        config in force still admits it as it was when the intent was journaled.
+        """
         action, args = step.action or "", step.args or {}
-        executor = self.deps.executors[action]
-        ctx = ActionContext(self.run_id, self.goal_id, step.seq, action)
+        held = self.deps.held.pop((self.run_id, step.seq), None)
+        if held is not None:  # this daemon ran it and holds the result: journal it, no more
+            await self._complete(step, *held)
+            return
+        executor = self.deps.executors.get(action)
+        ctx = self._context(step.seq, action, key=step.data.get("key"))
+        spawned = step.data.get("spawned")
+        fenced = await (
+            executor.fence(ctx, spawned)
+            if executor is not None  # an action gone from the config may have left processes too
+            else process.fence(spawned, ctx.idempotency_key)
+        )
+        if fenced.get("killed") or fenced.get("survivors"):
+            log.warning("action.fenced", action=action, **fenced)
+        if fenced.get("survivors"):  # still alive after SIGKILL: nothing is known, nothing re-run
+            await self.ask_unknown_outcome(step, ctx, "a process of it could not be stopped")
+            return
+        blocked = self._rerun_blocked(step, executor)
+        if executor is None:
+            await self.ask_unknown_outcome(step, ctx, blocked)
+            return
+        if executor.idempotent and blocked:
+            result = {"ok": False, "outcome": "unknown", "recovered": f"not re-run: {blocked}"}
+            await self._complete(step, StepStatus.ERROR, result)
+            return
         if executor.idempotent:
             status, result = await self._execute(executor, args, ctx)
             await self._complete(step, status, {**result, "recovered": "re-executed (idempotent)"})
@@ -168,19 +308,38 @@ class RunJournal:
         log.warning("action.recovering", action=action, key=ctx.idempotency_key, verified=happened)
         if happened is True:
             await self._complete(step, StepStatus.DONE, {"ok": True, "recovered": "verified done"})
+        elif happened is False and blocked:
+            result = {"ok": False, "recovered": f"verified not done; not re-run: {blocked}"}
+            await self._complete(step, StepStatus.ERROR, result)
         elif happened is False:
             status, result = await self._execute(executor, args, ctx)
             await self._complete(step, status, {**result, "recovered": "verified not done; ran"})
         else:
-            await self.ask_unknown_outcome(step, ctx)
+            await self.ask_unknown_outcome(step, ctx, blocked)
 
-    async def ask_unknown_outcome(self, step: Step, ctx: ActionContext) -> None:
+    def _rerun_blocked(self, step: Step, executor: Executor | None) -> str | None:
+        """Why the config in force forbids running this intent again, or None."""
+        action, args = step.action or "", step.args or {}
+        if executor is None or action not in self.agent.actions:
+            return f"{action} is no longer on this agent's menu"
+        if step.data.get("config") not in (None, self._config_hash(action)):
+            return f"{action}'s definition in config.toml changed since the intent"
+        # The intent already holds its rate-limit reservation: count it as not yet used.
+        check = harness.admit(action, args, self.menu, 0, approved=bool(step.data.get("approval")))
+        return None if check.verdict == Verdict.ALLOW else check.rule
+
+    async def ask_unknown_outcome(
+        self, step: Step, ctx: ActionContext, blocked: str | None = None
+    ) -> None:
         """Record the outcome as unknown and ask the operator — one transaction, so a crash
         in between cannot leave a finished step that nobody asked about."""
         world = await observe_all([self.deps.sources[n] for n in self.agent.sources])
+        retry = (
+            f"It will not be re-run: {blocked}." if blocked else "It will not be retried blindly."
+        )
         question = (
             f"agentd stopped while running {step.action} {step.args} (key {ctx.idempotency_key}) "
-            "and cannot tell whether it happened. It will not be retried blindly. "
+            f"and cannot tell whether it happened. {retry} "
             "Did it happen? Your answer is given to the run."
         )
         ref = self.ref()
@@ -206,33 +365,37 @@ class RunJournal:
     async def run_control(
         self, cfg: BuiltinAction, action: str, args: JSON, digest: str, approval: int | None
     ) -> None:
-        """Control actions change the run or the inbox; each is one transaction with its step."""
+        """Control actions change the run or the inbox; each is one transaction with its step,
+        admitted by the harness (and consuming its approval) inside that transaction."""
+        ref = self.ref()
         if cfg.type == "finish":
             status = RunStatus.SUCCEEDED if args["outcome"] == "succeeded" else RunStatus.FAILED
-            await self.finish(status, args["summary"], approval=approval, digest=digest)
+
+            def finish(c: Any) -> list[Step]:
+                self.admit(c, action, args, digest, approval)
+                return [control.finish(c, ref, status, args["summary"])]
+
+            self.steps.extend(await self._write(finish))
+            log.info("run.finished", status=str(status), summary=args["summary"][:200])
             return
         seen = [s.data.get("events_seen", 0) for s in self.steps if s.kind == StepKind.OBSERVE]
-        ref = self.ref()
-        steps = await self._write(
-            lambda c: control.control(
-                c,
-                ref,
-                cfg,
-                action,
-                args,
-                digest,
-                approval=approval,
-                events_seen=seen[-1] if seen else 0,
-                expires_at=self._expiry(InboxKind.QUESTION),
-            )
-        )
-        self.steps.extend(steps)
+
+        def work(c: Any) -> list[Step]:
+            self.admit(c, action, args, digest, approval)
+            return control.control(
+                c, ref, cfg, action, args, digest, approval=approval,
+                events_seen=seen[-1] if seen else 0, expires_at=self._expiry(InboxKind.QUESTION),
+            )  # fmt: skip
+
+        self.steps.extend(await self._write(work))
         self.deps.on_change()
 
     # ── suspending and ending ─────────────────────────────────────────────────────────────────
 
     def ref(self) -> control.RunRef:
-        return control.RunRef(self.run_id, self.goal_id, self.epoch, len(self.steps) + 1)
+        return control.RunRef(
+            self.run_id, self.goal_id, self.epoch, len(self.steps) + 1, self.deps.db_id
+        )
 
     def _expiry(self, kind: InboxKind) -> float | None:
         rule = self.agent.policy.expire.get(kind.value)  # type: ignore[call-overload]
@@ -258,7 +421,10 @@ class RunJournal:
             "title": f"approve {action}?", "body": body, "seq": checked.seq, "action": action,
             "args": args, "digest": digest, "rule": checked.data.get("rule"),
             "expires_at": self._expiry(InboxKind.APPROVAL),
-            "data": {"reason": reason, "world": self.world},
+            "data": {
+                "reason": reason, "world": self.world, "resolved": self._resolved(action, args),
+                "config_hash": self._config_hash(action),
+            },
         }  # fmt: skip
         step = await self._write(
             lambda c: control.post_and_wait(c, ref, InboxKind.APPROVAL, "approval", **item)
@@ -278,17 +444,8 @@ class RunJournal:
         self.steps.append(step)
         self.deps.on_change()
 
-    async def finish(
-        self,
-        status: RunStatus,
-        summary: str,
-        *,
-        approval: int | None = None,
-        digest: str | None = None,
-    ) -> None:
+    async def finish(self, status: RunStatus, summary: str) -> None:
         ref = self.ref()
-        step = await self._write(
-            lambda c: control.finish(c, ref, status, summary, approval=approval, digest=digest)
-        )
+        step = await self._write(lambda c: control.finish(c, ref, status, summary))
         self.steps.append(step)
         log.info("run.finished", status=str(status), summary=summary[:200])

@@ -13,6 +13,7 @@ import errno
 import functools
 import importlib
 import importlib.resources
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,14 +38,14 @@ class _Group(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except AgentdError as e:
-            typer.echo(f"agentd: {e}", err=True)
+        except AgentdError as e:  # its text may quote a model or the world: neutralised
+            typer.echo(render.screen(f"agentd: {e}"), err=True)
             raise typer.Exit(e.exit_code) from None
         except OSError as e:  # a file the operator must fix (permissions, a full disk)
             if e.errno == errno.EPIPE:  # `agentd runs list | head`: click exits quietly
                 raise
             where = f"{e.filename}: " if e.filename else ""
-            typer.echo(f"agentd: {where}{e.strerror or e}", err=True)
+            typer.echo(render.screen(f"agentd: {where}{e.strerror or e}"), err=True)
             raise typer.Exit(1) from None
 
 
@@ -120,7 +121,9 @@ def _store(ctx: typer.Context) -> Iterator[SyncStore]:
 
 
 def _emit(as_json: bool, data: Any, text: Callable[[], str]) -> None:
-    typer.echo(render.to_json(data) if as_json else text())
+    """--json (escaped by JSON), or the text view; views neutralise what models and the world
+    wrote field by field, and `screen` catches any control character one of them missed."""
+    typer.echo(render.to_json(data) if as_json else render.screen(text()))
 
 
 def _resume_note(ctx: typer.Context, run_id: int | None) -> str:
@@ -137,11 +140,23 @@ def _template() -> str:
     return resource.read_text() if resource.is_file() else render.FALLBACK_CONFIG
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner may read or change (0600), also when it already existed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
+
+
 def _write_home(paths: Paths) -> list[Path]:
-    """Write config.toml, a placeholder replies file and a migrated database; returns what is new."""
+    """Write config.toml, a placeholder replies file and a migrated database; returns what is new.
+
+    Only the owner may read what agentd creates here (the database keeps observations, answers and
+    raw model replies): a new home is 0700, its files 0600 (the store creates the database so).
+    """
     try:
-        paths.home.mkdir(parents=True, exist_ok=True)
-        paths.config.write_text(_template())
+        paths.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_private(paths.config, _template())
     except OSError as e:
         raise StateError(f"{paths.home}: cannot create the home: {e.strerror or e}") from None
     created = [paths.config]
@@ -149,7 +164,7 @@ def _write_home(paths: Paths) -> list[Path]:
         if not isinstance(model, ScriptedModel) or model.replies.exists():
             continue
         if model.replies.parent == paths.home:
-            model.replies.write_text(render.PLACEHOLDER_REPLIES)
+            _write_private(model.replies, render.PLACEHOLDER_REPLIES)
             created.append(model.replies)
     existed = paths.db.exists()
     SyncStore(paths.db).close()
@@ -171,7 +186,13 @@ def init_cmd(
     if paths.config.exists() and not force:
         raise Refused(f"{paths.config} already exists; keep it, or replace it with `init --force`")
     for path in _write_home(paths):
-        typer.echo(f"created {path}")
+        typer.echo(render.screen(f"created {path}"))
+    if paths.home.stat().st_mode & 0o077:  # an existing home: its mode is the operator's choice
+        typer.echo(
+            f"note: other users may open {paths.home}, which holds what the agents saw and were "
+            f"told; `chmod 700 {paths.home}` makes it private",
+            err=True,
+        )
     prefix = "agentd" if paths.home == config.default_home() else f"agentd --home {paths.home}"
     typer.echo(f"next: edit {paths.config}, check it with `{prefix} doctor`, then `{prefix} serve`")
 
@@ -435,7 +456,7 @@ def inbox_approve(
     cfg = config.load(_paths(ctx).config)
     with _store(ctx) as store:
         item = inbox.approve(store, cfg, item_id, changes, note)
-    what = f"{item.action} {render.compact(item.args or {})}"
+    what = render.safe(f"{item.action} {render.compact(item.args or {})}")
     typer.echo(f"approved item {item_id}: {what}{_resume_note(ctx, item.run_id)}")
 
 

@@ -1,7 +1,8 @@
 """The config file (`$AGENTD_HOME/config.toml`) validated at the edge, and where state lives.
 
 Only this module reads the environment. A bad file raises ConfigError naming the file, the line and the
-key, and what to fix. Secrets are named by environment variable (`api_key_env`), never written here.
+key, and what to fix. Secrets are named by environment variable (`api_key_env`, an action's
+`secret_env` and `{secret:NAME}`), never written here, and read only through `secret()`.
 """
 
 from __future__ import annotations
@@ -9,10 +10,18 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agentd.errors import ConfigError
 
@@ -40,6 +49,24 @@ class ScriptedModel(_Strict):
     request_log: Path | None = None
 
 
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _variable_name(value: str | None) -> str | None:
+    """`api_key_env` must name a variable. The value is never echoed: it may be a pasted key."""
+    if value is None:
+        return None
+    # Variable names are short, or spelled in one case; a long mixed-case token is a key.
+    mixed = all(any(test(c) for c in value) for test in (str.isdigit, str.islower, str.isupper))
+    if not _VARIABLE.fullmatch(value) or (len(value) >= 32 and mixed):
+        raise ValueError(
+            "api_key_env must be the NAME of an environment variable, e.g. ANTHROPIC_API_KEY "
+            "(letters, digits and _), never the key: if a key was pasted here, remove it from "
+            "the file and export it in that variable instead"
+        )
+    return value
+
+
 class AnthropicModel(_Strict):
     """Claude through Anthropic's Messages API, with the menu as structured output (no tools)."""
 
@@ -49,6 +76,8 @@ class AnthropicModel(_Strict):
     base_url: str | None = None  # a gateway or proxy; default Anthropic's API
     max_tokens: int = Field(1024, ge=1)  # output cap per decision; a longer reply is cut off
     timeout_s: float = Field(60.0, gt=0)  # the whole call; then it is retried durably
+
+    _api_key_env_is_a_name = field_validator("api_key_env")(_variable_name)
 
 
 class OpenAIModel(_Strict):
@@ -61,6 +90,8 @@ class OpenAIModel(_Strict):
     base_url: str | None = None  # an OpenAI-compatible server, e.g. "http://127.0.0.1:8000/v1"
     max_tokens: int = Field(1024, ge=1)
     timeout_s: float = Field(60.0, gt=0)
+
+    _api_key_env_is_a_name = field_validator("api_key_env")(_variable_name)
 
     @model_validator(mode="after")
     def _key_or_local_server(self) -> OpenAIModel:
@@ -117,13 +148,47 @@ class FileTailSource(_Strict):
 SourceConfig = Annotated[HttpSource | CommandSource | FileTailSource, Field(discriminator="type")]
 
 
+# `{name}` fills a declared param; `{secret:NAME}` the daemon's variable NAME, at execution only.
+PARAM_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+SECRET_PLACEHOLDER = re.compile(r"\{secret:([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 class Param(_Strict):
-    """A string argument the model fills in; `{name}` in argv or url is replaced by it."""
+    """A string argument the model fills in; `{name}` in argv or url is replaced by it.
+
+    A value must be one of `choices`, or match `pattern` as a whole (not merely contain a match),
+    and may not start with '-' (a command would read it as an option) unless `allow_leading_dash`.
+    """
 
     description: str = ""
     choices: list[str] | None = None
-    pattern: str | None = None
+    pattern: str | None = None  # matched against the whole value
     max_length: int = Field(200, ge=1)
+    allow_leading_dash: bool = False
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"not a valid regular expression: {e}") from None
+        return pattern
+
+    def refusal(self, value: str) -> str | None:
+        """Why `value` may not fill this param, or None when it may. The menu and the executors
+        both ask, so a value the model could not have chosen never reaches argv or a URL."""
+        if self.choices:
+            return None if value in self.choices else f"must be one of {self.choices}"
+        if len(value) > self.max_length:
+            return f"must be at most {self.max_length} characters"
+        if value.startswith("-") and not self.allow_leading_dash:
+            return "must not start with '-' (a command would read it as an option)"
+        if self.pattern is not None and re.fullmatch(self.pattern, value) is None:
+            return f"must match the whole pattern {self.pattern!r}"
+        return None
 
 
 class _ActionBase(_Strict):
@@ -139,17 +204,88 @@ class CommandAction(_ActionBase):
     output_bytes: int = Field(4000, ge=0)
     cwd: Path | None = None
     env: dict[str, str] = {}
-    # Tells whether a started-but-unrecorded execution happened: exit 0 = it did, 1 = it did not,
-    # anything else = unknown (the operator is asked). AGENTD_IDEMPOTENCY_KEY is set for both.
+    # Secrets by name: child variable → the daemon's variable it is copied from at execution time,
+    # e.g. { API_TOKEN = "PAYMENTS_TOKEN" }. Their values are redacted from results.
+    secret_env: dict[str, str] = {}
+    # Tells whether a started-but-unrecorded execution happened. It must exit 0 and print, as its
+    # last non-empty line, `done` (it happened) or `not-done` (it did not); anything else (another
+    # exit code, a crash, other output, a timeout) is unknown and the operator is asked.
+    # AGENTD_IDEMPOTENCY_KEY is set for both the action and its verify command.
     verify_argv: list[str] | None = None
+
+    @field_validator("params")
+    @classmethod
+    def _params_are_constrained(cls, params: dict[str, Param]) -> dict[str, Param]:
+        for name, p in params.items():
+            if not p.choices and p.pattern is None:
+                raise ValueError(
+                    f"param {name!r} would reach argv unconstrained; give it "
+                    f'choices = [...] or pattern = "..." (matched against the whole value)'
+                )
+        return params
+
+    @field_validator("argv", "verify_argv", "env")
+    @classmethod
+    def _no_secret_placeholders(cls, value: Any) -> Any:
+        parts = value.values() if isinstance(value, dict) else value or []
+        if any(SECRET_PLACEHOLDER.search(part) for part in parts):
+            raise ValueError(
+                "{secret:NAME} is not filled in argv or env (argv is journaled); "
+                'pass the secret as a variable with secret_env = { CHILD_VAR = "NAME" }'
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _secret_env_names(self) -> CommandAction:
+        for child, source in self.secret_env.items():
+            if not (_ENV_NAME.fullmatch(child) and _ENV_NAME.fullmatch(source)):
+                raise ValueError(f"secret_env: {child!r} = {source!r} must both be variable names")
+            if child.startswith("AGENTD_") or child in self.env:
+                raise ValueError(f"secret_env: {child!r} is already set (by env or by agentd)")
+        return self
 
 
 class HttpAction(_ActionBase):
     type: Literal["http"]
-    urls: list[str] = Field(min_length=1)
+    # The allowlist: URL templates, or a table label → template. The model sees and picks labels
+    # (a list's labels are its templates). `{param}` fills a declared param in the path or query;
+    # `{secret:NAME}` the daemon's variable NAME, at execution time only.
+    urls: list[str] | dict[str, str] = Field(min_length=1)
+    headers: dict[str, str] = {}  # sent with every request; values may hold {secret:NAME}
     methods: list[Literal["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"]] = ["POST"]
     timeout_s: float = Field(10.0, gt=0)
     body_excerpt_bytes: int = Field(1000, ge=0)
+
+    @property
+    def url_templates(self) -> dict[str, str]:
+        """Label → URL template; a list's labels are its templates."""
+        return dict(self.urls) if isinstance(self.urls, dict) else {u: u for u in self.urls}
+
+    def secret_names(self) -> list[str]:
+        """The daemon's variables this action reads, from its URLs and headers."""
+        texts = [*self.url_templates.values(), *self.headers.values()]
+        return sorted({name for t in texts for name in SECRET_PLACEHOLDER.findall(t)})
+
+    @model_validator(mode="after")
+    def _templates_are_fixed_where_it_matters(self) -> HttpAction:
+        for label, template in self.url_templates.items():
+            parts = urllib.parse.urlsplit(template)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f"url {label!r} must start with http:// or https:// and a host")
+            if "{" in parts.netloc:
+                raise ValueError(f"url {label!r}: placeholders may fill the path and query only")
+            unknown = set(PARAM_PLACEHOLDER.findall(template)) - set(self.params)
+            if unknown:
+                raise ValueError(
+                    f"url {label!r} names {', '.join(sorted(unknown))}, not a declared param"
+                )
+        hosts = {urllib.parse.urlsplit(t)[:2] for t in self.url_templates.values()}
+        if len(hosts) > 1 and any(SECRET_PLACEHOLDER.search(v) for v in self.headers.values()):
+            raise ValueError(
+                "headers carry a secret to every url, and these urls name several hosts; "
+                "split the action into one per host"
+            )
+        return self
 
 
 class BuiltinAction(_ActionBase):

@@ -29,10 +29,13 @@ class RunRef:
     goal_id: int
     epoch: int
     seq: int  # the seq the next journaled step will get
+    db_id: str = ""  # the database's random id: keys stay unique across homes
 
     @property
     def key(self) -> str:
-        return f"{self.run_id}:{self.seq}"
+        return (
+            f"{self.db_id}:{self.run_id}:{self.seq}" if self.db_id else f"{self.run_id}:{self.seq}"
+        )
 
 
 def control(
@@ -47,9 +50,8 @@ def control(
     events_seen: int,
     expires_at: float | None,
 ) -> list[Step]:
-    """notify / ask / sleep / wait_event: the ACT step plus its inbox item or wait."""
-    if approval is not None:
-        qi.consume_approval(c, approval, digest, ref.key)
+    """notify / ask / sleep / wait_event: the ACT step plus its inbox item or wait. The caller
+    has admitted the action (and consumed its approval) in the same transaction."""
     result: JSON = {"ok": True}
     if cfg.type in ("notify", "ask"):
         kind = InboxKind.NOTICE if cfg.type == "notify" else InboxKind.QUESTION
@@ -69,8 +71,11 @@ def control(
         return [act, q.suspend(c, ref.run_id, ref.epoch, wait, item_id=result["item_id"])]
     if cfg.type == "sleep":
         until = args.get("until")
-        seconds = min(float(args.get("seconds") or 0.0), cfg.max_sleep_s)
-        wake_at = datetime.fromisoformat(until).timestamp() if until else time.time() + seconds
+        now = time.time()
+        wake_at = (
+            datetime.fromisoformat(until).timestamp() if until else now + float(args["seconds"])
+        )
+        wake_at = min(wake_at, now + cfg.max_sleep_s)  # `until` obeys max_sleep_s like `seconds`
         wait = {"kind": "timer", "why": "sleep", "until": wake_at}
         return [act, q.suspend(c, ref.run_id, ref.epoch, wait, wake_at=wake_at)]
     timeout = args.get("timeout_s")
@@ -111,13 +116,8 @@ def finish(
     ref: RunRef,
     status: RunStatus,
     summary: str,
-    *,
-    approval: int | None = None,
-    digest: str | None = None,
 ) -> Step:
     """End the run, withdraw what it still asks, and leave a notice with the summary."""
-    if approval is not None and digest is not None:
-        qi.consume_approval(c, approval, digest, ref.key)
     qi.withdraw_open_items(c, ref.run_id, f"run {status}")
     qi.post(
         c, InboxKind.NOTICE, title=f"run {ref.run_id} {status}: {summary[:150]}", body=summary,

@@ -22,7 +22,7 @@ import structlog
 
 from agentd import actions, config, llm, sdnotify, sources
 from agentd.config import Config, Paths
-from agentd.db import accounting
+from agentd.db import accounting, meta
 from agentd.db import queries as q
 from agentd.db.store import Store
 from agentd.deps import LEASE_S, Deps
@@ -130,7 +130,7 @@ async def _serve_locked(
     deps = build_deps(cfg, store, owner)
     deps.models.update(models)
     engine = Engine(deps)
-    scheduler = Scheduler(deps, engine.launch)
+    scheduler = Scheduler(deps, engine.launch, engine.live)
     deps.on_change = scheduler.nudge
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -138,6 +138,7 @@ async def _serve_locked(
     try:
         limited = [(a, act) for a, cfg_a in cfg.agents.items() for act in cfg_a.policy.max_per_hour]
         await store.write(lambda c: accounting.set_rate_limits(c, limited))
+        deps.db_id = await store.write(meta.db_id)
         resumed = await store.write(lambda c: q.claim_running(c, owner, LEASE_S))
         for run_id, epoch in resumed:
             engine.launch(run_id, epoch)
@@ -188,7 +189,7 @@ async def _retention(deps: Deps, stop: asyncio.Event) -> None:
     keep_s = deps.config.daemon.journal_retention_days * 86400
     while not stop.is_set():
         try:
-            pruned = await deps.store.write(lambda c: q.prune(c, time.time() - keep_s))
+            pruned = await deps.store.write(lambda c: meta.prune(c, time.time() - keep_s))
         except StateError as e:  # a lock held too long: prune at the next hour
             log.error("journal.prune_failed", error=str(e))
             pruned = 0

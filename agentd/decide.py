@@ -10,12 +10,22 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, NoReturn, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    WithJsonSchema,
+    create_model,
+)
 from pydantic import model_validator as _model_validator
 
 from agentd.config import (
@@ -28,6 +38,15 @@ from agentd.config import (
 )
 from agentd.errors import ModelOutputInvalid
 from agentd.models import JSON, action_digest
+
+# A decision is a few hundred characters; anything far longer is a runaway or hostile reply, and
+# every step below (fence stripping, the depth scan, json, pydantic) is linear in this bound.
+MAX_REPLY_CHARS = 64_000
+# A decision nests three deep ({"action": {"match": {...}}}); past this a reply is refused before
+# json.loads or pydantic recurse into it.
+_MAX_DEPTH = 32
+# Digits of one JSON number: int() is quadratic in them, and its global limit is a ValueError.
+_MAX_NUMBER_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -63,7 +82,18 @@ class _SleepArgs(_Closed):
 def _param_type(p: Param) -> Any:
     if p.choices:
         return Literal[tuple(p.choices)]
-    return Annotated[str, StringConstraints(max_length=p.max_length, pattern=p.pattern)]
+
+    def check(value: str) -> str:
+        if (why := p.refusal(value)) is not None:
+            raise ValueError(why)
+        return value
+
+    # Checked in Python (a whole-value match, no leading '-'), as the executors re-check it; the
+    # schema shows the model the length and the pattern, anchored: a search then agrees with it.
+    schema: JSON = {"type": "string", "maxLength": p.max_length}
+    if p.pattern is not None:
+        schema["pattern"] = f"^(?:{p.pattern})$"
+    return Annotated[str, AfterValidator(check), WithJsonSchema(schema)]
 
 
 def _fields_for(name: str, cfg: Any) -> dict[str, Any]:
@@ -72,7 +102,8 @@ def _fields_for(name: str, cfg: Any) -> dict[str, Any]:
         pname: (_param_type(p), Field(description=p.description)) for pname, p in cfg.params.items()
     }
     if isinstance(cfg, HttpAction):
-        fields["url"] = (Literal[tuple(cfg.urls)], ...)
+        # Labels (a list's labels are its templates); the executor fills params and secrets in.
+        fields["url"] = (Literal[tuple(cfg.url_templates)], ...)
         fields["method"] = (Literal[tuple(cfg.methods)], cfg.methods[0])
         fields["body"] = (str | None, None)
     elif isinstance(cfg, BuiltinAction):
@@ -132,22 +163,24 @@ class Menu:
         return copy.deepcopy(self._schema)
 
     def parse(self, raw: str) -> Decision:
-        """Validate a model's raw reply; ModelOutputInvalid says what was wrong, for a re-ask."""
-        try:
-            data = json.loads(_strip_fences(raw))
-        except json.JSONDecodeError as e:
-            raise ModelOutputInvalid(f"reply is not valid JSON ({e.msg} at char {e.pos})") from None
+        """Validate a model's raw reply; ModelOutputInvalid says what was wrong, for a re-ask.
+
+        Any reply, however hostile, ends here as a Decision or ModelOutputInvalid, and the work
+        is bounded by MAX_REPLY_CHARS: nothing below backtracks or recurses with the input.
+        """
+        data = _load(raw)
         if not isinstance(data, dict) or not isinstance(data.get("action"), dict):
             raise ModelOutputInvalid('reply must be an object {"reason": ..., "action": {...}}')
         kind = data["action"].get("kind")
-        if kind not in self.models:
+        if not isinstance(kind, str) or kind not in self.models:  # a list kind is unhashable
             raise ModelOutputInvalid(
-                f"unknown action {kind!r}; choose one of: {', '.join(self.models)}"
+                f"unknown action {_clip(repr(kind))}; choose one of: {', '.join(self.models)}"
             )
         reason = data.get("reason", "")
         if not isinstance(reason, str):
             raise ModelOutputInvalid("`reason` must be a string")
         args = self.validate_args(kind, {k: v for k, v in data["action"].items() if k != "kind"})
+        # Control characters stay: the reason is data, and rendering neutralises them.
         return Decision(action=kind, args=args, reason=reason[:2000])
 
     def validate_args(self, action: str, args: JSON) -> JSON:
@@ -155,10 +188,17 @@ class Menu:
         model = self.models.get(action)
         if model is None:
             raise ModelOutputInvalid(f"unknown action {action!r}")
+        if "kind" in args:  # an edit must not switch the action the approval was for
+            raise ModelOutputInvalid(
+                f"`kind` cannot be changed: these are the arguments of {action}; "
+                "to run another action, deny this one and the run chooses again"
+            )
         try:
             parsed = model.model_validate({**args, "kind": action})
         except ValidationError as e:
             raise ModelOutputInvalid(f"invalid arguments for {action}: {_brief(e)}") from None
+        except RecursionError:
+            raise ModelOutputInvalid(f"arguments for {action} nest too deeply") from None
         dumped = parsed.model_dump(mode="json", exclude={"kind"}, exclude_none=True)
         return dict(dumped)
 
@@ -184,7 +224,7 @@ def _default_description(cfg: Any) -> str:
     if isinstance(cfg, CommandAction):
         return f"Run the command {' '.join(cfg.argv)}."
     if isinstance(cfg, HttpAction):
-        return "Send an HTTP request to one of the allowed URLs."
+        return f"Send an HTTP request to one of: {', '.join(cfg.url_templates)}."
     return {
         "finish": "End the run: succeeded when the goal's criteria hold, failed when they cannot.",
         "ask": "Ask the operator a question and wait for the answer.",
@@ -194,15 +234,105 @@ def _default_description(cfg: Any) -> str:
     }[cfg.type]
 
 
+def _load(raw: str) -> Any:
+    """The JSON value of a reply, within the bounds above; every failure is ModelOutputInvalid."""
+    if len(raw) > MAX_REPLY_CHARS:
+        raise ModelOutputInvalid(
+            f"reply is {len(raw)} characters; the limit is {MAX_REPLY_CHARS} — "
+            "answer with one short JSON object"
+        )
+    text = _strip_fences(raw)
+    if _too_deep(text):
+        raise ModelOutputInvalid(
+            f"reply nests more than {_MAX_DEPTH} levels deep; answer with one flat JSON object"
+        )
+    try:
+        data = json.loads(
+            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_no_constant
+        )
+    except json.JSONDecodeError as e:
+        raise ModelOutputInvalid(f"reply is not valid JSON ({e.msg} at char {e.pos})") from None
+    # Backstops, should the checks above ever miss: json's own recursion limit, and the global
+    # int-string limit (sys.set_int_max_str_digits) if set below _MAX_NUMBER_CHARS.
+    except RecursionError:
+        raise ModelOutputInvalid(
+            "reply nests too deeply; answer with one flat JSON object"
+        ) from None
+    except ValueError:
+        raise ModelOutputInvalid("a number in the reply is too long; write it shorter") from None
+    try:
+        # Lone surrogates (\ud800) decode but cannot be encoded: not in a digest, nor on a terminal.
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise ModelOutputInvalid("reply contains an unpaired surrogate (\\ud800-\\udfff)") from None
+    return data
+
+
 def _strip_fences(raw: str) -> str:
+    """The reply without a Markdown fence around it (```json ... ``` or ``` ... ```), else as is.
+
+    String operations only, linear in the length: the regex this replaces backtracked cubically
+    on a fence, a long run of whitespace, then anything but a fence (3,000 spaces: seconds).
+    """
     text = raw.strip()
-    m = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, flags=re.DOTALL)
-    return m.group(1) if m else text
+    if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
+        return text
+    return text[3:-3].removeprefix("json").strip()
+
+
+def _too_deep(text: str) -> bool:
+    """Whether [ and { nest past _MAX_DEPTH outside JSON strings — an upper bound on how deep
+    json.loads would recurse into the text, found without recursing."""
+    if text.count("[") + text.count("{") <= _MAX_DEPTH:  # nearly every reply: no scan needed
+        return False
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > _MAX_DEPTH:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
+def _parse_int(token: str) -> int:
+    if len(token) > _MAX_NUMBER_CHARS:
+        raise ModelOutputInvalid(f"a number in the reply has {len(token)} digits; write it shorter")
+    return int(token)
+
+
+def _parse_float(token: str) -> float:
+    if len(token) > _MAX_NUMBER_CHARS:
+        raise ModelOutputInvalid(f"a number in the reply has {len(token)} digits; write it shorter")
+    value = float(token)
+    if not math.isfinite(value):
+        raise ModelOutputInvalid(f"the number {_clip(token)} is out of range")
+    return value
+
+
+def _no_constant(token: str) -> NoReturn:
+    raise ModelOutputInvalid(f"{token} is not a JSON number; give a finite number")
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """Reply text quoted in an error message, kept short: the message goes back into a prompt."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _brief(err: ValidationError) -> str:
     parts = []
     for e in err.errors()[:5]:
-        loc = ".".join(str(p) for p in e["loc"] if p != "kind") or "arguments"
+        loc = ".".join(_clip(str(p), 40) for p in e["loc"] if p != "kind") or "arguments"
         parts.append(f"{loc}: {e['msg']}")
     return "; ".join(parts)

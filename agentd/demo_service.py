@@ -3,7 +3,7 @@
     python -m agentd.demo_service serve --state DIR --port N   # the service itself
     python -m agentd.demo_service deploy --state DIR VERSION   # switch version (…-bad versions fail)
     python -m agentd.demo_service rollback --state DIR         # back to the previous version
-    python -m agentd.demo_service verify-rollback --state DIR  # exit 0 if $AGENTD_IDEMPOTENCY_KEY ran
+    python -m agentd.demo_service verify-rollback --state DIR  # done / not-done: did the key's rollback run?
     python -m agentd.demo_service version --state DIR          # the deployed version, and the one before
     python -m agentd.demo_service restart --state DIR          # restart (does not fix a bad version)
     python -m agentd.demo_service heal --state DIR             # the broken backend recovers by itself
@@ -103,9 +103,14 @@ def heal(d: Path) -> int:
 
 
 def verify_rollback(d: Path) -> int:
-    """Exit 0 if the rollback keyed $AGENTD_IDEMPOTENCY_KEY happened, 1 if it did not."""
-    key = os.environ.get("AGENTD_IDEMPOTENCY_KEY", "")
-    return 0 if key and key in _state(d).get("rollback_keys", []) else 1
+    """Print `done` if the rollback keyed $AGENTD_IDEMPOTENCY_KEY happened, `not-done` if it did
+    not, and exit 0; a crash here (any other exit or output) leaves agentd's answer unknown."""
+    key = os.environ.get("AGENTD_IDEMPOTENCY_KEY")
+    if not key:
+        print("AGENTD_IDEMPOTENCY_KEY is not set", file=sys.stderr)
+        return 2
+    print("done" if key in _state(d).get("rollback_keys", []) else "not-done")
+    return 0
 
 
 def serve(d: Path, port: int) -> None:

@@ -11,6 +11,7 @@ from agentd.config import Config
 from agentd.db.store import Store
 from agentd.decide import Menu
 from agentd.llm import Model
+from agentd.models import JSON, StepStatus
 from agentd.sources import Source
 
 LEASE_S = 300.0  # how long a claimed run's lease lasts; re-claimed at every start and wake
@@ -27,6 +28,10 @@ class Deps:
     sources: dict[str, Source]
     owner: str
     menus: dict[str, Menu] = field(default_factory=dict)
+    db_id: str = ""  # the database's random id (meta), the first part of idempotency keys
+    # Results of actions that ran but are not journaled yet, by (run_id, seq): a retry after a
+    # transient database error journals them instead of running the action again.
+    held: dict[tuple[int, int], tuple[StepStatus, JSON]] = field(default_factory=dict)
     # Nudges the scheduler after a commit it may act on (a run started waiting).
     on_change: Callable[[], None] = lambda: None
 

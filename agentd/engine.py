@@ -8,6 +8,7 @@ run executes; waiting runs are rows that the scheduler wakes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import time
@@ -24,7 +25,7 @@ from agentd.db import accounting
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import world as worlds
-from agentd.decide import Decision
+from agentd.decide import MAX_REPLY_CHARS, Decision
 from agentd.deps import Deps
 from agentd.errors import (
     AgentdError,
@@ -32,12 +33,14 @@ from agentd.errors import (
     ModelError,
     ModelOutputInvalid,
     ModelRejected,
+    NotFound,
     Refused,
     StateError,
 )
 from agentd.llm import SUMMARY_SCHEMA, ModelReply, ModelRequest, mechanical_summary
 from agentd.models import (
     JSON,
+    GoalStatus,
     InboxKind,
     RunStatus,
     Step,
@@ -112,6 +115,8 @@ class Engine:
                     log.exception("run.stalled")
                     if driver is not None:
                         await self._park(driver, e)
+                    else:
+                        await self._park_unloaded(run_id, epoch, e)
                     return
 
     async def _abandon(self, run_id: int, epoch: int, reason: str) -> None:
@@ -126,6 +131,31 @@ class Engine:
             await self.deps.store.write(work)
         except AgentdError:
             log.exception("run.abandon_failed")
+
+    def live(self) -> set[int]:
+        """Runs that have a task driving them (or queued to get one)."""
+        return set(self.tasks) | set(self.relaunch)
+
+    async def _park_unloaded(self, run_id: int, epoch: int, err: Exception) -> None:
+        """A run whose journal could not even be loaded waits for the operator, visibly,
+        instead of staying `running` with no driver."""
+
+        def work(c: Any) -> None:
+            run = q.get_run(c, run_id)
+            ref = control.RunRef(run_id, run.goal_id, epoch, run.step_count + 1, self.deps.db_id)
+            question = (
+                f"Run {run_id} could not be loaded: {err}. Answer to let it try again, or "
+                "cancel it with `agentd runs cancel`."
+            )
+            control.post_and_wait(
+                c, ref, InboxKind.QUESTION, "internal_error", title=question[:200],
+                body=question, seq=ref.seq, rule="internal_error",
+            )  # fmt: skip
+
+        try:
+            await self.deps.store.write(work)
+        except Exception:
+            log.exception("run.park_failed")
 
     async def _park(self, driver: RunDriver, err: Exception) -> None:
         """A step failed unexpectedly: hand the run to the operator instead of leaving it stuck.
@@ -168,8 +198,9 @@ class RunDriver(RunJournal):
             steps = q.list_steps(c, run_id)
             world: JSON = {}
             snapshots = [s.data["snapshot_id"] for s in steps if "snapshot_id" in s.data]
-            if snapshots:
-                world = worlds.get_snapshot(c, snapshots[-1])
+            if snapshots:  # gone (pruned by an older agentd): the run just looks again
+                with contextlib.suppress(NotFound):
+                    world = worlds.get_snapshot(c, snapshots[-1])
             return q.get_goal(c, run.goal_id), steps, world
 
         goal, steps, world = await deps.store.read(read)
@@ -190,6 +221,8 @@ class RunDriver(RunJournal):
             return False
         if last.kind in (StepKind.OBSERVE, StepKind.SUMMARIZE):
             await self.decide()
+        elif last.kind == StepKind.DECIDE and last.status == StepStatus.STARTED:
+            await self.settle_decision(last)  # journaled, not yet parsed: never asked again
         elif last.kind == StepKind.DECIDE:
             await (self.check(last) if last.action else self.after_invalid())
         elif last.kind == StepKind.CHECK:
@@ -239,6 +272,10 @@ class RunDriver(RunJournal):
             return
         if reason := await self._over_budget():
             await self.finish(RunStatus.FAILED, f"stopped: {reason}")
+            return
+        goal = await self.deps.store.read(lambda c: q.get_goal(c, self.goal_id))
+        if goal.status != GoalStatus.ACTIVE:  # paused or closed: no new decision, visibly
+            await self.finish(RunStatus.CANCELLED, f"stopped: goal {self.goal_id} is {goal.status}")
             return
         if await self.maybe_summarize():
             return  # the SUMMARIZE step is journaled; the next advance decides
@@ -360,41 +397,54 @@ class RunDriver(RunJournal):
         )
 
     async def _record_decision(self, reply: ModelReply, decision_no: int, escalated: bool) -> None:
-        """Journal the reply — raw text, model, usage, cost — then its validation outcome."""
-        price = self.deps.config.price_of(reply.model)
-        cost = (
-            price.cost_usd(reply.tokens_in, reply.tokens_out, reply.tokens_cached)
-            if price
-            else None
-        )
+        """Journal the reply — raw text, model, usage, cost — *before* parsing it, so a reply
+        that is slow or fatal to parse is never asked for again; then settle its outcome."""
+        text = reply.text
         meta: JSON = {
-            "raw": reply.text[:20000],
+            "raw": text[:MAX_REPLY_CHARS],
             "model": reply.model,
             "stop_reason": reply.stop_reason,
             "decision_no": decision_no,
             "tokens_cached": reply.tokens_cached,
-            "cost_usd": cost,
+            "cost_usd": self._cost(reply),
             "escalated": escalated,
         }
+        if len(text) > MAX_REPLY_CHARS:
+            meta["reply_chars"] = len(text)  # kept cut; the parse rejects it for its length
         tokens = {"tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out}
+        step = await self._append(StepKind.DECIDE, status=StepStatus.STARTED, data=meta, **tokens)
+        await self.settle_decision(step)
+
+    async def settle_decision(self, step: Step) -> None:
+        """Parse a journaled raw reply (off the event loop, bounded) and record the outcome."""
+        meta = step.data
+        d: Decision | None = None
         try:
-            d = self.menu.parse(reply.text)
+            if "reply_chars" in meta:
+                raise ModelOutputInvalid(
+                    f"reply is {meta['reply_chars']} characters; the limit is {MAX_REPLY_CHARS}"
+                    " — answer with one short JSON object"
+                )
+            d, error = await asyncio.to_thread(self.menu.parse, str(meta.get("raw", ""))), None
         except ModelOutputInvalid as e:
-            error = str(e)
-            if reply.stop_reason in ("max_tokens", "length", "refusal"):
-                error = f"the reply ended with stop reason {reply.stop_reason!r}: {error}"
-            await self._append(
-                StepKind.DECIDE, status=StepStatus.ERROR, data={**meta, "error": error}, **tokens
-            )
-            return
-        await self._append(
-            StepKind.DECIDE,
-            action=d.action,
-            args=d.args,
-            digest=d.digest,
-            data={**meta, "reason": d.reason},
-            **tokens,
+            d, error = None, str(e)
+        except Exception as e:  # anything else a hostile reply provokes is still just invalid
+            d, error = None, f"reply could not be parsed ({type(e).__name__})"
+        if d is None:
+            stop = meta.get("stop_reason")
+            if stop in ("max_tokens", "length", "refusal"):
+                error = f"the reply ended with stop reason {stop!r}: {error}"
+            fields: JSON = {"status": StepStatus.ERROR, "data": {**meta, "error": error}}
+        else:
+            fields = {
+                "status": StepStatus.DONE, "data": {**meta, "reason": d.reason},
+                "action": d.action, "args": d.args, "digest": d.digest,
+            }  # fmt: skip
+        seq = step.seq
+        done: Step = await self._write(
+            lambda c: q.settle_decision(c, self.run_id, self.epoch, seq, **fields)
         )
+        self.steps[-1] = done
 
     async def backoff(self, err: BaseException) -> None:
         """A failed model call: sleep durably (a wake time on the run), no coroutine held.
@@ -489,9 +539,9 @@ class RunDriver(RunJournal):
 
 def _summary_text(raw: str) -> str:
     """The summary from a reply: JSON {"summary": ...} when valid, else the text itself."""
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError:
+    try:  # bounded like decisions: a hostile summary reply is just text, never an error
+        parsed = json.loads(raw) if len(raw) <= MAX_REPLY_CHARS else None
+    except (ValueError, RecursionError):
         parsed = None
     text = parsed.get("summary") if isinstance(parsed, dict) else None
     return str(text if isinstance(text, str) else raw).strip()[:2000]

@@ -3,6 +3,7 @@
 Shared by the http action and the http source, which may not import each other (pyproject.toml's
 import-linter layers).
 Any HTTP status is a result and a failure to get one is `ok: false` with the error, never a raise.
+Redirects are not followed: a 3xx is what came back, and each caller says whether that is `ok`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ async def exchange(
     content: str | None = None,
     headers: Mapping[str, str] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    ok_statuses: range = range(200, 400),
 ) -> JSON:
-    """`ok` (2xx/3xx), `status`, `latency_ms` and a `body` excerpt; or `ok: false` with `error`."""
+    """`ok` (a status in `ok_statuses`: the http source counts 2xx/3xx as healthy, the http action
+    only 2xx), `status`, `latency_ms` and a `body` excerpt; or `ok: false` with `error`."""
     started = time.monotonic()
     try:
         # httpx's timeout bounds each phase; asyncio.timeout bounds the whole exchange.
@@ -42,7 +45,7 @@ async def exchange(
     except (httpx.HTTPError, httpx.InvalidURL) as e:
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}
     return {
-        "ok": 200 <= response.status_code < 400,
+        "ok": response.status_code in ok_statuses,
         "status": response.status_code,
         "latency_ms": round((time.monotonic() - started) * 1000, 1),
         "body": excerpt,

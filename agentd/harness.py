@@ -6,14 +6,17 @@ journal). What the model says about approval is irrelevant: only the verdict com
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from agentd.actions import CONTROL_TYPES
-from agentd.config import AgentConfig, Budget
-from agentd.decide import Decision
-from agentd.models import JSON, Verdict
+from agentd.config import ActionConfig, AgentConfig, Budget
+from agentd.decide import Decision, Menu
+from agentd.errors import ModelOutputInvalid
+from agentd.models import JSON, Verdict, canonical_json
 
-# Waiting is not acting: repeating a wait is how a watcher watches, so loops are not counted on these.
+# Waiting is not acting: repeating a wait is how a watcher watches, so loops are not counted on
+# these action types.
 NOT_LOOPING = frozenset({"sleep", "wait_event"})
 
 
@@ -41,7 +44,7 @@ def check(decision: Decision, agent: AgentConfig, facts: Facts, action_type: str
     threshold = agent.limits.loop_threshold
     recent = facts.recent_digests[-(threshold - 1) :]
     if (
-        name not in NOT_LOOPING
+        action_type not in NOT_LOOPING  # by type: an action *named* sleep may be a command
         and len(recent) == threshold - 1
         and all(d == decision.digest for d in recent)
     ):
@@ -63,6 +66,47 @@ def check(decision: Decision, agent: AgentConfig, facts: Facts, action_type: str
             escalate=facts.denials_in_a_row + 1 >= agent.limits.max_denials,
         )
     return Check(verdict, rule)
+
+
+def admit(action: str, args: JSON, menu: Menu, acts_last_hour: int, *, approved: bool) -> Check:
+    """The harness again, at the moment of execution, against the config in force *now*.
+
+    Called inside the write transaction that journals the action's intent (and consumes its
+    approval), with `acts_last_hour` counted in that same transaction — so a rate limit is a
+    reservation, not an estimate, and nothing checked or approved under an older config runs
+    once the operator tightened it. ALLOW: go ahead. APPROVE: it needs an approval it does not
+    have. DENY: refused, with the rule that refused it.
+    """
+    agent = menu.agent
+    if action not in agent.actions:
+        return Check(Verdict.DENY, f"{action} is no longer on this agent's menu")
+    try:
+        valid = menu.validate_args(action, args)
+    except ModelOutputInvalid as e:
+        return Check(Verdict.DENY, f"arguments no longer valid under the current config: {e}")
+    if valid != args:
+        return Check(Verdict.DENY, "arguments changed meaning under the current config")
+    action_type = menu.config.action(action).type
+    default = "allow" if action_type in CONTROL_TYPES else agent.policy.default
+    verdict = Verdict(agent.policy.rules.get(action, default))
+    if verdict == Verdict.DENY:
+        return Check(verdict, f"policy now: {action} = deny")
+    if verdict == Verdict.APPROVE and not approved:
+        return Check(verdict, f"policy now: {action} = approve")
+    limit = agent.policy.max_per_hour.get(action)
+    if limit is not None and acts_last_hour >= limit:
+        return Check(
+            Verdict.DENY,
+            f"rate limit: {action} ran {acts_last_hour} times in the last hour (max {limit})",
+        )
+    return Check(Verdict.ALLOW, "admitted")
+
+
+def config_hash(cfg: ActionConfig) -> str:
+    """The identity of what an action *does* (its argv, URLs, env, …): an approval is bound to
+    it, so an edit of config.toml after approving never runs a different command."""
+    spelled = canonical_json(cfg.model_dump(mode="json"))
+    return hashlib.sha256(spelled.encode()).hexdigest()[:16]
 
 
 def over_budget(budget: Budget, goal: JSON, today: JSON) -> str | None:

@@ -5,6 +5,7 @@ or at its next start if it is stopped.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from agentd.config import Config
@@ -44,6 +45,13 @@ def approve(
 
     def work(c: Any) -> InboxItem:
         item = _open_item(c, item_id, InboxKind.APPROVAL)
+        if item.expires_at is not None and item.expires_at.timestamp() <= time.time():
+            # Expired while nobody (or no daemon) closed it: too late to grant, whatever the
+            # daemon's state; it will be closed as expired.
+            raise Refused(
+                f"inbox item {item_id} expired at {item.expires_at:%Y-%m-%d %H:%M:%S} UTC; "
+                "it can no longer be approved (the run is told it expired)"
+            )
         if edit is None:
             return qi.resolve(c, item_id, InboxStatus.APPROVED, answer=note or "approved")
         agent = config.agents.get(q.get_run(c, item.run_id).agent) if item.run_id else None

@@ -3,6 +3,7 @@
 Pure functions between domain records and text; nothing here reads the database or the environment.
 Tables keep one line per row (long cells are cut with …); --json always carries the full values,
 with datetimes as ISO 8601 in UTC. Malformed input raises UsageError (exit 2) with an example.
+Text from a model, the world or a person passes through `safe()` before it reaches a terminal.
 """
 
 from __future__ import annotations
@@ -49,6 +50,67 @@ PLACEHOLDER_REPLIES = """[
 """
 
 
+# ── neutralising text from models and the world ──────────────────────────────────────────────
+
+# Printable by Python's measure, yet invisible: fillers, joiners and selectors that hide or smuggle
+# text. Everything `str.isprintable()` rejects (C0/C1 controls, DEL, bidi overrides and isolates,
+# zero-width and other format characters, line separators, unassigned code points) is escaped too.
+_INVISIBLE = re.compile(
+    r"[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\uffa0\U000e0100-\U000e01ef]"
+)
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Starts every further line of a multi-line written text, so that line cannot pose as a field.
+CONTINUATION = "  │ "
+
+
+def _escape(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    cp = ord(ch)
+    return f"\\x{cp:02x}" if cp <= 0xFF else f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+
+
+def _escape_line(text: str, keep: str) -> str:
+    if text.isprintable() and not _INVISIBLE.search(text):
+        return text  # the common case, checked in C
+    return "".join(
+        ch if ch in keep or (ch.isprintable() and not _INVISIBLE.match(ch)) else _escape(ch)
+        for ch in text
+    )
+
+
+def safe(text: object, *, multiline: bool = False, continuation: str = CONTINUATION) -> str:
+    """`text` as it may be shown on a terminal: control, bidi and invisible characters become
+    visible escapes (ESC → `\\x1b`, U+202E → `\\u202e`), so nothing a model or the world wrote can
+    move the cursor, clear the screen, reorder what is shown or hide characters.
+
+    Newlines become `\\n` unless `multiline`; then they are kept (with tabs), and each further line
+    starts with `continuation`, so a written line never starts where a field or a heading would.
+    """
+    text = "" if text is None else str(text)
+    if not multiline:
+        return _escape_line(text, "")
+    lines = text.replace("\r\n", "\n").split("\n")
+    return ("\n" + continuation).join(_escape_line(line, "\t") for line in lines)
+
+
+def screen(text: str) -> str:
+    """The last pass over a whole rendered view or message: keeps its lines, escapes the rest."""
+    return safe(text, multiline=True, continuation="")
+
+
+def _ascii_json(value: Any, **options: Any) -> str:
+    """JSON with every character outside printable ASCII escaped (`\\u202e`, DEL too); decoders
+    read the same text back."""
+    return json.dumps(jsonable(value), ensure_ascii=True, **options)
+
+
+def canonical(value: Any) -> str:
+    """Arguments as shown in the authoritative block: sorted keys, one key a line, everything
+    outside printable ASCII escaped, so a look-alike letter shows as `\\u0430`."""
+    return _ascii_json(value, indent=2, sort_keys=True)
+
+
 # ── primitives ───────────────────────────────────────────────────────────────────────────────
 
 
@@ -66,7 +128,8 @@ def jsonable(value: Any) -> Any:
 
 
 def to_json(value: Any) -> str:
-    return json.dumps(jsonable(value), indent=2, ensure_ascii=False)
+    """--json output: every value in full; control, bidi and other non-ASCII characters escaped."""
+    return _ascii_json(value, indent=2)
 
 
 def compact(value: Any) -> str:
@@ -74,9 +137,14 @@ def compact(value: Any) -> str:
     return json.dumps(jsonable(value), separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def _line(value: object) -> str:
+    """Whitespace (newlines too) collapsed to single spaces, then neutralised."""
+    return safe(" ".join(str("" if value is None else value).split()))
+
+
 def one_line(value: object, width: int = 60) -> str:
-    """Whitespace collapsed to single spaces, cut to `width` characters with an ellipsis."""
-    text = " ".join(str("" if value is None else value).split())
+    """Whitespace collapsed to single spaces, neutralised, cut to `width` characters with an …."""
+    text = _line(value)
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
@@ -122,11 +190,15 @@ def until(dt: datetime | None, now: datetime) -> str:
 
 
 def _fields(pairs: Sequence[tuple[str, object]]) -> str:
-    """`label:  value` lines; a multi-line value continues under the value column."""
+    """`label:  value` lines; a multi-line value continues under the value column.
+
+    Values arrive already passed through `safe()` where they hold written text; the newlines left
+    are the view's own (a JSON layout, a list), and any control character left is escaped here.
+    """
     pad = max(len(k) for k, _ in pairs) + 2
     out = []
     for key, value in pairs:
-        lines = str(value).splitlines() or [""]
+        lines = screen(str(value)).split("\n")
         out.append(f"{key + ':':<{pad}}{lines[0]}")
         out.extend(" " * pad + line for line in lines[1:])
     return "\n".join(out)
@@ -192,13 +264,13 @@ def goals_table(goals: Sequence[Goal], now: datetime) -> str:
 
 
 def goal_view(goal: Goal, runs: Sequence[Run], tokens: JSON, now: datetime) -> str:
-    criteria = "\n".join(f"- {c}" for c in goal.criteria) or "-"
+    criteria = "\n".join(f"- {safe(c)}" for c in goal.criteria) or "-"
     deadline = f"{stamp(goal.deadline)} ({until(goal.deadline, now)})" if goal.deadline else "-"
     head = _fields(
         [
-            ("goal", f"{goal.goal_id}  [{goal.status}]  agent {goal.agent}"),
-            ("title", goal.title),
-            ("why", goal.why),
+            ("goal", f"{goal.goal_id}  [{goal.status}]  agent {safe(goal.agent)}"),
+            ("title", safe(goal.title)),
+            ("why", safe(goal.why, multiline=True)),
             ("criteria", criteria),
             ("deadline", deadline),
             ("created", f"{stamp(goal.created_at)} ({ago(goal.created_at, now)})"),
@@ -216,7 +288,7 @@ def goal_view(goal: Goal, runs: Sequence[Run], tokens: JSON, now: datetime) -> s
 
 
 def describe_wait(wait: JSON | None, wake_at: datetime | None = None) -> str:
-    """What a waiting run waits for, in words."""
+    """What a waiting run waits for, in words (one line, neutralised)."""
     if not wait:
         return "-"
     kind, why = wait.get("kind"), wait.get("why", "")
@@ -228,7 +300,7 @@ def describe_wait(wait: JSON | None, wake_at: datetime | None = None) -> str:
         text = f"retry after model error: {wait.get('error', '')}"
     else:
         text = f"timer ({why})"
-    return f"{text} until {stamp(wake_at)}" if wake_at else text
+    return _line(f"{text} until {stamp(wake_at)}" if wake_at else text)
 
 
 def runs_table(runs: Sequence[Run], now: datetime) -> str:
@@ -264,9 +336,9 @@ def run_header(run: Run, goal: Goal, now: datetime, steps: Sequence[Step] = ()) 
     spend = run_spend(steps)
     return _fields(
         [
-            ("run", f"{run.run_id}  [{run.status}]  agent {run.agent}"),
-            ("goal", f"{goal.goal_id}: {goal.title}"),
-            ("trigger", run.trigger),
+            ("run", f"{run.run_id}  [{run.status}]  agent {safe(run.agent)}"),
+            ("goal", f"{goal.goal_id}: {safe(goal.title)}"),
+            ("trigger", safe(run.trigger)),
             ("started", f"{stamp(run.created_at)} ({ago(run.created_at, now)})"),
             ("waiting for", describe_wait(run.wait, run.next_wake_at)),
             (
@@ -274,13 +346,17 @@ def run_header(run: Run, goal: Goal, now: datetime, steps: Sequence[Step] = ()) 
                 f"{spend['tokens_in']} in + {spend['tokens_out']} out tokens, "
                 f"{spend['usd']:.4f} USD",
             ),
-            ("summary", run.summary or "-"),
+            ("summary", safe(run.summary or "-", multiline=True)),
         ]
     )
 
 
 def step_detail(step: Step) -> str:
-    """What happened in a step, in one line: its result, reason, wait or outcome."""
+    """What happened in a step, in one neutralised line: its result, reason, wait or outcome."""
+    return _line(_step_text(step))
+
+
+def _step_text(step: Step) -> str:
     d = step.data
     if step.result is not None:
         err = step.result.get("error")
@@ -309,7 +385,7 @@ def step_line(step: Step) -> str:
     if step.action:
         parts.append(one_line(f"{step.action} {compact(step.args or {})}", 60))
     if step.verdict:
-        parts.append(f"→ {step.verdict} ({step.data.get('rule', '')})")
+        parts.append(f"→ {step.verdict} ({_line(step.data.get('rule', ''))})")
     if detail := step_detail(step):
         parts.append(f"— {one_line(detail, 100)}")
     return " ".join(parts)
@@ -328,6 +404,10 @@ def timeline(steps: Sequence[Step]) -> str:
 
 
 # ── inbox and events ─────────────────────────────────────────────────────────────────────────
+
+WRITTEN = "written by the model or taken from the world; agentd has not checked it:"
+RULE = "─" * 72
+AUTHORITATIVE = "AUTHORITATIVE —"  # starts the heading of the block the model cannot write
 
 
 def items_table(items: Sequence[InboxItem], now: datetime, *, with_status: bool) -> str:
@@ -352,10 +432,12 @@ def items_table(items: Sequence[InboxItem], now: datetime, *, with_status: bool)
 
 
 def item_view(item: InboxItem, goal: Goal | None, now: datetime) -> str:
+    """An item in full: its facts; then the text a model or the world wrote, every line marked;
+    then, for an approval and after a rule, the action and arguments that will execute."""
     pairs: list[tuple[str, object]] = [
         ("item", f"{item.item_id}  {item.kind}  [{item.status}]"),
-        ("title", item.title),
-        ("goal", f"{goal.goal_id}: {goal.title}" if goal else "-"),
+        ("title", safe(item.title)),
+        ("goal", f"{goal.goal_id}: {safe(goal.title)}" if goal else "-"),
         ("run", f"{item.run_id} (agentd runs show {item.run_id})" if item.run_id else "-"),
         ("created", f"{stamp(item.created_at)} ({ago(item.created_at, now)})"),
         (
@@ -363,19 +445,40 @@ def item_view(item: InboxItem, goal: Goal | None, now: datetime) -> str:
             f"{stamp(item.expires_at)} ({until(item.expires_at, now)})" if item.expires_at else "-",
         ),
     ]
-    if item.kind == InboxKind.APPROVAL:
-        pairs += [
-            ("action", item.action or "-"),
-            ("arguments", json.dumps(item.args or {}, indent=2, ensure_ascii=False)),
-            ("digest", (item.digest or "-")[:12]),
-        ]
     if item.rule:
-        pairs.append(("rule", item.rule))
-    pairs.append(("answer", item.answer or "-"))
+        pairs.append(("rule", safe(item.rule)))
+    pairs.append(("answer", safe(item.answer or "-", multiline=True)))
     if item.resolved_at:
-        pairs.append(("resolved", stamp(item.resolved_at)))
-    body = "\n".join("  " + line for line in item.body.splitlines()) or "  -"
-    return f"{_fields(pairs)}\n\nwhy:\n{body}\n\n{_next_moves(item)}".rstrip()
+        pairs.append(("closed", stamp(item.resolved_at)))
+    parts = [_fields(pairs), f"{WRITTEN}\n{_written(item)}"]
+    if item.kind == InboxKind.APPROVAL:
+        parts.append(_authoritative(item))
+    if moves := _next_moves(item):
+        parts.append(moves)
+    return "\n\n".join(parts)
+
+
+def _written(item: InboxItem) -> str:
+    """The item's body (and the model's reason when the body lacks it), each line marked `│`."""
+    texts = [item.body] if item.body.strip() else []
+    reason = item.data.get("reason")
+    if isinstance(reason, str) and reason.strip() and reason not in item.body:
+        texts.append(f"reason: {reason}")
+    return CONTINUATION + safe("\n".join(texts) or "-", multiline=True)
+
+
+def _authoritative(item: InboxItem) -> str:
+    """The exact action the approval is bound to, last on the screen: canonical, escaped JSON."""
+    pairs: list[tuple[str, object]] = [
+        ("action", safe(item.action or "-")),
+        ("arguments", canonical(item.args or {})),
+    ]
+    if (resolved := item.data.get("resolved")) is not None:
+        pairs.append(("resolves to", canonical(resolved)))
+    pairs.append(("digest", safe((item.digest or "-")[:12])))
+    fields = "\n".join("  " + line for line in _fields(pairs).split("\n"))
+    what = "will execute if approved" if item.status == "open" else "this approval was bound to"
+    return f"{RULE}\n{AUTHORITATIVE} what {what} (from agentd, not the model):\n{fields}\n{RULE}"
 
 
 def _next_moves(item: InboxItem) -> str:
@@ -415,8 +518,8 @@ def checks_text(checks: Sequence[Check]) -> str:
     lines = []
     for check in checks:
         mark = "ok" if check.ok else ("FAIL" if check.required else "info")
-        first, *rest = check.message.splitlines() or [""]
-        lines.append(f"{mark:<5} {check.name:<14} {first}")
+        first, *rest = [safe(line) for line in check.message.splitlines()] or [""]
+        lines.append(f"{mark:<5} {safe(check.name):<14} {first}")
         lines.extend(f"{'':<20} {line}" for line in rest)
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from agentd import control
 from agentd.db import items as qi
+from agentd.db import meta
 from agentd.db import queries as q
 from agentd.deps import LEASE_S, Deps
 from agentd.errors import StateError
@@ -30,12 +31,17 @@ Launch = Callable[[int, int], None]
 # An answer's resolved_at is stamped before its transaction commits; the margin covers that gap.
 RESOLVE_MARGIN_S = 10.0
 FULL_SCAN_S = 60.0
+MAX_REMINDERS = 3  # `on_expire = "remind"`: then the item expires like `deny`
 
 
 class Scheduler:
-    def __init__(self, deps: Deps, launch: Launch) -> None:
+    def __init__(
+        self, deps: Deps, launch: Launch, live: Callable[[], set[int]] = lambda: set()
+    ) -> None:
         self.deps = deps
         self.launch = launch
+        self.live = live  # runs the engine drives now: the others `running` are orphans
+        self._orphans: set[int] = set()
         self._seen_version = -1
         self._nudged = asyncio.Event()
         self._resolved_cursor = 0.0
@@ -112,18 +118,21 @@ class Scheduler:
         self._nudged.clear()
         version = await self.deps.store.data_version()
         now = time.time()
+        # Expire first: an item past its time is closed before anything wakes on it (at start,
+        # an approval given while the daemon was down is checked against its expiry first).
+        await self._expire(now)
         full = force or now - self._last_full_scan >= FULL_SCAN_S
         if full or nudged or version != self._seen_version:
             self._seen_version = version
             if full:
                 self._last_full_scan = now
             await self._adopt_new_runs()
+            if full:
+                await self._readopt_orphans()
             await self._wake_answered(full)
             await self._wake_on_events()
             await self._start_triggered()
-        now = time.time()
-        await self._expire(now)
-        await self._wake_timers(now)
+        await self._wake_timers(time.time())
 
     async def _wake(self, run_id: int, why: JSON, wait: JSON) -> None:
         """Wake a run — only if it still waits for `wait` (what was matched, maybe a tick ago)."""
@@ -133,6 +142,21 @@ class Scheduler:
         )
         if epoch is not None:
             log.info("run.woken", run_id=run_id, by=why.get("woke_by"), why=why.get("why"))
+            self.launch(run_id, epoch)
+
+    async def _readopt_orphans(self) -> None:
+        """Runs `running` in the database with no task driving them (a load failed, the
+        database stayed locked past the retries) are taken again. Only those orphaned at two
+        full scans in a row: a run between its commit and its launch is never snatched."""
+        running = await self.deps.store.read(q.running_run_ids)
+        orphans = set(running) - self.live()
+        again, self._orphans = orphans & self._orphans, orphans
+        owner = self.deps.owner
+        for run_id in sorted(again):
+            epoch = await self.deps.store.write(
+                functools.partial(q.claim_run, run_id=run_id, owner=owner, lease_s=LEASE_S)
+            )
+            log.warning("run.readopted", run_id=run_id)
             self.launch(run_id, epoch)
 
     async def _adopt_new_runs(self) -> None:
@@ -190,12 +214,17 @@ class Scheduler:
         agents = {
             name: set(a.triggers) for name, a in self.deps.config.agents.items() if a.triggers
         }
-        if not agents:
-            return
         owner = self.deps.owner
 
         def work(c: Any) -> list[tuple[int, int]]:
-            cursor = int(q.get_meta(c, "trigger_cursor", "0"))
+            cursor = int(meta.get_meta(c, "trigger_cursor", "0"))
+            if not agents:
+                # The cursor moves on even with no trigger listening, so triggers added later
+                # start from the events after that, not from months of history.
+                latest = qi.last_event_id(c)
+                if cursor != latest:
+                    meta.set_meta(c, "trigger_cursor", str(latest))
+                return []
             events = qi.events_after(c, cursor)
             started: list[tuple[int, int]] = []
             for event in events:
@@ -213,7 +242,7 @@ class Scheduler:
                     )
                     started.append((run_id, q.claim_run(c, run_id, owner, LEASE_S)))
             if events:
-                q.set_meta(c, "trigger_cursor", str(events[-1].event_id))
+                meta.set_meta(c, "trigger_cursor", str(events[-1].event_id))
             return started
 
         for run_id, epoch in await self.deps.store.write(work):
@@ -234,8 +263,8 @@ class Scheduler:
         if item.run_id is not None:
             agent = self.deps.config.agents.get(q.get_run(c, item.run_id).agent)
             rule = agent.policy.expire.get(item.kind.value) if agent else None  # type: ignore[call-overload]
-        if rule is not None and rule.on_expire == "remind":
-            reminders = int(item.data.get("reminders", 0)) + 1
+        reminders = int(item.data.get("reminders", 0)) + 1
+        if rule is not None and rule.on_expire == "remind" and reminders <= MAX_REMINDERS:
             qi.push_expiry(c, item.item_id, now + rule.after_s, reminders)
             qi.post(
                 c,
@@ -247,7 +276,7 @@ class Scheduler:
                 data={"reminds": item.item_id},
             )
             return
-        # An expired approval is a denial, never an execution.
+        # An expired approval is a denial, never an execution; reminders end after a few.
         qi.resolve(c, item.item_id, InboxStatus.EXPIRED, answer="expired: no answer in time")
 
 
@@ -284,8 +313,10 @@ def _record_poll(
         if not wake_runs:
             continue
         for run_id, wait in q.waiting_runs_of_agent(c, agent):
-            if wait.get("why") not in ("sleep", "approval", "model_retry"):
-                continue  # questions wait for a human; event waits match events themselves
+            if wait.get("why") not in ("sleep", "approval"):
+                # Questions wait for a human; event waits match events themselves; a model
+                # backoff keeps its Retry-After (the next decision sees the world anyway).
+                continue
             why: JSON = {"woke_by": "world", "why": wait.get("why"), "event": name, "data": data}
             if wait.get("item_id"):
                 if qi.get_item(c, wait["item_id"]).status != InboxStatus.OPEN:

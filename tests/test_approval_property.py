@@ -70,10 +70,10 @@ policy = { rules = { append = "approve" }__EXPIRE__ }
 limits = { loop_threshold = 100, max_denials = 100, max_steps = 200 }
 """
 
-# Exit 0 = the line keyed by this execution is in the file, 1 = it is not (never unknown).
+# `done` = the line keyed by this execution is in the file, `not-done` = it is not (never unknown).
 VERIFY = (
-    'verify_argv = ["sh", "-c", "test -e \'__OUT__\' || exit 1;'
-    ' grep -q \\"^$AGENTD_IDEMPOTENCY_KEY \\" \'__OUT__\'"]'
+    'verify_argv = ["sh", "-c", "test -e \'__OUT__\' || { echo not-done; exit 0; };'
+    ' grep -q \\"^$AGENTD_IDEMPOTENCY_KEY \\" \'__OUT__\' && echo done || echo not-done"]'
 )
 
 
@@ -345,10 +345,10 @@ def check_outcome(home: Home, run_id: int, out: Path, who: Operator, verify: boo
         if s.kind != StepKind.ACT or s.action != "append":
             continue
         a = items[s.data["approval"]]
-        assert (a.consumed_by, a.digest, a.args) == (s.idempotency_key, s.digest, s.args)
+        assert (a.consumed_by, a.digest, a.args) == (s.data["key"], s.digest, s.args)
         result = s.result or {}
         if result.get("outcome") == "unknown":
-            unknown.add(s.idempotency_key)
+            unknown.add(s.data["key"])
         event(f"act recovered: {result.get('recovered', 'no')}")
         event(f"act outcome: {result.get('outcome', 'known')}")
     # (2) each consumed approval executed exactly once — or, where a kill left its outcome unknown
@@ -543,17 +543,25 @@ async def test_approval_granted_as_it_expires_keeps_the_scheduler_alive(home: Ho
             expires_at=time.time() - 1,
         )
     )
-    store = ApprovesAfterExpiryRead(
-        home.paths.db, lambda: inbox.approve(home.store, _cfg(home), item_id)
-    )
+    refusals: list[str] = []
+
+    def approve() -> None:
+        try:
+            inbox.approve(home.store, _cfg(home), item_id)
+        except Refused as e:
+            refusals.append(str(e))
+
+    store = ApprovesAfterExpiryRead(home.paths.db, approve)
     await store.open()
     try:
         deps = Deps(config=_cfg(home), store=store, models={}, executors={}, sources={}, owner="t")
         await Scheduler(deps, lambda run_id, epoch: None).tick(force=True)
     finally:
         await store.close()
-    # The operator won the race: the approval stands, and the scheduler lived to tell.
-    assert approvals(home)[item_id].status == InboxStatus.APPROVED
+    # Too late to grant (past its expiry, whoever closes it first): the operator is told, the
+    # item ends expired, and the scheduler lived to tell.
+    assert refusals and "expired" in refusals[0]
+    assert approvals(home)[item_id].status == InboxStatus.EXPIRED
 
 
 async def test_approval_unknown_outcome_is_asked_even_if_killed_before_asking(

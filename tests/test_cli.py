@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,62 @@ def test_init_creates_config_replies_and_migrated_database(tmp_path: Path) -> No
     store = SyncStore(root / "agentd.db", migrate_schema=False)
     assert store.read(schema.version) == len(schema.MIGRATIONS)
     store.close()
+
+
+@pytest.fixture
+def umask_022() -> Any:
+    """The common default umask, under which files used to come out world-readable."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_init_makes_a_private_home_config_replies_and_database(tmp_path: Path) -> None:
+    root = tmp_path / "new-home"
+    assert agentd(root, "init").exit_code == 0
+    assert mode(root) == 0o700
+    for name in ("config.toml", "replies.json", "agentd.db"):
+        assert mode(root / name) == 0o600, name
+    store = SyncStore(root / "agentd.db")  # kept open: the last close removes -wal and -shm
+    store.write(lambda c: q.add_goal(c, title="t", why="w", agent="a", criteria=[], deadline=None))
+    assert mode(root / "agentd.db-wal") == 0o600 and mode(root / "agentd.db-shm") == 0o600
+    store.close()
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_init_force_makes_an_existing_config_private(tmp_path: Path) -> None:
+    root = tmp_path / "h"
+    root.mkdir(mode=0o700)
+    (root / "config.toml").write_text("# mine\n")
+    assert mode(root / "config.toml") == 0o644
+    assert agentd(root, "init", "--force").exit_code == 0
+    assert mode(root / "config.toml") == 0o600
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_init_in_an_existing_open_home_keeps_its_mode_and_says_so(tmp_path: Path) -> None:
+    root = tmp_path / "shared"
+    root.mkdir(mode=0o755)
+    result = agentd(root, "init")
+    assert result.exit_code == 0 and mode(root) == 0o755
+    assert f"chmod 700 {root}" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["a#b%c", "what?mode=ro", "100%25 sure"])
+def test_a_home_whose_name_looks_like_uri_syntax_is_used_as_named(
+    tmp_path: Path, name: str
+) -> None:
+    root = tmp_path / name
+    assert agentd(root, "init").exit_code == 0
+    assert agentd(root, "goal", "add", "t", "--why", "w").exit_code == 0
+    assert json.loads(agentd(root, "goal", "list", "--json").stdout)[0]["title"] == "t"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no stray database beside it
+    assert (root / "agentd.db").is_file()
 
 
 def test_init_refuses_to_overwrite_config_without_force(tmp_path: Path) -> None:

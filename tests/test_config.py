@@ -70,3 +70,31 @@ def test_config_base_env_carries_no_secrets(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-should-not-leak")
     assert "ANTHROPIC_API_KEY" not in config.base_env()
     assert "sk-test-should-not-leak" not in str(config.base_env())
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        "sk-ant-api03-Zx8vQ2mN4pL7rT1yU6wE9oI3aS5dF0gH",
+        "sk-proj-abcdefghijklmnop",
+        "Zx8vQ2mN4pL7rT1yU6wE9oI3aS5dF0gHjK",  # no dash, but a key all the same
+        "my key",
+    ],
+)
+def test_config_api_key_env_must_be_a_variable_name_and_is_never_echoed(
+    tmp_path: Path, provider: str, pasted: str
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(f'[models.m]\nprovider = "{provider}"\nmodel = "x"\napi_key_env = "{pasted}"\n')
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert pasted not in str(e.value)
+    assert "line 4" in str(e.value) and "NAME of an environment variable" in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["ANTHROPIC_API_KEY", "_key", "OPENAI_API_KEY_2", "a" * 40])
+def test_config_api_key_env_accepts_variable_names(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(f'[models.m]\nprovider = "anthropic"\nmodel = "x"\napi_key_env = "{name}"\n')
+    assert config.load(path).models["m"].api_key_env == name

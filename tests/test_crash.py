@@ -48,7 +48,7 @@ def write_home(home: Path) -> Path:
     effects = home / "effects.txt"
     (home / "replies.json").write_text(json.dumps(replies()))
     append = f'echo "$AGENTD_IDEMPOTENCY_KEY {{word}}" >> {effects}'
-    verify = f'grep -q "^$AGENTD_IDEMPOTENCY_KEY " {effects}'
+    verify = f'grep -q "^$AGENTD_IDEMPOTENCY_KEY " {effects} && echo done || echo not-done'
     (home / "config.toml").write_text(
         textwrap.dedent(
             f"""
@@ -161,7 +161,7 @@ def test_crash_sigkill_loses_nothing_and_repeats_no_side_effect(tmp_path: Path) 
 
     # No non-idempotent action executed twice: each (run, word) appended exactly once.
     lines = [ln.split() for ln in effects.read_text().splitlines()]
-    per_run_word = Counter((key.split(":")[0], word) for key, word in lines)
+    per_run_word = Counter((key.split(":")[-2], word) for key, word in lines)
     assert all(n == 1 for n in per_run_word.values()), per_run_word.most_common(3)
     assert len(per_run_word) == RUNS * len(WORDS)
 
@@ -175,8 +175,8 @@ def test_crash_sigkill_loses_nothing_and_repeats_no_side_effect(tmp_path: Path) 
         appended = [s for s in acts if s.action == "append"]
         assert [s.args["word"] for s in appended] == WORDS if appended else False
         # Each line's key names the journaled intent that wrote it.
-        keys = {f"{s.run_id}:{s.seq}" for s in appended}
-        assert keys == {k for k, _ in lines if k.split(":")[0] == str(run_id)}
+        keys = {s.data["key"] for s in appended}  # DBID:run_id:seq
+        assert keys == {k for k, _ in lines if k.split(":")[-2] == str(run_id)}
         # No model decision requested again after it was journaled.
         decided = {
             s.data["decision_no"]: s.created_at.timestamp()

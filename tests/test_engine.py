@@ -68,7 +68,8 @@ async def test_engine_runs_allowed_action_then_finishes(
         "check",
         "finish",
     ]
-    assert out.read_text().split() == [f"{run_id}:5", "hello"]
+    key, word = out.read_text().split()
+    assert key.endswith(f":{run_id}:5") and word == "hello"  # DBID:run_id:seq
 
 
 async def test_engine_gated_action_waits_for_approval(

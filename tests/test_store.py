@@ -4,13 +4,15 @@ commit keeps each request's outcome its own, and closing never loses a promised 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agentd.db import meta, schema
 from agentd.db import queries as q
-from agentd.db import schema
 from agentd.db import world as worlds
 from agentd.db.store import Store, SyncStore, connect
 from agentd.errors import Refused, StateError
@@ -45,6 +47,49 @@ def test_migration_of_an_empty_database_is_strict_and_in_wal(tmp_path: Path) -> 
     columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
     assert {"next_wake_at", "lease_owner", "lease_expires_at", "lease_epoch"} <= columns
     store.close()
+
+
+def _open_fresh_databases(folder: Path, rounds: int, barrier: Any) -> None:
+    """In a child process: open (and so migrate) each round's fresh database with the other child."""
+    for i in range(rounds):
+        barrier.wait(10)
+        SyncStore(folder / f"race{i}.db").close()
+
+
+def test_two_processes_migrating_one_fresh_database_both_succeed(tmp_path: Path) -> None:
+    rounds = 20  # a lost race ("table goals already exists") needs a few tries to show
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    children = [
+        ctx.Process(target=_open_fresh_databases, args=(tmp_path, rounds, barrier))
+        for _ in range(2)
+    ]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(40)
+    assert [child.exitcode for child in children] == [0, 0]
+    for i in range(rounds):
+        conn = connect(tmp_path / f"race{i}.db")
+        assert schema.version(conn) == len(schema.MIGRATIONS)
+        conn.close()
+
+
+def test_migration_semicolons_in_triggers_strings_and_comments_do_not_cut(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "agentd.db")
+    script = """
+    CREATE TABLE t (x TEXT);  -- a comment; with a semicolon
+    CREATE TABLE log (x TEXT);
+    CREATE TRIGGER t_log AFTER INSERT ON t BEGIN
+        INSERT INTO log VALUES ('a;b');
+        INSERT INTO log VALUES (NEW.x);
+    END;
+    /* a block comment; also */
+    """
+    assert schema.migrate(conn, [script]) == 1
+    conn.execute("INSERT INTO t VALUES ('c')")
+    assert [r[0] for r in conn.execute("SELECT x FROM log ORDER BY rowid")] == ["a;b", "c"]
+    conn.close()
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -121,12 +166,13 @@ def test_retention_drops_old_finished_runs_steps_but_keeps_runs_and_live_journal
         q.finish(c, old, epoch, RunStatus.SUCCEEDED, "done long ago")
         c.execute("UPDATE runs SET updated_at = 1000 WHERE run_id = ?", (old,))
         worlds.add_snapshot(c, "a", None, {"x": 1}, {})
+        worlds.add_snapshot(c, "a", None, {"x": 2}, {})  # the agent's latest look: kept
         c.execute("UPDATE world SET taken_at = 1000")
         return old, live
 
     old, live = store.write(arrange)
-    pruned = store.write(lambda c: q.prune(c, older_than=2000))
-    assert pruned == 3  # the old run's START and FINISH steps, and the snapshot
+    pruned = store.write(lambda c: meta.prune(c, older_than=2000))
+    assert pruned == 3  # the old run's START and FINISH steps, and the older snapshot
     assert store.read(lambda c: q.list_steps(c, old)) == []
     assert store.read(lambda c: q.get_run(c, old)).summary == "done long ago"
     assert [s.kind for s in store.read(lambda c: q.list_steps(c, live))] == [StepKind.START]

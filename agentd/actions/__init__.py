@@ -6,7 +6,7 @@ by the engine; the executors here (command, http) reach outside systems and know
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -18,16 +18,26 @@ CONTROL_TYPES = frozenset({"finish", "ask", "notify", "sleep", "wait_event"})
 
 @dataclass(frozen=True)
 class ActionContext:
-    """What an execution knows about itself; the key is stable across crashes (`run_id:seq`)."""
+    """What an execution knows about itself; the key is stable across crashes.
+
+    The key is `DBID:run_id:seq`: `db_id` is a random id kept in the database's `meta` table, so
+    two homes (staging and prod, or a re-initialised home) never send the same key to one API.
+    `on_spawn` is called with a small JSON record of the process group a command started (its
+    pgid and start time), so recovery can fence it; executors without processes never call it.
+    """
 
     run_id: int
     goal_id: int
     seq: int
     action: str
+    db_id: str = ""
+    on_spawn: Callable[[JSON], Awaitable[None]] | None = None
 
     @property
     def idempotency_key(self) -> str:
-        return f"{self.run_id}:{self.seq}"
+        return (
+            f"{self.db_id}:{self.run_id}:{self.seq}" if self.db_id else f"{self.run_id}:{self.seq}"
+        )
 
 
 class Executor(Protocol):
@@ -45,6 +55,16 @@ class Executor(Protocol):
 
     async def verify(self, args: JSON, ctx: ActionContext) -> bool | None:
         """After a crash: did the execution keyed `ctx.idempotency_key` happen? None = unknown."""
+        ...
+
+    async def fence(self, ctx: ActionContext, spawned: JSON | None) -> JSON:
+        """After a crash, before `verify` or a re-run: make sure nothing of the interrupted
+        execution is still at work, so it cannot finish the side effect behind recovery's back.
+
+        `spawned` is what `ctx.on_spawn` recorded (None if the crash came first). Returns a small
+        report for the journal: `{"killed": [pids], "survivors": [pids]}`; survivors mean the
+        outcome may still change, so recovery should not trust a "not done" verdict.
+        """
         ...
 
 

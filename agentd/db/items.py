@@ -130,10 +130,12 @@ def resolve(
 
 
 def consume_approval(c: sqlite3.Connection, item_id: int, digest: str, key: str) -> InboxItem:
-    """Mark an approved item used by the execution `key` — only if it approves exactly `digest`."""
+    """Mark an approved item used by the execution `key` — only if it approves exactly `digest`
+    and was granted before it expired."""
     cur = c.execute(
         "UPDATE inbox SET status = 'consumed', consumed_by = ?"
-        " WHERE item_id = ? AND kind = 'approval' AND status = 'approved' AND digest = ?",
+        " WHERE item_id = ? AND kind = 'approval' AND status = 'approved' AND digest = ?"
+        " AND (expires_at IS NULL OR resolved_at <= expires_at)",
         (key, item_id, digest),
     )
     if cur.rowcount != 1:
@@ -157,12 +159,23 @@ def push_expiry(c: sqlite3.Connection, item_id: int, expires_at: float, reminder
 
 
 def withdraw_open_items(c: sqlite3.Connection, run_id: int, reason: str) -> int:
-    """Expire a run's open questions/approvals (the run ended or no longer needs them)."""
+    """Expire a run's open questions/approvals and its granted-but-unused approvals (the run
+    ended or no longer needs them): the audit trail never shows an approval that never ran."""
     return c.execute(
         "UPDATE inbox SET status = 'expired', answer = ?, resolved_at = ?"
-        " WHERE run_id = ? AND status = 'open' AND kind != 'notice'",
+        " WHERE run_id = ? AND kind != 'notice' AND (status = 'open'"
+        " OR (kind = 'approval' AND status = 'approved'))",
         (reason, time.time(), run_id),
     ).rowcount
+
+
+def withdraw_item(c: sqlite3.Connection, item_id: int, reason: str) -> None:
+    """Close one open or granted-but-unused item as expired, with the reason."""
+    c.execute(
+        "UPDATE inbox SET status = 'expired', answer = ?, resolved_at = ?"
+        " WHERE item_id = ? AND status IN ('open', 'approved')",
+        (reason, time.time(), item_id),
+    )
 
 
 # ── events ───────────────────────────────────────────────────────────────────────────────────────

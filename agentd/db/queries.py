@@ -220,6 +220,10 @@ def claim_running(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tup
     return [(int(r[0]), int(r[1])) for r in rows]
 
 
+def running_run_ids(c: sqlite3.Connection) -> list[int]:
+    return [int(r[0]) for r in c.execute("SELECT run_id FROM runs WHERE status = 'running'")]
+
+
 def claim_unowned(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:
     """Take the lease on running runs nobody owns (created by the CLI)."""
     ids = [
@@ -379,6 +383,41 @@ def complete_step(
     return get_step(c, run_id, seq)
 
 
+def note_step(c: sqlite3.Connection, run_id: int, epoch: int, seq: int, data: JSON) -> None:
+    """Add keys to a started step's data (a command's process group, once it has one)."""
+    _fence(c, run_id, epoch)
+    step = get_step(c, run_id, seq)
+    c.execute(
+        "UPDATE steps SET data = ? WHERE run_id = ? AND seq = ? AND status = 'started'",
+        (json_col({**step.data, **data}), run_id, seq),
+    )
+
+
+def settle_decision(
+    c: sqlite3.Connection,
+    run_id: int,
+    epoch: int,
+    seq: int,
+    *,
+    status: StepStatus,
+    data: JSON,
+    action: str | None = None,
+    args: JSON | None = None,
+    digest: str | None = None,
+) -> Step:
+    """Record how a journaled raw reply parsed: the decision, or the error to re-ask with."""
+    _fence(c, run_id, epoch)
+    cur = c.execute(
+        "UPDATE steps SET status = ?, data = ?, action = ?, args = ?, digest = ?,"
+        " completed_at = ? WHERE run_id = ? AND seq = ? AND kind = 'decide'"
+        " AND status = 'started'",
+        (status, json_col(data), action, json_col(args), digest, time.time(), run_id, seq),
+    )
+    if cur.rowcount != 1:
+        raise Refused(f"run {run_id} step {seq} is not a decision awaiting its parse")
+    return get_step(c, run_id, seq)
+
+
 def get_step(c: sqlite3.Connection, run_id: int, seq: int) -> Step:
     row = c.execute(
         f"SELECT {STEP_COLS} FROM steps WHERE run_id = ? AND seq = ?", (run_id, seq)
@@ -489,6 +528,12 @@ def cancel(c: sqlite3.Connection, run_id: int, reason: str) -> None:
             now,
         ),
     )
+    c.execute(  # what the run still asked, or was granted and never used, is closed with it
+        "UPDATE inbox SET status = 'expired', answer = ?, resolved_at = ?"
+        " WHERE run_id = ? AND kind != 'notice' AND (status = 'open'"
+        " OR (kind = 'approval' AND status = 'approved'))",
+        (f"run cancelled: {reason}", now, run_id),
+    )
     c.execute(
         "UPDATE runs SET status = 'cancelled', summary = ?,"
         " lease_epoch = lease_epoch + 1, lease_owner = NULL, wait = NULL, wait_kind = NULL,"
@@ -545,32 +590,3 @@ def runs_waiting_on_events(c: sqlite3.Connection) -> list[tuple[int, JSON, int, 
         " WHERE r.status = 'waiting' AND r.wait_kind = 'event' ORDER BY e.event_id"
     )
     return [(int(a), json.loads(b), int(e), n, json.loads(d)) for a, b, e, n, d in rows]
-
-
-# ── meta (cursors) and retention ─────────────────────────────────────────────────────────────────
-
-
-def get_meta(c: sqlite3.Connection, key: str, default: str = "") -> str:
-    row = c.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return default if row is None else str(row[0])
-
-
-def set_meta(c: sqlite3.Connection, key: str, value: str) -> None:
-    c.execute(
-        "INSERT INTO meta (key, value) VALUES (?, ?)"
-        " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )
-
-
-def prune(c: sqlite3.Connection, older_than: float) -> int:
-    """Journal retention: drop the steps of runs that finished before the horizon (the run row
-    keeps its status and summary), world snapshots older than it, and rate-limit entries older
-    than a day (limits look back an hour). Returns how many rows went."""
-    c.execute("DELETE FROM rate_log WHERE at < ?", (time.time() - 86400,))
-    steps = c.execute(
-        "DELETE FROM steps WHERE run_id IN (SELECT run_id FROM runs"
-        " WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < ?)",
-        (older_than,),
-    ).rowcount
-    return steps + c.execute("DELETE FROM world WHERE taken_at < ?", (older_than,)).rowcount

@@ -161,21 +161,58 @@ def version(conn: sqlite3.Connection) -> int:
 def migrate(conn: sqlite3.Connection, migrations: list[str] | None = None) -> int:
     """Apply pending migrations in order; returns the schema version reached.
 
-    The connection must be in autocommit mode (isolation_level=None): each script carries its own
-    BEGIN IMMEDIATE, because `executescript` would otherwise commit whatever was open.
+    The connection must be in autocommit mode (isolation_level=None). Each migration runs in its own
+    `BEGIN IMMEDIATE` transaction with its `user_version` bump, and the version is read again once
+    the write lock is held: another process may have migrated while this one waited for the lock.
     """
     steps = MIGRATIONS if migrations is None else migrations
-    current = version(conn)
-    if current > len(steps):
-        raise StateError(
-            f"database schema is version {current}, newer than this agentd knows ({len(steps)}); "
-            "upgrade agentd"
-        )
-    for number, sql in enumerate(steps[current:], start=current + 1):
+    while (current := _check(version(conn), len(steps))) < len(steps):
+        number = current + 1
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executescript(f"BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
+            if _check(version(conn), len(steps)) != current:
+                conn.execute("ROLLBACK")  # someone else applied it; look again
+                continue
+            for statement in _statements(steps[current]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
         except sqlite3.Error as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise StateError(f"migration {number} failed and was rolled back: {e}") from e
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
     return len(steps)
+
+
+def _check(current: int, known: int) -> int:
+    if current > known:
+        raise StateError(
+            f"database schema is version {current}, newer than this agentd knows ({known}); "
+            "upgrade agentd"
+        )
+    return current
+
+
+def _statements(script: str) -> list[str]:
+    """A script's statements, one by one (`executescript` would COMMIT the open transaction).
+
+    Cut at each `;` that SQLite itself sees as the end of a statement, so a `;` inside a trigger
+    body, a string or a comment does not cut.
+    """
+    out: list[str] = []
+    pending = ""
+    *pieces, tail = script.split(";")
+    for piece in pieces:
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            out.append(pending.strip())
+            pending = ""
+    # After the last `;`: whitespace or comments (executing them does nothing), or a statement
+    # left unfinished, which fails when executed and so rolls the migration back.
+    if (pending + tail).strip():
+        out.append((pending + tail).strip())
+    return out

@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
 import sqlite3
 import threading
+import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,21 +34,55 @@ log = structlog.get_logger("agentd.db")
 BUSY_TIMEOUT_MS = 5000
 
 
+def uri(path: Path, *, readonly: bool = False) -> str:
+    """The SQLite URI of `path`, percent-encoded: `#`, `?` or `%` in a folder name stays a name."""
+    text = str(path)
+    # `file://` + an absolute path has an empty authority, so a path starting `//` stays a path.
+    root = "//" if text.startswith("/") else ""
+    return f"file:{root}{urllib.parse.quote(text)}?mode={'ro' if readonly else 'rwc'}"
+
+
+def _create_private(path: Path) -> None:
+    """Create a missing database file as 0600 before SQLite opens it: SQLite gives the -wal and
+    -shm files the database's mode, and the database holds observations, answers and replies."""
+    # It may exist (another process may have just made it); any other failure SQLite reports.
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open `path` with agentd's pragmas: WAL, synchronous=FULL, foreign keys, busy timeout."""
     if not readonly and not path.parent.exists():
         raise StateError(f"{path.parent}: state directory does not exist; run `agentd init`")
+    if not readonly:
+        _create_private(path)
     try:
-        uri = f"file:{path}?mode=ro" if readonly else f"file:{path}?mode=rwc"
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            uri(path, readonly=readonly), uri=True, isolation_level=None, check_same_thread=False
+        )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not readonly:
-            conn.execute("PRAGMA journal_mode = WAL")
+            _use_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.Error as e:
         raise translate(e, path) from None
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL (it persists, so only a fresh database switches). The switch needs a lock that
+    SQLite does not wait for, to avoid a deadlock: when two processes open a fresh database at
+    once, one gets "database is locked" at once, so it retries here for up to the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def translate(e: sqlite3.Error, path: Path) -> StateError:

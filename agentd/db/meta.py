@@ -1,0 +1,64 @@
+"""The `meta` table (cursors, the database's random id) and journal retention."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+
+
+def get_meta(c: sqlite3.Connection, key: str, default: str = "") -> str:
+    row = c.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return default if row is None else str(row[0])
+
+
+def set_meta(c: sqlite3.Connection, key: str, value: str) -> None:
+    c.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?)"
+        " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
+def db_id(c: sqlite3.Connection) -> str:
+    """This database's random id, made on first use: idempotency keys carry it, so two homes
+    (staging and prod, a re-initialised home) never send the same key to one API."""
+    value = get_meta(c, "db_id")
+    if not value:
+        value = secrets.token_hex(4)
+        set_meta(c, "db_id", value)
+    return value
+
+
+def prune(c: sqlite3.Connection, older_than: float) -> int:
+    """Journal retention: drop the steps of runs that finished before the horizon (the run row
+    keeps its status and summary), world snapshots older than it — except those an unfinished
+    run still refers to and each agent's latest —, events and closed inbox items older than it,
+    and rate-limit entries older than a day (limits look back an hour). Returns the rows gone."""
+    c.execute("DELETE FROM rate_log WHERE at < ?", (time.time() - 86400,))
+    steps = c.execute(
+        "DELETE FROM steps WHERE run_id IN (SELECT run_id FROM runs"
+        " WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < ?)",
+        (older_than,),
+    ).rowcount
+    world = c.execute(
+        "DELETE FROM world WHERE taken_at < ?"
+        " AND snapshot_id NOT IN (SELECT max(snapshot_id) FROM world GROUP BY agent)"
+        " AND snapshot_id NOT IN (SELECT s.data ->> 'snapshot_id' FROM steps s"
+        " JOIN runs r ON r.run_id = s.run_id WHERE r.status IN ('running', 'waiting')"
+        " AND s.kind = 'observe' AND s.data ->> 'snapshot_id' IS NOT NULL)",
+        (older_than,),
+    ).rowcount
+    # Events and closed inbox items age out too; the newest event stays (cursors point at it),
+    # and nothing a live run waits on or was granted is touched.
+    events = c.execute(
+        "DELETE FROM events WHERE created_at < ? AND event_id < (SELECT max(event_id) FROM events)",
+        (older_than,),
+    ).rowcount
+    items = c.execute(
+        "DELETE FROM inbox WHERE resolved_at < ? AND status NOT IN ('open', 'approved')"
+        " AND (run_id IS NULL OR run_id NOT IN"
+        " (SELECT run_id FROM runs WHERE status IN ('running', 'waiting')))",
+        (older_than,),
+    ).rowcount
+    return steps + world + events + items
