@@ -462,7 +462,17 @@ def log_format() -> str:
 
 
 def secret(env_name: str) -> str | None:
-    """The value of a named secret; callers must never log or store it."""
+    """The value of a named secret; callers must never log or store it.
+
+    A systemd credential of that name wins (`LoadCredential=ANTHROPIC_API_KEY:/etc/agentd/key`
+    puts it in `$CREDENTIALS_DIRECTORY`, never in the process environment); else the variable.
+    """
+    creds = os.environ.get("CREDENTIALS_DIRECTORY")
+    if creds and "/" not in env_name and env_name not in ("", ".", ".."):
+        try:
+            return (Path(creds) / env_name).read_text().strip() or None
+        except OSError:
+            pass  # no credential of that name: fall back to the environment
     return os.environ.get(env_name) or None
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from agentd import actions, config, llm, sdnotify, sources
+from agentd import actions, config, llm, process, sdnotify, sources
 from agentd.config import Config, Paths
 from agentd.db import accounting, meta
 from agentd.db import queries as q
@@ -124,6 +124,7 @@ async def _serve_locked(
     paths: Paths, cfg: Config, ready: Any, stop: asyncio.Event, models: dict[str, Model]
 ) -> int:
     started = time.monotonic()
+    process.guard_memory()  # API keys in our environment stay out of reach of our commands
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     store = Store(paths.db)
     await store.open()

@@ -58,6 +58,18 @@ def _load_prctl() -> Callable[..., int] | None:
 
 _PRCTL = _load_prctl()
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_GET_DUMPABLE = 3
+
+
+def guard_memory() -> bool:
+    """Make the daemon non-dumpable, as ssh-agent does: processes of the same user (a command
+    it runs included) can then no longer read its `/proc/PID/environ` (where API keys given as
+    variables stay readable for the process's whole life) or attach to it. Children regain the
+    default at exec. Returns whether it took effect (Linux only)."""
+    if _PRCTL is None:
+        return False
+    return _PRCTL(_PR_SET_DUMPABLE, 0) == 0 and _PRCTL(_PR_GET_DUMPABLE) == 0
 
 
 def _die_with_parent(parent_pid: int) -> None:
