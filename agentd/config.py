@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import zoneinfo
 import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -357,6 +358,41 @@ class Watch(_Strict):
     wake_runs: bool = True  # a flip wakes waiting runs and withdraws what they wait on
 
 
+_QUIET = re.compile(r"^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$")
+
+
+class Checkin(_Strict):
+    """When this agent's goals check back in on their own (the outer loop). Each goal starts
+    from these; `agentd goal cadence` / `goal schedule` change one goal. Durations in seconds."""
+
+    enabled: bool = True
+    every_s: float = Field(86400.0, gt=0)  # the cadence when nothing says otherwise (1 day)
+    min_s: float = Field(4 * 3600.0, gt=0)  # never look again sooner (the model cannot override)
+    max_s: float = Field(14 * 86400.0, gt=0)  # never stay away longer (backoff stops here)
+    quiet: str | None = "22:00-08:00"  # local quiet hours HH:MM-HH:MM (no fire inside), or none
+    tz: str = "UTC"  # IANA time zone for quiet hours and cron schedules, e.g. "Europe/Berlin"
+    model: str | None = None  # the check-in model (cheap); default: the agent's model
+    misfire: Literal["skip", "once", "all"] = "once"  # fires missed while the daemon was down
+    misfire_cap: int = Field(3, ge=1)  # with misfire = "all": at most this many catch-ups
+    max_lateness_s: float = Field(86400.0, gt=0)  # older missed fires are recorded as skipped
+    jitter_s: float = Field(600.0, ge=0)  # a stable per-goal offset in [0, jitter_s)
+    deadline_looks: int = Field(3, ge=1)  # looks spread before a goal's deadline
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Checkin:
+        if not self.min_s <= self.every_s <= self.max_s:
+            raise ValueError("checkin needs min_s <= every_s <= max_s")
+        if self.quiet is not None and not _QUIET.match(self.quiet):
+            raise ValueError('checkin.quiet must look like "22:00-08:00" (local HH:MM-HH:MM)')
+        try:
+            zoneinfo.ZoneInfo(self.tz)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"checkin.tz {self.tz!r} is not an IANA time zone (e.g. Europe/Berlin)"
+            ) from None
+        return self
+
+
 class AgentConfig(_Strict):
     description: str = ""
     model: str = "default"
@@ -371,6 +407,7 @@ class AgentConfig(_Strict):
     budget: Budget = Budget()
     policy: Policy = Policy()
     limits: Limits = Limits()
+    checkin: Checkin = Checkin()
 
 
 class Config(_Strict):
@@ -384,8 +421,8 @@ class Config(_Strict):
     @model_validator(mode="after")
     def _references_resolve(self) -> Config:
         for name, agent in self.agents.items():
-            for key in ("model", "escalation_model", "summary_model"):
-                ref = getattr(agent, key)
+            for key in ("model", "escalation_model", "summary_model", "checkin.model"):
+                ref = agent.checkin.model if key == "checkin.model" else getattr(agent, key)
                 if ref is not None and ref not in self.models:
                     raise ValueError(f"agents.{name}.{key} names unknown model {ref!r}")
             for src in agent.sources:

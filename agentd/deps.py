@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentd.actions import Executor
+from agentd.clock import Clock, SystemClock
 from agentd.config import Config
 from agentd.db.store import Store
 from agentd.decide import Menu
@@ -28,6 +29,7 @@ class Deps:
     sources: dict[str, Source]
     owner: str
     menus: dict[str, Menu] = field(default_factory=dict)
+    clock: Clock = field(default_factory=SystemClock)  # the one clock (DESIGN §5: base)
     db_id: str = ""  # the database's random id (meta), the first part of idempotency keys
     # Results of actions that ran but are not journaled yet, by (run_id, seq): a retry after a
     # transient database error journals them instead of running the action again.

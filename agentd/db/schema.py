@@ -151,6 +151,67 @@ MIGRATIONS: list[str] = [
         value  TEXT NOT NULL
     ) STRICT;
     """,
+    # 2: the outer loop — schedules with time zone and misfire policy, per-goal cadence, the
+    # check-in journal (one row per fire, resumable), and goal memory.
+    """
+    ALTER TABLE schedules ADD COLUMN tz TEXT NOT NULL DEFAULT 'UTC';
+    ALTER TABLE schedules ADD COLUMN misfire TEXT NOT NULL DEFAULT 'once'
+        CHECK (misfire IN ('skip', 'once', 'all'));
+    ALTER TABLE schedules ADD COLUMN misfire_cap INTEGER NOT NULL DEFAULT 3;
+    ALTER TABLE schedules ADD COLUMN max_lateness_s REAL NOT NULL DEFAULT 86400;
+    ALTER TABLE schedules ADD COLUMN jitter_s REAL NOT NULL DEFAULT 0;
+    ALTER TABLE schedules ADD COLUMN created_at REAL NOT NULL DEFAULT 0;
+    CREATE INDEX schedules_by_goal ON schedules(goal_id, enabled);
+
+    CREATE TABLE cadences (
+        goal_id        INTEGER PRIMARY KEY REFERENCES goals(goal_id),
+        every_s        REAL,
+        min_s          REAL,
+        max_s          REAL,
+        quiet          TEXT,
+        tz             TEXT,
+        snoozed_until  REAL,
+        backoff        INTEGER NOT NULL DEFAULT 0,
+        next_at        REAL,
+        next_why       TEXT,
+        updated_at     REAL NOT NULL
+    ) STRICT;
+    CREATE INDEX cadences_due ON cadences(next_at);
+
+    CREATE TABLE checkins (
+        checkin_id    INTEGER PRIMARY KEY,
+        goal_id       INTEGER NOT NULL REFERENCES goals(goal_id),
+        schedule_id   INTEGER,
+        due_at        REAL NOT NULL,
+        fired_at      REAL NOT NULL,
+        status        TEXT NOT NULL CHECK (status IN
+                      ('due', 'skipped', 'missed', 'deciding', 'decided', 'done', 'failed')),
+        precheck      TEXT NOT NULL DEFAULT '{}',
+        raw           TEXT,
+        decision      TEXT,
+        model         TEXT,
+        tokens_in     INTEGER NOT NULL DEFAULT 0,
+        tokens_out    INTEGER NOT NULL DEFAULT 0,
+        cost_usd      REAL,
+        effect        TEXT,
+        next_at       REAL,
+        reason        TEXT,
+        completed_at  REAL
+    ) STRICT;
+    CREATE UNIQUE INDEX checkins_once ON checkins(goal_id, coalesce(schedule_id, 0), due_at);
+    CREATE INDEX checkins_open ON checkins(status) WHERE status IN ('due', 'deciding', 'decided');
+    CREATE INDEX checkins_by_goal ON checkins(goal_id, checkin_id);
+
+    CREATE TABLE goal_memory (
+        entry_id  INTEGER PRIMARY KEY,
+        goal_id   INTEGER NOT NULL REFERENCES goals(goal_id),
+        kind      TEXT NOT NULL,
+        text      TEXT NOT NULL,
+        source    TEXT NOT NULL DEFAULT '',
+        at        REAL NOT NULL
+    ) STRICT;
+    CREATE INDEX goal_memory_by_goal ON goal_memory(goal_id, entry_id);
+    """,
 ]
 
 

@@ -1,0 +1,7 @@
+"""The outer loop: goals that remember why and check back in on their own.
+
+schedule (when fires are due: cron / interval, time zones, DST, misfire policy, jitter) · cadence
+(the goal's bounds: min / max interval, quiet hours, backoff, deadlines) · precheck (did anything
+move? no model call) · checkin (one journaled, resumable check-in: precheck → model → effect) ·
+memory (what the goal knows) · service (the daemon side: wakes, catch-up, the worker).
+"""
