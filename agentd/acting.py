@@ -13,8 +13,7 @@ import structlog
 
 from agentd import control, harness, process, prompt
 from agentd.actions import ActionContext, Executor
-from agentd.actions.command import fill
-from agentd.config import BuiltinAction, CommandAction, HttpAction
+from agentd.config import BuiltinAction
 from agentd.db import accounting
 from agentd.db import items as qi
 from agentd.db import queries as q
@@ -23,6 +22,7 @@ from agentd.errors import ActionFailed, Refused, StateError
 from agentd.models import (
     JSON,
     Goal,
+    GoalStatus,
     InboxKind,
     RunStatus,
     Step,
@@ -162,6 +162,9 @@ class RunJournal:
                     f"{action}'s definition in config.toml changed since approval "
                     f"{approval} was given; it is not run under the new definition",
                 ))  # fmt: skip
+        goal = q.get_goal(c, self.goal_id)
+        if goal.status != GoalStatus.ACTIVE:  # paused (or closed) since deciding: nothing runs
+            raise _Refusal(harness.Check(Verdict.DENY, f"goal {self.goal_id} is {goal.status}"))
         acts = accounting.count_acts_since(c, self.agent_name, action, time.time() - 3600)
         check = harness.admit(action, args, self.menu, acts, approved=approval is not None)
         if check.verdict != Verdict.ALLOW:
@@ -180,20 +183,7 @@ class RunJournal:
         return harness.config_hash(self.deps.config.action(action))
 
     def _resolved(self, action: str, args: JSON) -> JSON:
-        """What would execute, as the operator must see it before approving: the command's
-        filled-in argv, or the request's method and URL (as configured; secrets stay names)."""
-        cfg = self.deps.config.action(action)
-        if isinstance(cfg, CommandAction):
-            try:
-                return {"argv": [fill(part, args, cfg.params) for part in cfg.argv]}
-            except ActionFailed as e:
-                return {"error": str(e)}
-        if isinstance(cfg, HttpAction):
-            label = str(args.get("url"))
-            template = cfg.url_templates.get(label, label)  # secrets stay `{secret:NAME}`
-            url = fill(template, args, cfg.params)
-            return {"method": args.get("method", cfg.methods[0]), "url": url, "label": label}
-        return {"action": action}
+        return harness.resolved(self.deps.config.action(action), action, args)
 
     def _context(self, seq: int, action: str, key: str | None = None) -> ActionContext:
         """The execution's identity; a command's process group is journaled as it starts.
@@ -285,8 +275,8 @@ class RunJournal:
         fenced = await (
             executor.fence(ctx, spawned)
             if executor is not None  # an action gone from the config may have left processes too
-            else process.fence(spawned, ctx.idempotency_key)
-        )
+            else process.fence(spawned, ctx.idempotency_key if ctx.db_id else "")
+        )  # (a bare `run:seq` key is the same in every home: never kill by it)
         if fenced.get("killed") or fenced.get("survivors"):
             log.warning("action.fenced", action=action, **fenced)
         if fenced.get("survivors"):  # still alive after SIGKILL: nothing is known, nothing re-run
@@ -385,6 +375,7 @@ class RunJournal:
             return control.control(
                 c, ref, cfg, action, args, digest, approval=approval,
                 events_seen=seen[-1] if seen else 0, expires_at=self._expiry(InboxKind.QUESTION),
+                now=self.deps.clock.now(),
             )  # fmt: skip
 
         self.steps.extend(await self._write(work))
@@ -399,7 +390,7 @@ class RunJournal:
 
     def _expiry(self, kind: InboxKind) -> float | None:
         rule = self.agent.policy.expire.get(kind.value)  # type: ignore[call-overload]
-        return None if rule is None else time.time() + rule.after_s
+        return None if rule is None else self.deps.clock.now() + rule.after_s
 
     async def suspend(self, wait: JSON, **kw: Any) -> None:
         step: Step = await self._write(lambda c: q.suspend(c, self.run_id, self.epoch, wait, **kw))

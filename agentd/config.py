@@ -7,11 +7,12 @@ key, and what to fix. Secrets are named by environment variable (`api_key_env`, 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
-import zoneinfo
 import urllib.parse
+import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,10 +20,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_core import SchemaError
 
 from agentd.errors import ConfigError
 
@@ -59,7 +63,11 @@ def _variable_name(value: str | None) -> str | None:
         return None
     # Variable names are short, or spelled in one case; a long mixed-case token is a key.
     mixed = all(any(test(c) for c in value) for test in (str.isdigit, str.islower, str.isupper))
-    if not _VARIABLE.fullmatch(value) or (len(value) >= 32 and mixed):
+    # …and keys (AKIA…, ghp_…, xoxb-…) are long runs of letters and digits with no word breaks:
+    # a name has underscores between words, or is short.
+    unbroken = len(value) >= 16 and "_" not in value.strip("_") and any(c.isdigit() for c in value)
+    prefixed = value.lower().startswith(("ghp_", "gho_", "github_pat_", "xox", "sk_", "akia"))
+    if not _VARIABLE.fullmatch(value) or (len(value) >= 32 and mixed) or unbroken or prefixed:
         raise ValueError(
             "api_key_env must be the NAME of an environment variable, e.g. ANTHROPIC_API_KEY "
             "(letters, digits and _), never the key: if a key was pasted here, remove it from "
@@ -173,9 +181,13 @@ class Param(_Strict):
     def _compiles(cls, pattern: str | None) -> str | None:
         if pattern is not None:
             try:
-                re.compile(pattern)
-            except re.error as e:
-                raise ValueError(f"not a valid regular expression: {e}") from None
+                whole_match(pattern)
+            except SchemaError as e:
+                detail = str(e).splitlines()[-1].removeprefix("error: ")
+                raise ValueError(
+                    f"not a usable pattern ({detail}); patterns run on a linear-time engine "
+                    "without look-around or backreferences"
+                ) from None
         return pattern
 
     def refusal(self, value: str) -> str | None:
@@ -187,9 +199,28 @@ class Param(_Strict):
             return f"must be at most {self.max_length} characters"
         if value.startswith("-") and not self.allow_leading_dash:
             return "must not start with '-' (a command would read it as an option)"
-        if self.pattern is not None and re.fullmatch(self.pattern, value) is None:
+        if self.pattern is not None and not _matches(self.pattern, value):
             return f"must match the whole pattern {self.pattern!r}"
         return None
+
+
+@functools.lru_cache(maxsize=512)
+def whole_match(pattern: str) -> TypeAdapter[str]:
+    """A validator for values matching `pattern` as a whole, on pydantic's Rust regex engine:
+    linear time whatever the pattern and the (model-chosen) value — Python's `re` backtracks,
+    and a pattern like `([a-z0-9]+\\.?)+` would let one reply stall the daemon for minutes."""
+    return TypeAdapter(
+        Annotated[str, StringConstraints(pattern=f"^(?:{pattern})$")],
+        config=ConfigDict(regex_engine="rust-regex"),
+    )
+
+
+def _matches(pattern: str, value: str) -> bool:
+    try:
+        whole_match(pattern).validate_python(value)
+    except ValidationError:
+        return False
+    return True
 
 
 class _ActionBase(_Strict):

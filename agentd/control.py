@@ -8,13 +8,13 @@ items as it ends the run: no crash can separate a step from what it implies.
 from __future__ import annotations
 
 import sqlite3
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from agentd.config import BuiltinAction
 from agentd.db import items as qi
+from agentd.db import memory
 from agentd.db import queries as q
 from agentd.db import world as worlds
 from agentd.models import JSON, InboxKind, RunStatus, Step, StepKind
@@ -49,9 +49,11 @@ def control(
     approval: int | None,
     events_seen: int,
     expires_at: float | None,
+    now: float,
 ) -> list[Step]:
     """notify / ask / sleep / wait_event: the ACT step plus its inbox item or wait. The caller
-    has admitted the action (and consumed its approval) in the same transaction."""
+    has admitted the action (and consumed its approval) in the same transaction. `now` is the
+    injected clock's: wake times and timeouts are on it, as the scheduler compares them."""
     result: JSON = {"ok": True}
     if cfg.type in ("notify", "ask"):
         kind = InboxKind.NOTICE if cfg.type == "notify" else InboxKind.QUESTION
@@ -71,7 +73,6 @@ def control(
         return [act, q.suspend(c, ref.run_id, ref.epoch, wait, item_id=result["item_id"])]
     if cfg.type == "sleep":
         until = args.get("until")
-        now = time.time()
         wake_at = (
             datetime.fromisoformat(until).timestamp() if until else now + float(args["seconds"])
         )
@@ -83,7 +84,7 @@ def control(
         "kind": "event", "event": args["event"], "match": args.get("match", {}),
         "why": "wait_event", "timeout_s": timeout,
     }  # fmt: skip
-    deadline = time.time() + float(timeout) if timeout else None
+    deadline = now + float(timeout) if timeout else None
     # Events committed since the run last looked count: the order of "event arrives" and "run
     # starts waiting" must not matter.
     return [
@@ -117,13 +118,17 @@ def finish(
     status: RunStatus,
     summary: str,
 ) -> Step:
-    """End the run, withdraw what it still asks, and leave a notice with the summary."""
+    """End the run, withdraw what it still asks, leave a notice with the summary, and remember
+    the outcome in the goal's memory (what its check-ins read)."""
     qi.withdraw_open_items(c, ref.run_id, f"run {status}")
     qi.post(
         c, InboxKind.NOTICE, title=f"run {ref.run_id} {status}: {summary[:150]}", body=summary,
         goal_id=ref.goal_id, run_id=ref.run_id,
     )  # fmt: skip
-    return q.finish(c, ref.run_id, ref.epoch, status, summary)
+    step = q.finish(c, ref.run_id, ref.epoch, status, summary)
+    memory.remember(c, ref.goal_id, "run", f"run {ref.run_id} {status}: {summary}",
+                    f"run:{ref.run_id}", step.created_at.timestamp())  # fmt: skip
+    return step
 
 
 def record_world(

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from agentd import actions, config, llm, process, sdnotify, sources
+from agentd.clock import Clock, SystemClock
 from agentd.config import Config, Paths
 from agentd.db import accounting, meta
 from agentd.db import queries as q
@@ -109,19 +110,28 @@ async def serve(
     ready: Any = None,
     stop: asyncio.Event | None = None,
     models: dict[str, Model] | None = None,
+    clock: Clock | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (or `stop` is set); returns the exit code.
 
     `ready` (a callable) is told when recovery is done — what systemd hears as READY=1.
     `models` replaces providers built from the config (tests hand in SDK clients on a mock
-    transport: the narrowest seam, everything else real).
+    transport: the narrowest seam, everything else real). `clock` replaces the wall clock
+    (`serve --clock-speed N`: a ScaledClock, for tests and demos).
     """
     with home_lock(paths):
-        return await _serve_locked(paths, cfg, ready, stop or asyncio.Event(), models or {})
+        return await _serve_locked(
+            paths, cfg, ready, stop or asyncio.Event(), models or {}, clock or SystemClock()
+        )
 
 
 async def _serve_locked(
-    paths: Paths, cfg: Config, ready: Any, stop: asyncio.Event, models: dict[str, Model]
+    paths: Paths,
+    cfg: Config,
+    ready: Any,
+    stop: asyncio.Event,
+    models: dict[str, Model],
+    clock: Clock,
 ) -> int:
     started = time.monotonic()
     process.guard_memory()  # API keys in our environment stay out of reach of our commands
@@ -130,6 +140,7 @@ async def _serve_locked(
     await store.open()
     deps = build_deps(cfg, store, owner)
     deps.models.update(models)
+    deps.clock = clock
     engine = Engine(deps)
     scheduler = Scheduler(deps, engine.launch, engine.live)
     deps.on_change = scheduler.nudge

@@ -19,7 +19,6 @@ import structlog
 
 from agentd import control, harness, prompt
 from agentd.acting import RunJournal
-from agentd.actions import ActionContext
 from agentd.config import Budget
 from agentd.db import accounting
 from agentd.db import items as qi
@@ -163,7 +162,8 @@ class Engine:
         try:
             last = driver.steps[-1]
             if last.kind == StepKind.ACT and last.status == StepStatus.STARTED:
-                ctx = ActionContext(driver.run_id, driver.goal_id, last.seq, last.action or "")
+                key = last.data.get("key")  # the key the intent was journaled with
+                ctx = driver._context(last.seq, last.action or "", key=key)
                 await driver.ask_unknown_outcome(last, ctx)
                 return
             await driver.ask_operator(
@@ -244,7 +244,7 @@ class RunDriver(RunJournal):
 
         def write(c: Any) -> tuple[Step, JSON]:
             snapshot_id, world, diff, _ = control.record_world(
-                c, self.agent_name, self.run_id, raw, time.time()
+                c, self.agent_name, self.run_id, raw, self.deps.clock.now()
             )
             # Events since the previous look are part of what the run sees: an event that
             # arrived between an action and this look must not be waited for in vain.
@@ -277,6 +277,9 @@ class RunDriver(RunJournal):
         if goal.status != GoalStatus.ACTIVE:  # paused or closed: no new decision, visibly
             await self.finish(RunStatus.CANCELLED, f"stopped: goal {self.goal_id} is {goal.status}")
             return
+        if decisions == 0 and (accepted := self._accepted_nudge()) is not None:
+            await self._record_decision(accepted, 1, escalated=False)  # checked like any decision
+            return
         if await self.maybe_summarize():
             return  # the SUMMARIZE step is journaled; the next advance decides
         escalating = self._escalating()
@@ -292,6 +295,19 @@ class RunDriver(RunJournal):
             await self.finish(RunStatus.FAILED, f"stopped: model {name!r} rejected the call: {e}")
             return
         await self._record_decision(reply, decisions + 1, escalating)
+
+    def _accepted_nudge(self) -> ModelReply | None:
+        """A run started by accepting a check-in's nudge decides first what the operator
+        accepted — journaled as a DECIDE step like a model's reply, so the harness checks it
+        (policy, approvals, limits) like any decision. No model is asked for it."""
+        start = next((s.data for s in self.steps if s.kind == StepKind.START), {})
+        suggested = start.get("suggested")
+        if not isinstance(suggested, dict):
+            return None
+        nudge = start.get("nudge")
+        action = {**(suggested.get("args") or {}), "kind": suggested.get("action")}
+        text = json.dumps({"reason": f"the operator accepted nudge {nudge}", "action": action})
+        return ModelReply(text=text, model=f"operator (accepted nudge {nudge})")
 
     async def maybe_summarize(self) -> bool:
         """Fold older history into a journaled summary once it outgrows twice the window, so
@@ -462,7 +478,7 @@ class RunDriver(RunJournal):
         log.warning("llm.failed", error=message, retry_in_s=round(delay, 2), attempt=attempt)
         await self.suspend(
             {"kind": "timer", "why": "model_retry", "error": message, "attempt": attempt},
-            wake_at=time.time() + delay,
+            wake_at=self.deps.clock.now() + delay,
         )
 
     def _retries(self) -> int:
@@ -502,7 +518,9 @@ class RunDriver(RunJournal):
             lambda c: accounting.count_acts_since(c, self.agent_name, d.action, since)
         )
         facts = harness.Facts(tuple(earlier), acts, denials)
-        verdict = harness.check(d, self.agent, facts, self.deps.config.action(d.action).type)
+        known = d.action in self.agent.actions  # else removed from the config since deciding
+        action_type = self.deps.config.action(d.action).type if known else ""
+        verdict = harness.check(d, self.agent, facts, action_type)
         await self._append(
             StepKind.CHECK,
             action=d.action,
@@ -517,7 +535,12 @@ class RunDriver(RunJournal):
         if checked.verdict == Verdict.ALLOW:
             await self.act(action, args)
         elif checked.verdict == Verdict.APPROVE:
-            await self.request_approval(checked)
+            # Checked under an older config? Never ask the operator for what is now refused.
+            now = harness.admit(action, args, self.menu, 0, approved=True)
+            if now.verdict == Verdict.DENY:
+                await self._refuse(action, args, None, now.rule)
+            else:
+                await self.request_approval(checked)
         elif checked.data.get("escalate"):
             await self.ask_operator(
                 f"The harness refused {action} {args} ({checked.data.get('rule')}). "

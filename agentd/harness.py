@@ -10,9 +10,10 @@ import hashlib
 from dataclasses import dataclass
 
 from agentd.actions import CONTROL_TYPES
-from agentd.config import ActionConfig, AgentConfig, Budget
+from agentd.actions.command import fill
+from agentd.config import ActionConfig, AgentConfig, Budget, CommandAction, HttpAction
 from agentd.decide import Decision, Menu
-from agentd.errors import ModelOutputInvalid
+from agentd.errors import ActionFailed, ModelOutputInvalid
 from agentd.models import JSON, Verdict, canonical_json
 
 # Waiting is not acting: repeating a wait is how a watcher watches, so loops are not counted on
@@ -100,6 +101,25 @@ def admit(action: str, args: JSON, menu: Menu, acts_last_hour: int, *, approved:
             f"rate limit: {action} ran {acts_last_hour} times in the last hour (max {limit})",
         )
     return Check(Verdict.ALLOW, "admitted")
+
+
+def resolved(cfg: ActionConfig, action: str, args: JSON) -> JSON:
+    """What would execute, as the operator must see it before approving: the command's
+    filled-in argv, or the request's method and URL (as configured; secrets stay names)."""
+    if isinstance(cfg, CommandAction):
+        try:
+            return {"argv": [fill(part, args, cfg.params) for part in cfg.argv]}
+        except ActionFailed as e:
+            return {"error": str(e)}
+    if isinstance(cfg, HttpAction):
+        label = str(args.get("url"))
+        template = cfg.url_templates.get(label, label)  # secrets stay `{secret:NAME}`
+        try:
+            url = fill(template, args, cfg.params)
+        except ActionFailed as e:
+            return {"error": str(e)}
+        return {"method": args.get("method", cfg.methods[0]), "url": url, "label": label}
+    return {"action": action}
 
 
 def config_hash(cfg: ActionConfig) -> str:

@@ -1,6 +1,6 @@
 """The operator's side of the inbox: answer questions, approve (optionally with edits) or deny
-approvals, dismiss notices. Each is one short transaction; the daemon applies it within a second,
-or at its next start if it is stopped.
+approvals, dismiss notices, accept or dismiss a check-in's nudge. Each is one short transaction;
+the daemon applies it within a second, or at its next start if it is stopped.
 """
 
 from __future__ import annotations
@@ -8,13 +8,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from agentd import harness
 from agentd.config import Config
+from agentd.db import checkins, memory
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.decide import Menu
 from agentd.errors import ModelOutputInvalid, Refused, UsageError
-from agentd.models import JSON, InboxItem, InboxKind, InboxStatus, action_digest
+from agentd.models import JSON, Goal, GoalStatus, InboxItem, InboxKind, InboxStatus, action_digest
 
 
 def _open_item(c: Any, item_id: int, kind: InboxKind | None = None) -> InboxItem:
@@ -26,15 +28,48 @@ def _open_item(c: Any, item_id: int, kind: InboxKind | None = None) -> InboxItem
     return item
 
 
-def answer(store: SyncStore, item_id: int, text: str) -> InboxItem:
+def answer(store: SyncStore, item_id: int, text: str, now: float | None = None) -> InboxItem:
+    """Answer a question. A check-in's clarifying question (rule `clarify`) becomes part of the
+    goal's memory; answering yes to an `achieved` question closes the goal as achieved."""
     if not text.strip():
         raise UsageError("the answer is empty; say something the run can use")
+    at = time.time() if now is None else now
 
     def work(c: Any) -> InboxItem:
-        _open_item(c, item_id, InboxKind.QUESTION)
-        return qi.resolve(c, item_id, InboxStatus.ANSWERED, answer=text)
+        item = _open_item(c, item_id, InboxKind.QUESTION)
+        resolved = qi.resolve(c, item_id, InboxStatus.ANSWERED, answer=text)
+        if item.goal_id is not None and item.rule == "clarify":
+            memory.remember(c, item.goal_id, "answer", f"Q: {item.title} — A: {text}",
+                            f"inbox:{item_id}", at)  # fmt: skip
+        elif item.goal_id is not None and item.rule == "achieved":
+            _achieved(c, item, text, at)
+        return resolved
 
     return store.write(work)
+
+
+CONFIRM = frozenset({"yes", "y", "confirm", "confirmed"})
+
+
+def _achieved(c: Any, item: InboxItem, text: str, now: float) -> None:
+    """The operator's word on a check-in's "achieved?": yes closes the goal (cancelling its
+    active runs, as `goal close` does); anything else is remembered as what is still missing."""
+    assert item.goal_id is not None
+    goal = q.get_goal(c, item.goal_id)
+    source = f"inbox:{item.item_id}"
+    if text.strip().lower().rstrip(".!") not in CONFIRM:
+        memory.remember(c, goal.goal_id, "answer", f"not achieved yet: {text}", source, now)
+        return
+    if goal.status not in (GoalStatus.ACTIVE, GoalStatus.PAUSED):
+        return  # closed meanwhile: the answer is recorded, nothing more to do
+    q.set_goal_status(c, goal.goal_id, GoalStatus.ACHIEVED)
+    reason = f"goal {goal.goal_id} confirmed achieved by the operator"
+    for run in q.list_runs(c, goal_id=goal.goal_id, limit=1_000_000):
+        if not run.status.finished:
+            q.cancel(c, run.run_id, reason)
+            qi.withdraw_open_items(c, run.run_id, reason)
+    memory.remember(c, goal.goal_id, "known", "the operator confirmed the goal achieved", source,
+                    now)  # fmt: skip
 
 
 def approve(
@@ -68,7 +103,12 @@ def approve(
             answer=note or "approved with edits",
             args=args,
             digest=action_digest(item.action, args),
-            extra={"original_args": item.args, "original_digest": item.digest},
+            extra={
+                "original_args": item.args,
+                "original_digest": item.digest,
+                # What the edited arguments will run: the view shows this, never the original's.
+                "resolved": harness.resolved(config.action(item.action), item.action, args),
+            },
         )
 
     return store.write(work)
@@ -82,9 +122,76 @@ def deny(store: SyncStore, item_id: int, reason: str = "") -> InboxItem:
     return store.write(work)
 
 
-def dismiss(store: SyncStore, item_id: int) -> InboxItem:
+def dismiss(
+    store: SyncStore, item_id: int, reason: str = "", now: float | None = None
+) -> InboxItem:
+    """Put a notice away. A dismissed nudge teaches the cadence: the goal's check-ins back off
+    one step, and the dismissal (with its reason) joins the goal's memory."""
+    at = time.time() if now is None else now
+
     def work(c: Any) -> InboxItem:
-        _open_item(c, item_id, InboxKind.NOTICE)
-        return qi.resolve(c, item_id, InboxStatus.DISMISSED)
+        item = _open_item(c, item_id, InboxKind.NOTICE)
+        resolved = qi.resolve(c, item_id, InboxStatus.DISMISSED, answer=reason or None)
+        if item.rule == "nudge" and item.goal_id is not None:
+            checkins.bump_backoff(c, item.goal_id, at)
+            topic = item.data.get("nudge", {}).get("topic")
+            why = f": {reason}" if reason else " (no reason given)"
+            memory.remember(c, item.goal_id, "dismissed", f"dismissed nudge {item_id} on "
+                            f"{topic!r}{why}", f"inbox:{item_id}", at)  # fmt: skip
+        return resolved
 
     return store.write(work)
+
+
+def accept(store: SyncStore, config: Config, item_id: int, now: float | None = None) -> InboxItem:
+    """Accept a check-in's nudge. When it suggests an action, a run of the goal starts whose
+    first decision is that action — checked by the harness like any decision (policy, approvals,
+    rate limits apply). The returned item's `data["run_id"]` names the run (None without one)."""
+    at = time.time() if now is None else now
+
+    def work(c: Any) -> InboxItem:
+        item = _open_item(c, item_id, InboxKind.NOTICE)
+        if item.rule != "nudge" or item.goal_id is None:
+            raise Refused(
+                f"inbox item {item_id} is not a nudge; only nudges can be accepted "
+                f"(`agentd inbox dismiss {item_id}` puts a notice away)"
+            )
+        goal = q.get_goal(c, item.goal_id)
+        if goal.status != GoalStatus.ACTIVE:
+            raise Refused(f"goal {goal.goal_id} is {goal.status}; its nudges cannot start runs")
+        nudge: JSON = item.data.get("nudge") or {}
+        suggested = nudge.get("suggested")
+        run_id = _start_suggested(c, config, goal, item_id, suggested) if suggested else None
+        resolved = qi.resolve(
+            c, item_id, InboxStatus.ANSWERED, answer="accepted", extra={"run_id": run_id}
+        )
+        then = f" → run {run_id}" if run_id else ""
+        memory.remember(c, goal.goal_id, "accepted", f"accepted nudge {item_id} on "
+                        f"{nudge.get('topic')!r}: {nudge.get('message')}{then}",
+                        f"inbox:{item_id}", at)  # fmt: skip
+        return resolved
+
+    return store.write(work)
+
+
+def _start_suggested(c: Any, config: Config, goal: Goal, item_id: int, suggested: JSON) -> int:
+    agent = config.agents.get(goal.agent)
+    if agent is None:
+        raise Refused(f"goal {goal.goal_id}'s agent {goal.agent!r} is no longer configured")
+    action = str(suggested.get("action"))
+    try:
+        Menu(config, agent).validate_args(action, dict(suggested.get("args") or {}))
+    except ModelOutputInvalid as e:
+        raise Refused(
+            f"nudge {item_id}'s suggestion is not valid under the current config: {e}"
+        ) from None
+    if (active := q.active_run_of_goal(c, goal.goal_id)) is not None:
+        raise Refused(
+            f"goal {goal.goal_id} already has run {active}; accept again once it ends, or "
+            f"cancel it with `agentd runs cancel {active}`"
+        )
+    return q.create_run(
+        c, goal_id=goal.goal_id, agent=goal.agent, trigger=f"nudge:{item_id}",
+        data={"suggested": {"action": action, "args": suggested.get("args") or {}},
+              "nudge": item_id},
+    )  # fmt: skip

@@ -41,9 +41,9 @@ def capped(value: Any, depth: int = 0) -> Any:
         if len(items) > MAX_ITEMS:
             out["…"] = f"{len(items) - MAX_ITEMS} more keys not shown"
         return out
-    if isinstance(value, list):
-        shown = [capped(v, depth + 1) for v in value[:MAX_ITEMS]]
-        return shown + ([f"…{len(value) - MAX_ITEMS} more"] if len(value) > MAX_ITEMS else [])
+    if isinstance(value, list):  # the newest entries (a log's last lines) are what matters
+        shown = [capped(v, depth + 1) for v in value[-MAX_ITEMS:]]
+        return ([f"…{len(value) - MAX_ITEMS} earlier"] if len(value) > MAX_ITEMS else []) + shown
     return value
 
 
@@ -58,6 +58,10 @@ def quote(value: Any, limit: int | None = None) -> str:
     """Observed data as an inert block: JSON with `<` escaped so no tag can appear inside;
     each field capped, and the whole cut to `limit` characters *inside* the block."""
     return f"<data>{_inert(value, limit)}</data>"
+
+
+def _tagless(text: str, limit: int = MAX_LINE) -> str:
+    return text[:limit].replace("<", "\\u003c")
 
 
 def operator_says(text: str) -> str:
@@ -101,7 +105,8 @@ def build(
         parts.append("# Events since the previous look\n" + quote(events))
     parts.append("# This run so far\n" + "\n".join(_history_lines(history, history_steps)))
     if feedback:
-        parts.append(f"# Your previous reply was rejected\n{feedback}\nReply again, validly.")
+        rejected = _tagless(feedback, MAX_FIELD)
+        parts.append(f"# Your previous reply was rejected\n{rejected}\nReply again, validly.")
     return "\n\n".join([SYSTEM, *stable]), "\n\n".join(parts)
 
 
@@ -147,13 +152,15 @@ def describe_policy(rules: dict[str, str], default: str, max_per_hour: dict[str,
 def render_step(s: Step) -> str:
     """One line per step; observed content quoted."""
     head = f"#{s.seq} {s.kind}"
+    # Model-written text (reasons, arguments, errors quoting a reply) is escaped like observed
+    # data: a reply cannot write a tag that a later prompt reads as the operator's.
     if s.kind == StepKind.DECIDE:
         if s.action:
-            args = json.dumps(s.args, sort_keys=True)[:MAX_LINE]
-            return f"{head}: {s.action} {args} because {str(s.data.get('reason', ''))[:MAX_LINE]!r}"
-        return f"{head}: invalid reply ({str(s.data.get('error', ''))[:MAX_LINE]})"
+            args = _tagless(json.dumps(s.args, sort_keys=True))
+            return f"{head}: {s.action} {args} because {_tagless(repr(s.data.get('reason', '')))}"
+        return f"{head}: invalid reply ({_tagless(str(s.data.get('error', '')))})"
     if s.kind == StepKind.CHECK:
-        return f"{head}: {s.verdict} ({str(s.data.get('rule', ''))[:MAX_LINE]})"
+        return f"{head}: {s.verdict} ({_tagless(str(s.data.get('rule', '')))})"
     if s.kind == StepKind.ACT:
         return f"{head}: {s.action} {s.status} → {quote(s.result, MAX_LINE)}"
     if s.kind == StepKind.OBSERVE:

@@ -85,8 +85,9 @@ class Scheduler:
             raw = await observe_all([self.deps.sources[n] for n in cfg.sources])
             wake = cfg.watch.wake_runs if cfg.watch else False
             owner = self.deps.owner
+            now = self.deps.clock.now()
             woken = await self.deps.store.write(
-                lambda c: _record_poll(c, agent, raw, owner, wake_runs=wake)
+                lambda c: _record_poll(c, agent, raw, owner, now, wake_runs=wake)
             )
         except Exception:
             log.exception("poll.failed", agent=agent)
@@ -117,22 +118,23 @@ class Scheduler:
         nudged = self._nudged.is_set()
         self._nudged.clear()
         version = await self.deps.store.data_version()
-        now = time.time()
+        now = self.deps.clock.now()  # timers and expiries are on the injected clock
         # Expire first: an item past its time is closed before anything wakes on it (at start,
         # an approval given while the daemon was down is checked against its expiry first).
         await self._expire(now)
-        full = force or now - self._last_full_scan >= FULL_SCAN_S
+        # The safety-net scan is paced on the wall: it is about the database, not about time.
+        full = force or time.monotonic() - self._last_full_scan >= FULL_SCAN_S
         if full or nudged or version != self._seen_version:
             self._seen_version = version
             if full:
-                self._last_full_scan = now
+                self._last_full_scan = time.monotonic()
             await self._adopt_new_runs()
             if full:
                 await self._readopt_orphans()
             await self._wake_answered(full)
             await self._wake_on_events()
             await self._start_triggered()
-        await self._wake_timers(time.time())
+        await self._wake_timers(self.deps.clock.now())
 
     async def _wake(self, run_id: int, why: JSON, wait: JSON) -> None:
         """Wake a run — only if it still waits for `wait` (what was matched, maybe a tick ago)."""
@@ -299,10 +301,10 @@ def _matches(match: JSON, data: JSON) -> bool:
 
 
 def _record_poll(
-    c: Any, agent: str, raw: JSON, owner: str, *, wake_runs: bool
+    c: Any, agent: str, raw: JSON, owner: str, now: float, *, wake_runs: bool
 ) -> list[tuple[int, int]]:
     """One transaction: the snapshot, an event per health flip, and the runs it wakes."""
-    snapshot_id, world, _diff, before = control.record_world(c, agent, None, raw, time.time())
+    snapshot_id, world, _diff, before = control.record_world(c, agent, None, raw, now)
     woken: list[tuple[int, int]] = []
     for source, healthy in transitions(before, world):
         obs = world[source]

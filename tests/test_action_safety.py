@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -206,7 +207,7 @@ def test_config_param_pattern_must_compile(tmp_path: Path) -> None:
         'params = { x = { pattern = "[a-" } }\n',
     )
 
-    assert "actions.act.params.x.pattern" in error and "regular expression" in error
+    assert "actions.act.params.x.pattern" in error and "not a usable pattern" in error
 
 
 # --- item 9: URL templates run, and stay on their host and path --------------------------------
@@ -409,3 +410,50 @@ async def test_http_only_a_2xx_is_ok(status: int, ok: bool) -> None:
     )
 
     assert (result["status"], result["ok"]) == (status, ok)
+
+
+# --- review findings ----------------------------------------------------------------------------
+
+
+def test_menu_pattern_cannot_backtrack_on_a_hostile_value() -> None:
+    # Python's `re` takes seconds to minutes on this (catastrophic backtracking); the menu and
+    # the executors use a linear-time engine.
+    menu = menu_of(
+        '[actions.act]\ntype = "command"\nargv = ["ping", "{host}"]\n'
+        'params = { host = { pattern = "([a-zA-Z0-9]+\\\\.?)+" } }\n'
+    )
+    reply = json.dumps({"reason": "r", "action": {"kind": "act", "host": "a" * 40 + "!"}})
+    started = time.perf_counter()
+    with pytest.raises(ModelOutputInvalid, match="whole pattern"):
+        menu.parse(reply)
+    assert time.perf_counter() - started < 0.5
+    assert menu.parse(reply.replace("!", ".example")).args == {"host": "a" * 40 + ".example"}
+
+
+def test_config_pattern_the_linear_engine_cannot_run_is_refused(tmp_path: Path) -> None:
+    error = load_error(
+        tmp_path,
+        '[actions.act]\ntype = "command"\nargv = ["echo", "{x}"]\n'
+        'params = { x = { pattern = "(?=a)a" } }\n',
+    )
+    assert "look-around" in error
+
+
+async def test_command_argument_assembled_into_an_option_is_refused() -> None:
+    params = {"a": Param(pattern="[a-z]*"), "b": Param(pattern="[a-z=-]+")}
+    executor = CommandExecutor(
+        "act", CommandAction(type="command", argv=["/bin/echo", "{a}-{b}"], params=params)
+    )
+    with pytest.raises(ActionFailed, match="would start with '-'"):
+        await executor.execute({"a": "", "b": "checkpoint-action=exec=sh"}, CTX)
+
+
+async def test_command_secret_with_a_newline_is_refused_not_leaked() -> None:
+    executor = CommandExecutor(
+        "act",
+        CommandAction(type="command", argv=["/bin/true"], secret_env={"T": "PAY_TOKEN"}),
+        secrets=secrets(PAY_TOKEN=TOKEN + "\n"),
+    )
+    with pytest.raises(ActionFailed, match="control or non-ASCII") as e:
+        await executor.execute({}, CTX)
+    assert TOKEN not in str(e.value)

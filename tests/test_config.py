@@ -98,3 +98,12 @@ def test_config_api_key_env_accepts_variable_names(tmp_path: Path, name: str) ->
     path = tmp_path / "config.toml"
     path.write_text(f'[models.m]\nprovider = "anthropic"\nmodel = "x"\napi_key_env = "{name}"\n')
     assert config.load(path).models["m"].api_key_env == name
+
+
+@pytest.mark.parametrize("pasted", ["AKIAIOSFODNN7EXAMPLE12", "ghp_" + "a1" * 18, "xoxb-1234-abcd"])
+def test_config_api_key_env_refuses_keys_that_look_like_names(tmp_path: Path, pasted: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(f'[models.m]\nprovider = "anthropic"\nmodel = "x"\napi_key_env = "{pasted}"\n')
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert "NAME of an environment variable" in str(e.value) and pasted not in str(e.value)

@@ -362,3 +362,42 @@ async def test_pausing_a_goal_stops_its_running_run(home: Home, serve: Any) -> N
     await wait_for(finished(home, run_id))
     assert home.run(run_id).status == RunStatus.CANCELLED
     assert executed(out) == []
+
+
+async def test_edited_approval_shows_what_the_edit_will_run(home: Home, serve: Any) -> None:
+    out = setup(home, [append("x"), FINISH], rules='append = "approve"')
+    _run_id, item = await park_on_approval(home, serve, out)
+    assert 'KEY x"' in item.data["resolved"]["argv"][2]
+    granted = inbox.approve(home.store, cfg(home), item.item_id, edit={"word": "y"})
+    shown = granted.data["resolved"]["argv"][2]
+    assert 'KEY y"' in shown and 'KEY x"' not in shown
+
+
+async def test_pausing_a_goal_stops_an_approved_action(home: Home, serve: Any) -> None:
+    out = setup(home, [append("x"), FINISH], rules='append = "approve"')
+    run_id, item = await park_on_approval(home, serve, out)
+    goal_id = home.run(run_id).goal_id
+    home.store.write(lambda c: q.set_goal_status(c, goal_id, GoalStatus.PAUSED))
+    inbox.approve(home.store, cfg(home), item.item_id)
+    await serve()
+    await wait_for(finished(home, run_id))
+    assert executed(out) == []
+    assert any("paused" in s.data["rule"] for s in refusals(home, run_id))
+
+
+async def test_loop_detection_counts_a_command_named_sleep(home: Home, serve: Any) -> None:
+    text = CONFIG.replace(
+        "[actions.nap]", '[actions.sleep]\ntype = "command"\nargv = ["true"]\n\n[actions.nap]'
+    )
+    out = home.root.parent / "out.txt"
+    text = (
+        text.replace("__OUT__", str(out)).replace("__RULES__", "").replace("__LIMITS__", "")
+        .replace("__IDEMPOTENT__", "true").replace("__EXPIRE__", "")
+        .replace("__ACTIONS__", '"sleep", "append", "finish"')
+    )  # fmt: skip
+    home.write_config(text, [{"reason": "again", "action": {"kind": "sleep"}}] * 5 + [FINISH])
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(lambda: home.run(run_id).status != RunStatus.RUNNING)
+    checks = [s for s in home.steps(run_id) if s.kind == StepKind.CHECK]
+    assert any(s.data["rule"].startswith("loop:") for s in checks)

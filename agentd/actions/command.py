@@ -60,6 +60,12 @@ def resolve_secrets(
             raise ActionFailed(
                 f"action {action!r}: secret ${name} is not set in agentd's environment"
             )
+        if not (value.isascii() and value.isprintable()):
+            # An error message could carry it in an escaped form that redaction cannot find.
+            raise ActionFailed(
+                f"action {action!r}: secret ${name} holds control or non-ASCII characters "
+                "(a trailing newline?); store it without them"
+            )
         values[name] = value
     return values
 
@@ -160,7 +166,16 @@ class CommandExecutor:
         for pname, value in args.items():
             if isinstance(value, str) and (why := self.cfg.params[pname].refusal(value)):
                 raise ActionFailed(f"action {self.name!r}: {pname} {why}")
-        return [fill(part, args, self.cfg.params) for part in template]
+        argv = [fill(part, args, self.cfg.params) for part in template]
+        dashing = any(p.allow_leading_dash for p in self.cfg.params.values())
+        for part, filled in zip(template, argv, strict=True):
+            # `{a}-{b}` with an empty `a` would still start an option: check what is assembled.
+            if filled.startswith("-") and not part.startswith("-") and not dashing:
+                raise ActionFailed(
+                    f"action {self.name!r}: argument {filled[:40]!r} would start with '-' once "
+                    "filled in (a command would read it as an option)"
+                )
+        return argv
 
     def _secrets(self) -> dict[str, str]:
         """The daemon's variable NAME → value for each `secret_env` source, read now."""

@@ -1,5 +1,6 @@
-"""Spend and rate accounting: model tokens and cost per goal and day, and the execution log that
-rate limits count (only for the actions that have a limit)."""
+"""Spend and rate accounting: model tokens and cost per goal and day (runs and check-ins alike:
+check-ins count against the goal's budget), and the execution log that rate limits count (only for
+the actions that have a limit)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from agentd.models import JSON
 
 
 def goal_spend(c: sqlite3.Connection, goal_id: int, since: float = 0.0) -> JSON:
-    """Model tokens and cost used by every run of a goal (since a time), in one query."""
+    """Model tokens and cost used by every run and every check-in of a goal (since a time)."""
     tokens_in, tokens_out, usd = c.execute(
-        "SELECT coalesce(sum(s.tokens_in), 0), coalesce(sum(s.tokens_out), 0),"
-        " coalesce(sum(s.data ->> 'cost_usd'), 0.0)"
+        "SELECT coalesce(sum(tin), 0), coalesce(sum(tout), 0), coalesce(sum(usd), 0.0) FROM ("
+        " SELECT s.tokens_in AS tin, s.tokens_out AS tout, s.data ->> 'cost_usd' AS usd"
         " FROM steps s JOIN runs r ON r.run_id = s.run_id"
-        " WHERE r.goal_id = ? AND s.created_at >= ?",
+        " WHERE r.goal_id = ?1 AND s.created_at >= ?2"
+        " UNION ALL SELECT tokens_in, tokens_out, cost_usd FROM checkins"
+        " WHERE goal_id = ?1 AND fired_at >= ?2)",
         (goal_id, since),
     ).fetchone()
     return {
@@ -26,13 +29,21 @@ def goal_spend(c: sqlite3.Connection, goal_id: int, since: float = 0.0) -> JSON:
 
 
 def usage(c: sqlite3.Connection, since: float = 0.0) -> list[JSON]:
-    """Model calls summed by goal, model and UTC day: what `agentd usage` shows."""
+    """Model calls summed by goal, model and UTC day — runs' decisions and summaries, and
+    check-ins (a re-asked check-in counts its calls): what `agentd usage` shows."""
     rows = c.execute(
-        "SELECT r.goal_id, coalesce(s.data ->> 'model', '?'),"
-        " date(s.created_at, 'unixepoch'), count(*), sum(s.tokens_in), sum(s.tokens_out),"
-        " coalesce(sum(s.data ->> 'tokens_cached'), 0), coalesce(sum(s.data ->> 'cost_usd'), 0.0)"
+        "SELECT goal_id, model, day, sum(calls), sum(tin), sum(tout), sum(cached), sum(usd) FROM ("
+        " SELECT r.goal_id, coalesce(s.data ->> 'model', '?') AS model,"
+        " date(s.created_at, 'unixepoch') AS day, 1 AS calls, s.tokens_in AS tin,"
+        " s.tokens_out AS tout, coalesce(s.data ->> 'tokens_cached', 0) AS cached,"
+        " coalesce(s.data ->> 'cost_usd', 0.0) AS usd"
         " FROM steps s JOIN runs r ON r.run_id = s.run_id"
-        " WHERE s.kind IN ('decide', 'summarize') AND s.created_at >= ?"
+        " WHERE s.kind IN ('decide', 'summarize') AND s.created_at >= ?1"
+        " AND coalesce(s.data ->> 'model', '') NOT LIKE 'operator (%'"
+        " UNION ALL SELECT goal_id, model, date(fired_at, 'unixepoch'),"
+        " (raw IS NOT NULL) + coalesce(json_array_length(precheck, '$.invalid'), 0),"
+        " tokens_in, tokens_out, 0, coalesce(cost_usd, 0.0)"
+        " FROM checkins WHERE model IS NOT NULL AND fired_at >= ?1)"
         " GROUP BY 1, 2, 3 ORDER BY 3, 1, 2",
         (since,),
     )

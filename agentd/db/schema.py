@@ -211,6 +211,14 @@ MIGRATIONS: list[str] = [
         at        REAL NOT NULL
     ) STRICT;
     CREATE INDEX goal_memory_by_goal ON goal_memory(goal_id, entry_id);
+
+    -- Every execution is logged for rate limits (not only those limited when it ran): a limit
+    -- added to the config counts the hour before it, too.
+    DROP TRIGGER steps_rate_log;
+    CREATE TRIGGER steps_rate_log AFTER INSERT ON steps WHEN NEW.kind = 'act' BEGIN
+        INSERT INTO rate_log (agent, action, at)
+        SELECT r.agent, NEW.action, NEW.created_at FROM runs r WHERE r.run_id = NEW.run_id;
+    END;
     """,
 ]
 

@@ -28,8 +28,17 @@ class Runbook:
         if request.purpose == "summarize":
             text = json.dumps({"summary": mechanical_summary(request.context)})
             return ModelReply(text=text, model="runbook")
+        if request.purpose == "checkin":  # a service watch acts on events, not on check-ins
+            return ModelReply(text=json.dumps(CHECKIN_NOTHING), model="runbook")
         decision = decide(self.cfg, request.context)
         return ModelReply(text=json.dumps(decision), model="runbook", stop_reason="end")
+
+
+CHECKIN_NOTHING: JSON = {
+    "reason": "runbook: the service watch acts on health events; nothing to add",
+    "next_look_in_s": None,
+    "verdict": {"kind": "nothing"},
+}
 
 
 def _action(kind: str, reason: str, **args: Any) -> JSON:

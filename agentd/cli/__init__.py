@@ -1,0 +1,29 @@
+"""The `agentd` command line: parse → call one function → render (a table, or --json).
+
+One module per command group (root: the app, its options and shared edge helpers; admin: init,
+serve, demo, doctor, usage, events; goals; runs; inbox; checkins). Typer has no coroutine support,
+so async work runs under `asyncio.run` at the edge. Expected errors (any AgentdError) print
+`agentd: <message>` on stderr and exit with the error's code — 1 for not found / refused / unusable
+state, 2 for a bad command line or config — never with a traceback.
+"""
+
+from __future__ import annotations
+
+from agentd.cli.admin import event_app
+from agentd.cli.goals import goal_app
+from agentd.cli.inbox import inbox_app
+from agentd.cli.root import app
+from agentd.cli.runs import run_app, runs_app
+
+for _name, _sub in dict(
+    goal=goal_app, run=run_app, runs=runs_app, inbox=inbox_app, event=event_app
+).items():
+    app.add_typer(_sub, name=_name)
+
+
+def main() -> None:
+    """The console script `agentd`."""
+    app(prog_name="agentd")
+
+
+__all__ = ["app", "main"]

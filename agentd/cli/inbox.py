@@ -1,0 +1,96 @@
+"""The operator inbox: `inbox list|show|answer|approve|deny|dismiss`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from agentd import config, inbox, render
+from agentd.cli.root import ItemId, JsonFlag, Opt, emit, open_store, paths_of, resume_note, sub_app
+from agentd.db import items as qi
+from agentd.db import queries as q
+from agentd.models import utcnow
+
+inbox_app = sub_app(help="The operator inbox: questions, approvals and notices from the agents.")
+
+
+@inbox_app.command("list")
+def inbox_list(
+    ctx: typer.Context,
+    show_all: Annotated[bool, Opt("--all", help="Closed items too.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """List open inbox items (--all: every item)."""
+    with open_store(ctx) as store:
+        items = store.read(lambda c: qi.list_items(c, status=None if show_all else "open"))
+    emit(as_json, items, lambda: render.items_table(items, utcnow(), with_status=show_all))
+
+
+@inbox_app.command("show")
+def inbox_show(ctx: typer.Context, item_id: ItemId, as_json: JsonFlag = False) -> None:
+    """Show an item in full: why it exists, the exact action and arguments, the rule."""
+    with open_store(ctx) as store:
+        item = store.read(lambda c: qi.get_item(c, item_id))
+        goal_id = item.goal_id
+        goal = None if goal_id is None else store.read(lambda c: q.get_goal(c, goal_id))
+    emit(as_json, item, lambda: render.item_view(item, goal, utcnow()))
+
+
+@inbox_app.command("answer")
+def inbox_answer(
+    ctx: typer.Context,
+    item_id: ItemId,
+    text: Annotated[
+        str, typer.Argument(metavar="TEXT", help="Your answer; the run reads it as given.")
+    ],
+) -> None:
+    """Answer a question.
+
+    Example: agentd inbox answer 4 "yes, the 14:00 deploy was mine"
+    """
+    with open_store(ctx) as store:
+        item = inbox.answer(store, item_id, text)
+    typer.echo(f"answered item {item_id}{resume_note(ctx, item.run_id)}")
+
+
+@inbox_app.command("approve")
+def inbox_approve(
+    ctx: typer.Context,
+    item_id: ItemId,
+    edit: Annotated[str | None, Opt(metavar="JSON", help="Change arguments first.")] = None,
+    note: Annotated[str, Opt(metavar="TEXT", help="A note recorded with the approval.")] = "",
+) -> None:
+    """Approve the exact action of an approval item (optionally with edited arguments).
+
+    \b
+    Examples:
+      agentd inbox approve 4
+      agentd inbox approve 4 --edit '{"unit": "checkout.service"}' --note "the real unit"
+    """
+    changes = render.parse_object("--edit", edit) if edit is not None else None
+    cfg = config.load(paths_of(ctx).config)
+    with open_store(ctx) as store:
+        item = inbox.approve(store, cfg, item_id, changes, note)
+    what = render.safe(f"{item.action} {render.compact(item.args or {})}")
+    typer.echo(f"approved item {item_id}: {what}{resume_note(ctx, item.run_id)}")
+
+
+@inbox_app.command("deny")
+def inbox_deny(
+    ctx: typer.Context,
+    item_id: ItemId,
+    reason: Annotated[str, Opt(metavar="TEXT", help="Told to the run.")] = "",
+) -> None:
+    """Deny an approval item; the run is told (with your reason) and picks another way."""
+    with open_store(ctx) as store:
+        item = inbox.deny(store, item_id, reason)
+    typer.echo(f"denied item {item_id}{resume_note(ctx, item.run_id)}")
+
+
+@inbox_app.command("dismiss")
+def inbox_dismiss(ctx: typer.Context, item_id: ItemId) -> None:
+    """Dismiss a notice you have read."""
+    with open_store(ctx) as store:
+        inbox.dismiss(store, item_id)
+    typer.echo(f"dismissed item {item_id}")

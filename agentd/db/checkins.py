@@ -1,0 +1,387 @@
+"""Queries for the check-in journal (`checkins`), per-goal cadence rows (`cadences`) and the facts a
+precheck reads: what moved for a goal since its previous check-in.
+
+"Since" is measured in row ids, not clock times: each check-in journals marks (the newest snapshot,
+event, inbox item and run it saw, and which items and runs were still open), and the next one counts
+what lies beyond them. That is exact whatever clock wrote the rows (the simulated clock included).
+A check-in row moves due → skipped | deciding → decided → done | failed, each move one transaction,
+guarded by the status it expects (`advance`), so a crash or a second worker never repeats one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from agentd.db.queries import json_col
+from agentd.errors import NotFound, Refused
+from agentd.models import JSON
+
+MAX_LISTED = 20  # runs / answers / samples one precheck hands on (the prompt shows these)
+OPEN = ("due", "deciding", "decided")
+
+
+class CheckinStatus(StrEnum):
+    DUE = "due"  # fired, nothing done yet
+    SKIPPED = "skipped"  # precheck: nothing moved (or budget spent, goal paused) — no model call
+    MISSED = "missed"  # a fire the misfire policy did not run (recorded, never silently dropped)
+    DECIDING = "deciding"  # precheck says look: the model is being asked
+    DECIDED = "decided"  # the raw reply is journaled, not yet parsed and applied
+    DONE = "done"  # the verdict's effect is applied
+    FAILED = "failed"  # invalid replies or a model that stayed unavailable; next look as usual
+
+
+@dataclass(frozen=True)
+class Checkin:
+    checkin_id: int
+    goal_id: int
+    schedule_id: int | None
+    due_at: float
+    fired_at: float
+    status: CheckinStatus
+    precheck: JSON
+    raw: str | None
+    decision: JSON | None
+    model: str | None
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float | None
+    effect: JSON | None
+    next_at: float | None
+    reason: str | None
+    completed_at: float | None
+
+
+COLS = (
+    "checkin_id, goal_id, schedule_id, due_at, fired_at, status, precheck, raw, decision, model,"
+    " tokens_in, tokens_out, cost_usd, effect, next_at, reason, completed_at"
+)
+
+
+def _from_row(r: tuple[Any, ...]) -> Checkin:
+    return Checkin(
+        checkin_id=r[0], goal_id=r[1], schedule_id=r[2], due_at=r[3], fired_at=r[4],
+        status=CheckinStatus(r[5]), precheck=json.loads(r[6]), raw=r[7],
+        decision=None if r[8] is None else json.loads(r[8]), model=r[9], tokens_in=r[10],
+        tokens_out=r[11], cost_usd=r[12], effect=None if r[13] is None else json.loads(r[13]),
+        next_at=r[14], reason=r[15], completed_at=r[16],
+    )  # fmt: skip
+
+
+def add_due(
+    c: sqlite3.Connection,
+    goal_id: int,
+    due_at: float,
+    fired_at: float,
+    schedule_id: int | None = None,
+    status: CheckinStatus = CheckinStatus.DUE,
+    reason: str | None = None,
+) -> int | None:
+    """Record a fire once (the unique index makes a repeat a no-op); None if it was recorded
+    before. `status` MISSED records a fire the misfire policy skipped, with its reason."""
+    cur = c.execute(
+        "INSERT OR IGNORE INTO checkins (goal_id, schedule_id, due_at, fired_at, status, reason,"
+        " completed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (goal_id, schedule_id, due_at, fired_at, status, reason,
+         None if status == CheckinStatus.DUE else fired_at),
+    )  # fmt: skip
+    return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
+
+
+def get(c: sqlite3.Connection, checkin_id: int) -> Checkin:
+    row = c.execute(f"SELECT {COLS} FROM checkins WHERE checkin_id = ?", (checkin_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no check-in {checkin_id}; `agentd checkins` lists them")
+    return _from_row(row)
+
+
+def list_checkins(
+    c: sqlite3.Connection, goal_id: int | None = None, limit: int = 50
+) -> list[Checkin]:
+    """The journal, newest first (all goals, or one)."""
+    where, params = ("WHERE goal_id = ?", (goal_id,)) if goal_id is not None else ("", ())
+    rows = c.execute(
+        f"SELECT {COLS} FROM checkins {where} ORDER BY checkin_id DESC LIMIT ?", (*params, limit)
+    )
+    return [_from_row(r) for r in rows]
+
+
+def open_ids(c: sqlite3.Connection, now: float) -> list[int]:
+    """Check-ins to (re)run now, oldest first: due ones (not waiting out a model backoff) and
+    any left deciding or decided by a crash."""
+    rows = c.execute(
+        "SELECT checkin_id FROM checkins WHERE status IN ('due', 'deciding', 'decided')"
+        " AND due_at <= ? AND coalesce(precheck ->> 'retry_at', 0) <= ? ORDER BY checkin_id",
+        (now, now),
+    )
+    return [int(r[0]) for r in rows]
+
+
+def next_retry(c: sqlite3.Connection) -> float | None:
+    """The earliest time a check-in waiting out a model backoff wants to run again."""
+    row = c.execute(
+        "SELECT min(precheck ->> 'retry_at') FROM checkins WHERE status = 'due'"
+        " AND precheck ->> 'retry_at' IS NOT NULL"
+    ).fetchone()
+    return None if row[0] is None else float(row[0])
+
+
+def older_open(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> int | None:
+    """An earlier check-in of the same goal still open: check-ins of a goal go one at a time."""
+    row = c.execute(
+        "SELECT min(checkin_id) FROM checkins WHERE goal_id = ? AND checkin_id < ?"
+        " AND status IN ('due', 'deciding', 'decided')",
+        (goal_id, checkin_id),
+    ).fetchone()
+    return None if row[0] is None else int(row[0])
+
+
+def advance(c: sqlite3.Connection, checkin_id: int, expect: str, **fields: Any) -> None:
+    """Move a check-in on, only from the status `expect` (else Refused: it moved already).
+
+    JSON fields (precheck, decision, effect) are encoded here; `add_tokens` adds to the usage.
+    """
+    add = fields.pop("add_tokens", None)
+    sets, params = [], []
+    for key, value in fields.items():
+        sets.append(f"{key} = ?")
+        params.append(json_col(value) if key in ("precheck", "decision", "effect") else value)
+    if add is not None:
+        sets.append("tokens_in = tokens_in + ?, tokens_out = tokens_out + ?")
+        sets.append(
+            "cost_usd = CASE WHEN ? IS NULL THEN cost_usd ELSE coalesce(cost_usd, 0) + ? END"
+        )
+        params += [add[0], add[1], add[2], add[2]]
+    cur = c.execute(
+        f"UPDATE checkins SET {', '.join(sets)} WHERE checkin_id = ? AND status = ?",
+        (*params, checkin_id, expect),
+    )
+    if cur.rowcount != 1:
+        raise Refused(f"check-in {checkin_id} is no longer {expect}")
+
+
+def previous(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> Checkin | None:
+    """The goal's latest earlier check-in whose precheck marks count as seen: one that was
+    skipped because nothing moved, or whose verdict was applied."""
+    row = c.execute(
+        f"SELECT {COLS} FROM checkins WHERE goal_id = ? AND checkin_id < ?"
+        " AND status IN ('skipped', 'done') AND precheck ->> 'marks' IS NOT NULL"
+        " ORDER BY checkin_id DESC LIMIT 1",
+        (goal_id, checkin_id),
+    ).fetchone()
+    return None if row is None else _from_row(row)
+
+
+def model_looks(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> tuple[int, int | None]:
+    """(earlier check-ins of the goal that asked a model, the deadline stage at the last one)."""
+    n, stage = c.execute(
+        "SELECT count(*), (SELECT precheck ->> 'stage' FROM checkins WHERE goal_id = ?1"
+        " AND checkin_id < ?2 AND precheck ->> 'asked' = 1 ORDER BY checkin_id DESC LIMIT 1)"
+        " FROM checkins WHERE goal_id = ?1 AND checkin_id < ?2 AND precheck ->> 'asked' = 1",
+        (goal_id, checkin_id),
+    ).fetchone()
+    return int(n), None if stage is None else int(stage)
+
+
+def model_calls(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> int:
+    """Model replies journaled for the goal's earlier check-ins (re-asks included): the next
+    request's `decision_no` is this plus one, the same after any restart."""
+    row = c.execute(
+        "SELECT coalesce(sum((raw IS NOT NULL) + coalesce(json_array_length(precheck, '$.invalid'),"
+        " 0)), 0) FROM checkins WHERE goal_id = ? AND checkin_id < ?",
+        (goal_id, checkin_id),
+    ).fetchone()
+    return int(row[0])
+
+
+# ── what moved (read inside the transaction that journals the precheck) ───────────────────────────
+
+
+def marks_now(c: sqlite3.Connection, goal_id: int, agent: str, carried: list[int]) -> JSON:
+    """The marks a check-in journals: the newest ids it saw, what of the goal was still open."""
+
+    def top(sql: str, *params: Any) -> int:
+        return int(c.execute(sql, params).fetchone()[0] or 0)
+
+    return {
+        "snapshot": top("SELECT max(snapshot_id) FROM world WHERE agent = ?", agent),
+        "event": top("SELECT max(event_id) FROM events"),
+        "item": top("SELECT max(item_id) FROM inbox"),
+        "run": top("SELECT max(run_id) FROM runs"),
+        "open_items": [r[0] for r in c.execute(
+            "SELECT item_id FROM inbox WHERE goal_id = ? AND status = 'open'", (goal_id,))],
+        "active_runs": [r[0] for r in c.execute(
+            "SELECT run_id FROM runs WHERE goal_id = ? AND status IN ('running', 'waiting')",
+            (goal_id,))],
+        "overdue": carried,
+    }  # fmt: skip
+
+
+def gather(
+    c: sqlite3.Connection,
+    goal_id: int,
+    agent: str,
+    triggers: list[str],
+    marks: JSON | None,
+    created_at: float,
+    now: float,
+    overdue_after_s: float,
+) -> JSON:
+    """What moved for the goal beyond `marks` (None: since the goal was created)."""
+    m = marks or {}
+    seen_items = m.get("open_items", [])
+    active = m.get("active_runs", [])
+    runs = c.execute(
+        "SELECT run_id, status, summary FROM runs WHERE goal_id = ?"
+        " AND status IN ('succeeded', 'failed', 'cancelled')"
+        " AND (run_id > ? OR run_id IN (SELECT value FROM json_each(?)))"
+        " ORDER BY run_id DESC LIMIT ?",
+        (goal_id, m.get("run", 0), json.dumps(active), MAX_LISTED),
+    )
+    answers = c.execute(
+        "SELECT item_id, kind, rule, status, title, answer FROM inbox WHERE goal_id = ?"
+        " AND status IN ('answered', 'approved', 'consumed', 'denied', 'dismissed')"
+        " AND (kind != 'notice' OR rule = 'nudge')"
+        " AND (item_id > ? OR item_id IN (SELECT value FROM json_each(?)))"
+        " ORDER BY item_id DESC LIMIT ?",
+        (goal_id, m.get("item", 0), json.dumps(seen_items), MAX_LISTED),
+    )
+    if marks is None:  # first check-in: what happened since the goal was created
+        world_where, world_args = "taken_at >= ?", (created_at,)
+        event_where, event_args = "created_at >= ?", (created_at,)
+    else:
+        world_where, world_args = "snapshot_id > ?", (m.get("snapshot", 0),)
+        event_where, event_args = "event_id > ?", (m.get("event", 0),)
+    world = c.execute(
+        f"SELECT changes FROM world WHERE agent = ? AND {world_where} AND changes != '{{}}'"
+        " ORDER BY snapshot_id DESC", (agent, *world_args),
+    ).fetchall()  # fmt: skip
+    events = c.execute(
+        f"SELECT event_id, name, data FROM events WHERE {event_where}"
+        " AND (name IN (SELECT value FROM json_each(?)) OR data ->> 'goal_id' = ?)"
+        " ORDER BY event_id DESC", (*event_args, json.dumps(triggers), goal_id),
+    ).fetchall()  # fmt: skip
+    reported = set(m.get("overdue", []))
+    overdue = [
+        {"item_id": r[0], "kind": r[1], "title": r[2]}
+        for r in c.execute(
+            "SELECT item_id, kind, title FROM inbox WHERE goal_id = ? AND status = 'open'"
+            " AND kind IN ('question', 'approval') AND (expires_at <= ?"
+            " OR coalesce(data ->> 'posted_at', created_at) <= ?) ORDER BY item_id",
+            (goal_id, now, now - overdue_after_s),
+        )
+        if r[0] not in reported
+    ]
+    return {
+        "runs_finished": [{"run_id": r[0], "status": r[1], "summary": r[2]} for r in runs],
+        "answers": [
+            dict(zip(("item_id", "kind", "rule", "status", "title", "answer"), r, strict=True))
+            for r in answers
+        ],
+        "world_changes": len(world),
+        "world_samples": [json.loads(r[0]) for r in world[:3]],
+        "events": len(events),
+        "event_samples": [
+            {"event_id": e[0], "name": e[1], "data": json.loads(e[2])} for e in events[:5]
+        ],
+        "overdue_items": overdue,
+        "ignored": ignored_nudges(c, goal_id, m.get("item", 0)) if marks is not None else [],
+    }
+
+
+def ignored_nudges(c: sqlite3.Connection, goal_id: int, item_mark: int) -> list[int]:
+    """Nudges still open from before the previous check-in, not yet counted as ignored."""
+    rows = c.execute(
+        "SELECT item_id FROM inbox WHERE goal_id = ? AND rule = 'nudge' AND status = 'open'"
+        " AND item_id <= ? AND data ->> 'ignored' IS NULL",
+        (goal_id, item_mark),
+    )
+    return [int(r[0]) for r in rows]
+
+
+def mark_ignored(c: sqlite3.Connection, item_ids: list[int], checkin_id: int) -> int:
+    """Count open nudges as ignored once (each backs the cadence off once); returns how many."""
+    n = 0
+    for item_id in item_ids:
+        n += c.execute(
+            "UPDATE inbox SET data = json_set(data, '$.ignored', ?) WHERE item_id = ?"
+            " AND status = 'open' AND data ->> 'ignored' IS NULL",
+            (checkin_id, item_id),
+        ).rowcount
+    return n
+
+
+def nudges(c: sqlite3.Connection, goal_id: int, limit: int = 20) -> list[JSON]:
+    """The goal's recent nudges (open, dismissed, accepted): what a new nudge must not repeat."""
+    rows = c.execute(
+        "SELECT item_id, status, answer, data ->> '$.nudge.topic', data ->> '$.nudge.message',"
+        " created_at, resolved_at FROM inbox WHERE goal_id = ? AND rule = 'nudge'"
+        " ORDER BY item_id DESC LIMIT ?",
+        (goal_id, limit),
+    )
+    keys = ("item_id", "status", "answer", "topic", "message", "created_at", "resolved_at")
+    return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+def open_questions(c: sqlite3.Connection, goal_id: int, rule: str) -> list[JSON]:
+    rows = c.execute(
+        "SELECT item_id, title FROM inbox WHERE goal_id = ? AND rule = ? AND status = 'open'"
+        " ORDER BY item_id",
+        (goal_id, rule),
+    )
+    return [{"item_id": r[0], "title": r[1]} for r in rows]
+
+
+def count_rule(c: sqlite3.Connection, goal_id: int, rule: str) -> int:
+    row = c.execute(
+        "SELECT count(*) FROM inbox WHERE goal_id = ? AND rule = ?", (goal_id, rule)
+    ).fetchone()
+    return int(row[0])
+
+
+def set_item_text(c: sqlite3.Connection, item_id: int, title: str, body: str) -> None:
+    """Give a just-posted item its final wording (which names its own id: the accept command)."""
+    c.execute("UPDATE inbox SET title = ?, body = ? WHERE item_id = ?", (title, body, item_id))
+
+
+# ── cadences ─────────────────────────────────────────────────────────────────────────────────────
+
+CADENCE_COLS = (
+    "goal_id, every_s, min_s, max_s, quiet, tz, snoozed_until, backoff, next_at, next_why,"
+    " updated_at"
+)
+
+
+def cadence_row(c: sqlite3.Connection, goal_id: int) -> JSON | None:
+    """The goal's cadence overrides and state (None: agent defaults, never looked at)."""
+    row = c.execute(f"SELECT {CADENCE_COLS} FROM cadences WHERE goal_id = ?", (goal_id,)).fetchone()
+    return None if row is None else dict(zip(CADENCE_COLS.split(", "), row, strict=True))
+
+
+def _ensure_cadence(c: sqlite3.Connection, goal_id: int, now: float) -> None:
+    c.execute("INSERT OR IGNORE INTO cadences (goal_id, updated_at) VALUES (?, ?)", (goal_id, now))
+
+
+def bump_backoff(c: sqlite3.Connection, goal_id: int, now: float, by: int = 1) -> int:
+    """Back the goal's cadence off (a dismissed or ignored nudge); returns the new level. The
+    level is capped well past where every_s · 2^backoff meets any max_s."""
+    _ensure_cadence(c, goal_id, now)
+    c.execute(
+        "UPDATE cadences SET backoff = min(backoff + ?, 30), updated_at = ? WHERE goal_id = ?",
+        (by, now, goal_id),
+    )
+    return int(
+        c.execute("SELECT backoff FROM cadences WHERE goal_id = ?", (goal_id,)).fetchone()[0]
+    )
+
+
+def set_next(c: sqlite3.Connection, goal_id: int, next_at: float, why: str, now: float) -> None:
+    """When the goal looks next, and why (what `goal show` tells)."""
+    _ensure_cadence(c, goal_id, now)
+    c.execute(
+        "UPDATE cadences SET next_at = ?, next_why = ?, updated_at = ? WHERE goal_id = ?",
+        (next_at, why, now, goal_id),
+    )

@@ -1,0 +1,214 @@
+"""Queries for check-in schedules (`schedules`), the operator's cadence overrides (`cadences`) and
+recording fires: each due time of a schedule becomes one `checkins` row (INSERT OR IGNORE on
+(goal, schedule, due_at), so a fire is recorded once whatever crashes or restarts), together with
+the schedule's `last_fired_at` — the durable point catch-up after an outage counts from.
+
+A removed schedule is disabled, not deleted: the check-ins it fired keep pointing at it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from agentd.db import checkins as qc
+from agentd.db.checkins import CheckinStatus
+from agentd.errors import NotFound, Refused
+
+
+@dataclass(frozen=True)
+class Schedule:
+    schedule_id: int
+    goal_id: int
+    kind: str  # "cron" | "interval"
+    spec: str  # a crontab, or seconds as text
+    tz: str
+    misfire: str  # "skip" | "once" | "all"
+    misfire_cap: int
+    max_lateness_s: float
+    jitter_s: float
+    created_at: float  # the anchor of an interval schedule
+    last_fired_at: float | None  # the newest due time recorded (run or missed)
+    next_fire_at: float | None  # when it is due next (NULL: not computed yet)
+    enabled: bool
+
+
+COLS = (
+    "schedule_id, goal_id, kind, spec, tz, misfire, misfire_cap, max_lateness_s, jitter_s,"
+    " created_at, last_fired_at, next_fire_at, enabled"
+)
+
+
+def _from_row(r: tuple[Any, ...]) -> Schedule:
+    return Schedule(
+        schedule_id=r[0], goal_id=r[1], kind=r[2], spec=r[3], tz=r[4], misfire=r[5],
+        misfire_cap=r[6], max_lateness_s=r[7], jitter_s=r[8], created_at=r[9],
+        last_fired_at=r[10], next_fire_at=r[11], enabled=bool(r[12]),
+    )  # fmt: skip
+
+
+def add(
+    c: sqlite3.Connection,
+    goal_id: int,
+    *,
+    kind: str,
+    spec: str,
+    tz: str,
+    misfire: str,
+    misfire_cap: int,
+    max_lateness_s: float,
+    jitter_s: float,
+    now: float,
+    next_fire_at: float | None,
+) -> int:
+    """A new schedule for a goal, counting from `now` (fires before it are not owed)."""
+    cur = c.execute(
+        "INSERT INTO schedules (goal_id, kind, spec, tz, misfire, misfire_cap, max_lateness_s,"
+        " jitter_s, created_at, last_fired_at, next_fire_at, enabled)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+        (goal_id, kind, spec, tz, misfire, misfire_cap, max_lateness_s, jitter_s, now, now,
+         next_fire_at),
+    )  # fmt: skip
+    return int(cur.lastrowid or 0)
+
+
+def get(c: sqlite3.Connection, schedule_id: int) -> Schedule:
+    row = c.execute(f"SELECT {COLS} FROM schedules WHERE schedule_id = ?", (schedule_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no schedule {schedule_id}; `agentd goal schedule GOAL_ID` lists them")
+    return _from_row(row)
+
+
+def of_goal(c: sqlite3.Connection, goal_id: int, *, enabled_only: bool = True) -> list[Schedule]:
+    where = " AND enabled = 1" if enabled_only else ""
+    rows = c.execute(
+        f"SELECT {COLS} FROM schedules WHERE goal_id = ?{where} ORDER BY schedule_id", (goal_id,)
+    )
+    return [_from_row(r) for r in rows]
+
+
+def remove(c: sqlite3.Connection, goal_id: int, schedule_id: int) -> Schedule:
+    """Disable a goal's schedule (its fired check-ins keep their reference)."""
+    sched = get(c, schedule_id)
+    if sched.goal_id != goal_id:
+        raise Refused(
+            f"schedule {schedule_id} belongs to goal {sched.goal_id}, not goal {goal_id}; "
+            f"`agentd goal schedule {goal_id}` lists this goal's schedules"
+        )
+    if not sched.enabled:
+        raise Refused(f"schedule {schedule_id} was already removed")
+    c.execute("UPDATE schedules SET enabled = 0 WHERE schedule_id = ?", (schedule_id,))
+    return get(c, schedule_id)
+
+
+def active(c: sqlite3.Connection) -> list[Schedule]:
+    """Enabled schedules of active goals: what the daemon keeps jobs for."""
+    rows = c.execute(
+        f"SELECT {', '.join('s.' + k.strip() for k in COLS.split(','))} FROM schedules s"
+        " JOIN goals g ON g.goal_id = s.goal_id WHERE s.enabled = 1 AND g.status = 'active'"
+        " ORDER BY s.schedule_id"
+    )
+    return [_from_row(r) for r in rows]
+
+
+def record_fires(
+    c: sqlite3.Connection,
+    sched: Schedule,
+    *,
+    run: list[float],
+    missed: list[tuple[float, str]],
+    now: float,
+    next_fire_at: float | None,
+) -> tuple[list[int], int]:
+    """Record a schedule's fires in one transaction: `run` as due check-ins, `missed` as
+    recorded-not-run (with the reason), and move `last_fired_at` to the newest of them.
+    Returns (the new due check-in ids, how many rows were new in all)."""
+    new_due: list[int] = []
+    written = 0
+    for due_at in run:
+        checkin_id = qc.add_due(c, sched.goal_id, due_at, now, sched.schedule_id)
+        if checkin_id is not None:
+            new_due.append(checkin_id)
+            written += 1
+    for due_at, reason in missed:
+        written += qc.add_due(
+            c, sched.goal_id, due_at, now, sched.schedule_id, CheckinStatus.MISSED, reason
+        ) is not None  # fmt: skip
+    newest = max([*run, *(t for t, _ in missed)], default=None)
+    c.execute(
+        "UPDATE schedules SET last_fired_at = max(coalesce(last_fired_at, 0), coalesce(?, 0)),"
+        " next_fire_at = ? WHERE schedule_id = ?",
+        (newest, next_fire_at, sched.schedule_id),
+    )
+    return new_due, written
+
+
+def set_next_fire(c: sqlite3.Connection, schedule_id: int, next_fire_at: float | None) -> None:
+    c.execute(
+        "UPDATE schedules SET next_fire_at = ? WHERE schedule_id = ?", (next_fire_at, schedule_id)
+    )
+
+
+def last_fire(c: sqlite3.Connection, schedule_id: int) -> float | None:
+    """The newest due time recorded for a schedule in the check-in journal."""
+    row = c.execute(
+        "SELECT max(due_at) FROM checkins WHERE schedule_id = ?", (schedule_id,)
+    ).fetchone()
+    return None if row[0] is None else float(row[0])
+
+
+# ── cadences: the operator's overrides and the goal's next look ─────────────────────────────────
+
+OVERRIDES = ("every_s", "min_s", "max_s", "quiet", "tz", "snoozed_until")
+
+
+def set_overrides(c: sqlite3.Connection, goal_id: int, now: float, **fields: Any) -> None:
+    """Upsert a goal's cadence overrides (only the fields given; None clears one to the agent's
+    default). Unknown fields are a programming error."""
+    unknown = set(fields) - set(OVERRIDES)
+    assert not unknown, f"not cadence overrides: {unknown}"
+    c.execute("INSERT OR IGNORE INTO cadences (goal_id, updated_at) VALUES (?, ?)", (goal_id, now))
+    if fields:
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        c.execute(
+            f"UPDATE cadences SET {sets}, updated_at = ? WHERE goal_id = ?",
+            (*fields.values(), now, goal_id),
+        )
+
+
+def unplanned_goals(c: sqlite3.Connection) -> list[int]:
+    """Active goals with no next look yet (new goals, or ones whose cadence was reset)."""
+    rows = c.execute(
+        "SELECT g.goal_id FROM goals g LEFT JOIN cadences k ON k.goal_id = g.goal_id"
+        " WHERE g.status = 'active' AND k.next_at IS NULL ORDER BY g.goal_id"
+    )
+    return [int(r[0]) for r in rows]
+
+
+def due_looks(c: sqlite3.Connection, now: float) -> list[tuple[int, float]]:
+    """(goal_id, next_at) of active goals whose cadence look is due and not yet recorded (a
+    recorded look stays due until its check-in ends and plans the next one)."""
+    rows = c.execute(
+        "SELECT k.goal_id, k.next_at FROM cadences k JOIN goals g ON g.goal_id = k.goal_id"
+        " WHERE k.next_at <= ? AND g.status = 'active' AND NOT EXISTS (SELECT 1 FROM checkins x"
+        "  WHERE x.goal_id = k.goal_id AND coalesce(x.schedule_id, 0) = 0 AND x.due_at = k.next_at)"
+        " ORDER BY k.next_at",
+        (now,),
+    )
+    return [(int(g), float(t)) for g, t in rows]
+
+
+def next_wake(c: sqlite3.Connection) -> float | None:
+    """The earliest time anything of the outer loop is due: a look, a schedule's fire, or a
+    check-in waiting out a model backoff."""
+    row = c.execute(
+        "SELECT min(t) FROM ("
+        " SELECT min(k.next_at) AS t FROM cadences k JOIN goals g ON g.goal_id = k.goal_id"
+        "  WHERE g.status = 'active'"
+        " UNION ALL SELECT min(s.next_fire_at) FROM schedules s JOIN goals g"
+        "  ON g.goal_id = s.goal_id WHERE s.enabled = 1 AND g.status = 'active')"
+    ).fetchone()
+    retry = qc.next_retry(c)
+    times = [t for t in (row[0], retry) if t is not None]
+    return float(min(times)) if times else None

@@ -1,0 +1,500 @@
+"""One check-in of a goal, journaled and resumable: precheck → (model) → effect.
+
+The `checkins` row is the state machine, each move one transaction:
+
+    due ──precheck──► skipped                       (nothing moved, budget spent, goal closed)
+     └──────────────► deciding ──reply journaled──► decided ──effect + memory + next look──► done
+                        ▲   │ model error: back to due with a durable retry time   │ invalid once:
+                        │   └─ gave up after MAX_MODEL_ATTEMPTS → failed            │ re-asked with
+                        └──────────────────────────────────────────────────────────┘ the error; twice:
+                                                                                      failed
+The raw reply is journaled *before* it is parsed, and the effect (a nudge, a question, a run, the
+achieved-confirmation) is applied in the same transaction that marks the row done, so a crash at
+any instant never repeats a journaled model call nor an effect. Every ending schedules the goal's
+next look through `cadence.next_look` (the model only proposes; the cadence decides).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from agentd import harness, inbox
+from agentd.config import AgentConfig
+from agentd.db import accounting
+from agentd.db import checkins as qc
+from agentd.db import items as qi
+from agentd.db import memory as mem
+from agentd.db import queries as q
+from agentd.db.checkins import Checkin, CheckinStatus
+from agentd.decide import MAX_REPLY_CHARS
+from agentd.deps import LEASE_S, Deps
+from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected, Refused
+from agentd.llm import ModelReply, ModelRequest
+from agentd.models import JSON, Goal, GoalStatus, InboxKind
+from agentd.outer import cadence, checkin_prompt
+from agentd.outer.checkin_prompt import Reply
+from agentd.outer.precheck import OVERDUE_AFTER_S, Facts, lacking, precheck
+
+log = structlog.get_logger("agentd.outer")
+Launch = Callable[[int, int], None]
+
+MODEL_TIMEOUT_S = 120.0
+MAX_MODEL_ATTEMPTS = 6  # failed calls of one check-in before it ends failed (next look as usual)
+MAX_REASKS = 1  # an invalid reply is re-asked once with the error
+MAX_OPEN_CLARIFY = 2  # clarifying questions open at once for a goal
+
+# The operator's commands, for the plan's spelling `checkin.accept` / `checkin.dismiss`.
+accept = inbox.accept
+dismiss = inbox.dismiss
+
+
+async def run_checkin(deps: Deps, checkin_id: int, launch: Launch) -> None:
+    """Take check-in `checkin_id` from wherever its row stands to an end, or to a point where
+    it must wait (a model backoff, an earlier check-in of the same goal still open)."""
+    for _ in range(2 * (MAX_REASKS + 2)):  # each pass moves the row on or returns
+        row = await deps.store.read(lambda c: qc.get(c, checkin_id))
+        if row.status not in qc.OPEN:
+            return
+        try:
+            if row.status == CheckinStatus.DUE:
+                go = await _precheck(deps, row)
+            elif row.status == CheckinStatus.DECIDING:
+                go = await _ask(deps, row)
+            else:
+                go = await _settle(deps, row, launch)
+        except Refused as e:  # another worker moved it meanwhile: read it again
+            log.info("checkin.moved", checkin_id=checkin_id, why=str(e))
+            continue
+        if not go:
+            return
+
+
+# ── due → skipped | deciding ──────────────────────────────────────────────────────────────────────
+
+
+async def _precheck(deps: Deps, row: Checkin) -> bool:
+    now = deps.clock.now()
+    if float(row.precheck.get("retry_at", 0)) > now:
+        return False  # waiting out a model backoff
+    outcome = await deps.store.write(lambda c: _precheck_tx(c, deps, row.checkin_id, now))
+    log.info("checkin.prechecked", checkin_id=row.checkin_id, goal_id=row.goal_id, outcome=outcome)
+    return bool(outcome == "deciding")
+
+
+def _precheck_tx(c: Any, deps: Deps, checkin_id: int, now: float) -> str:
+    row = qc.get(c, checkin_id)
+    if row.status != CheckinStatus.DUE:
+        return str(row.status)
+    if qc.older_open(c, row.goal_id, checkin_id) is not None:
+        return "after an earlier check-in"  # a goal's check-ins go one at a time, in order
+    goal = q.get_goal(c, row.goal_id)
+    agent = deps.config.agents.get(goal.agent)
+    kept: JSON = {k: row.precheck[k] for k in ("attempts", "error") if k in row.precheck}
+    if agent is None:
+        qc.advance(c, checkin_id, "due", status="skipped", precheck=kept, completed_at=now,
+                   reason=f"agent {goal.agent!r} is not in the config")  # fmt: skip
+        return "skipped"
+    if goal.status != GoalStatus.ACTIVE:
+        _complete(c, deps, row, goal, agent, now, "skipped", kept, reason=f"goal is {goal.status}")
+        return "skipped"
+    facts, pre, marks, moved = _facts(c, row, goal, agent, now)
+    base = {**kept, "reasons": pre.reasons, "stage": pre.stage, "ignored": moved["ignored"]}
+    if not pre.look:
+        _complete(c, deps, row, goal, agent, now, "skipped", {**base, "marks": marks},
+                  reason="nothing moved")  # fmt: skip
+        return "skipped"
+    if over := _over_budget(c, agent, goal.goal_id, now):
+        _complete(c, deps, row, goal, agent, now, "skipped", base, reason=over)
+        return "skipped"
+    shown = {
+        "since": facts.since, "lacking": facts.underspecified,
+        "nudges": [{k: n[k] for k in ("item_id", "status", "topic", "answer")}
+                   for n in qc.nudges(c, goal.goal_id, limit=8)],
+        **{k: moved[k] for k in ("runs_finished", "answers", "world_samples", "event_samples",
+                                 "overdue_items")},
+    }  # fmt: skip
+    qc.advance(c, checkin_id, "due", status="deciding", precheck={
+        **base, "marks": marks, "facts": shown, "asked": True, "must_ask": pre.must_ask,
+        "n0": qc.model_calls(c, goal.goal_id, checkin_id), "invalid": [],
+    })  # fmt: skip
+    return "deciding"
+
+
+def _facts(c: Any, row: Checkin, goal: Goal, agent: AgentConfig, now: float) -> Any:
+    prev = qc.previous(c, goal.goal_id, row.checkin_id)
+    marks = prev.precheck.get("marks") if prev else None
+    deadline = goal.deadline.timestamp() if goal.deadline else None
+    moved = qc.gather(
+        c, goal.goal_id, goal.agent, agent.triggers, marks, goal.created_at.timestamp(), now,
+        OVERDUE_AFTER_S,
+    )  # fmt: skip
+    looks, last_stage = qc.model_looks(c, goal.goal_id, row.checkin_id)
+    known = mem.answers(c, goal.goal_id)
+    facts = Facts(
+        since=prev.fired_at if prev else None,
+        world_changes=moved["world_changes"],
+        runs_finished=moved["runs_finished"],
+        answers=moved["answers"],
+        events=moved["events"],
+        overdue_items=moved["overdue_items"],
+        deadline=deadline,
+        now=now,
+        memory_facts=known,
+        underspecified=lacking(goal.title, goal.why, goal.criteria, deadline, known),
+        clarify_asked=qc.count_rule(c, goal.goal_id, "clarify"),
+        model_looks=looks,
+        last_stage=last_stage,
+    )
+    pre = precheck(facts)
+    reported = (marks or {}).get("overdue", []) + [i["item_id"] for i in facts.overdue_items]
+    new_marks = qc.marks_now(c, goal.goal_id, goal.agent, [])
+    new_marks["overdue"] = [i for i in reported if i in new_marks["open_items"]]
+    return facts, pre, new_marks, moved
+
+
+def _over_budget(c: Any, agent: AgentConfig, goal_id: int, now: float) -> str | None:
+    if agent.budget == type(agent.budget)():
+        return None
+    midnight = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    total = accounting.goal_spend(c, goal_id)
+    today = accounting.goal_spend(c, goal_id, midnight.timestamp())
+    return harness.over_budget(agent.budget, total, today)
+
+
+# ── deciding → decided (or back to due after a model error) ─────────────────────────────────────
+
+
+async def _ask(deps: Deps, row: Checkin) -> bool:
+    now = deps.clock.now()
+    goal, memory = await deps.store.read(
+        lambda c: (q.get_goal(c, row.goal_id), mem.recall(c, row.goal_id))
+    )
+    agent = deps.config.agents.get(goal.agent)
+    if agent is None:
+        reason = f"agent {goal.agent!r} is not in the config"
+        await deps.store.write(lambda c: qc.advance(
+            c, row.checkin_id, "deciding", status="failed", reason=reason, completed_at=now))  # fmt: skip
+        return False
+    p = row.precheck
+    invalid = p.get("invalid", [])
+    name = (agent.escalation_model if invalid else None) or agent.checkin.model or agent.model
+    request = _request(deps, row, goal, agent, memory, now)
+    try:
+        async with asyncio.timeout(MODEL_TIMEOUT_S):
+            reply = await deps.models[name].complete(request)
+    except (ModelError, TimeoutError) as e:
+        err: BaseException = e  # `e` is unbound after the block; the lambda runs later
+        await deps.store.write(lambda c: _model_failed(c, deps, row, agent, err, now))
+        return False
+    except ModelRejected as e:
+        reason = f"model {name!r} rejected the call: {e}"
+        await deps.store.write(
+            lambda c: _end(c, deps, row, now, "failed", "deciding", p, reason=reason)
+        )
+        return False
+    cost = _cost(deps, reply)
+    await deps.store.write(lambda c: qc.advance(
+        c, row.checkin_id, "deciding", status="decided", raw=reply.text[:MAX_REPLY_CHARS],
+        model=reply.model, add_tokens=(reply.tokens_in, reply.tokens_out, cost),
+    ))  # fmt: skip
+    log.info("checkin.decided", checkin_id=row.checkin_id, model=reply.model)
+    return True
+
+
+def _request(
+    deps: Deps, row: Checkin, goal: Goal, agent: AgentConfig, memory: list[JSON], now: float
+) -> ModelRequest:
+    p = row.precheck
+    invalid = p.get("invalid", [])
+    facts = p.get("facts", {})
+    menu = deps.menu(goal.agent)
+    system, text = checkin_prompt.build(
+        goal=goal, agent_description=agent.description, menu=menu.describe(), memory=memory,
+        facts=facts, reasons=p.get("reasons", []), now=now, tz=agent.checkin.tz,
+        must_ask=bool(p.get("must_ask")), lacking=facts.get("lacking", []),
+        feedback=invalid[-1]["error"] if invalid else None,
+    )  # fmt: skip
+    return ModelRequest(
+        run_id=0,
+        goal_id=goal.goal_id,
+        decision_no=int(p.get("n0", 0)) + len(invalid) + 1,
+        attempt=int(p.get("attempts", 0)) + 1,
+        system=system,
+        prompt=text,
+        schema=checkin_prompt.schema_for(menu),
+        context={
+            "goal": {"title": goal.title, "why": goal.why, "criteria": goal.criteria},
+            "memory": memory,
+            "facts": facts,
+            "reasons": p.get("reasons", []),
+            "menu": list(menu.models),
+        },
+        purpose="checkin",
+    )
+
+
+def _model_failed(
+    c: Any, deps: Deps, row: Checkin, agent: AgentConfig, err: BaseException, now: float
+) -> None:
+    """A failed call: back to due with a durable retry time (exponential, at least the
+    provider's Retry-After, capped) — or, after MAX_MODEL_ATTEMPTS, the check-in ends failed."""
+    attempts = int(row.precheck.get("attempts", 0)) + 1
+    message = str(err) or "model call timed out"
+    log.warning("checkin.model_failed", checkin_id=row.checkin_id, error=message, attempt=attempts)
+    if attempts >= MAX_MODEL_ATTEMPTS:
+        reason = f"model unavailable after {attempts} tries: {message}"
+        _end(c, deps, row, now, "failed", "deciding", {**row.precheck, "attempts": attempts},
+             reason=reason)  # fmt: skip
+        return
+    limits = agent.limits
+    delay = min(
+        limits.retry_max_s,
+        max(getattr(err, "retry_after_s", None) or 0.0, limits.retry_base_s * 2 ** (attempts - 1)),
+    )
+    qc.advance(c, row.checkin_id, "deciding", status="due", precheck={
+        **row.precheck, "attempts": attempts, "retry_at": now + delay, "error": message[:500],
+    })  # fmt: skip
+
+
+def _cost(deps: Deps, reply: ModelReply) -> float | None:
+    price = deps.config.price_of(reply.model)
+    return price.cost_usd(reply.tokens_in, reply.tokens_out, reply.tokens_cached) if price else None
+
+
+# ── decided → done | re-ask | failed ────────────────────────────────────────────────────────────
+
+
+async def _settle(deps: Deps, row: Checkin, launch: Launch) -> bool:
+    now = deps.clock.now()
+    goal = await deps.store.read(lambda c: q.get_goal(c, row.goal_id))
+    p = row.precheck
+    error: str | None = None
+    reply: Reply | None = None
+    try:
+        menu = deps.menu(goal.agent)
+        must_ask = bool(p.get("must_ask"))
+        reply = await asyncio.to_thread(
+            checkin_prompt.parse, row.raw or "", menu, must_ask=must_ask
+        )
+    except ModelOutputInvalid as e:
+        error = str(e)
+    except KeyError:
+        error = f"agent {goal.agent!r} is not in the config"
+    except Exception as e:  # anything a hostile reply provokes is still just invalid
+        error = f"reply could not be parsed ({type(e).__name__})"
+    if reply is None:
+        invalid = p.get("invalid", [])
+        if len(invalid) < MAX_REASKS:
+            again = {**p, "invalid": [*invalid, {"raw": (row.raw or "")[:2000], "error": error}]}
+            await deps.store.write(lambda c: qc.advance(
+                c, row.checkin_id, "decided", status="deciding", raw=None, precheck=again))  # fmt: skip
+            return True
+        reason = f"invalid reply after {len(invalid) + 1} tries: {error}"
+        await deps.store.write(lambda c: _end(c, deps, row, now, "failed", "decided", p, reason))
+        log.warning("checkin.failed", checkin_id=row.checkin_id, reason=reason)
+        return False
+    started = await deps.store.write(lambda c: _apply(c, deps, row, reply, now))
+    if started is not None:
+        launch(*started)  # after the commit: the run exists before anything drives it
+    return False
+
+
+def _apply(c: Any, deps: Deps, row: Checkin, reply: Reply, now: float) -> tuple[int, int] | None:
+    """The verdict's effect, its memory entry and the next look — with the row's `done`."""
+    goal = q.get_goal(c, row.goal_id)
+    v = reply.verdict
+    kind = v["kind"]
+    effect: JSON = {"kind": kind}
+    started = None
+    if kind != "nothing" and goal.status != GoalStatus.ACTIVE:
+        effect["skipped"] = f"goal is {goal.status}"
+    elif kind == "nudge":
+        effect.update(_nudge(c, row, v, now))
+    elif kind == "ask":
+        effect.update(_clarify(c, row, v["question"], now))
+    elif kind == "start_run":
+        if (active := q.active_run_of_goal(c, goal.goal_id)) is not None:
+            effect["skipped"] = f"run {active} of the goal is still active"
+        else:
+            run_id = q.create_run(
+                c, goal_id=goal.goal_id, agent=goal.agent, trigger=f"checkin:{row.checkin_id}",
+                data={"request": v["request"], "checkin_id": row.checkin_id},
+            )  # fmt: skip
+            started = (run_id, q.claim_run(c, run_id, deps.owner, LEASE_S))
+            effect["run_id"] = run_id
+    elif kind == "achieved":
+        effect.update(_achieved(c, row, v["evidence"], now))
+    _remember(c, row, v, reply.reason, effect, now)
+    decision = {"reason": reply.reason, "next_look_in_s": reply.next_look_in_s, "verdict": v}
+    _end(c, deps, row, now, "done", "decided", row.precheck, reply.reason or kind,
+         proposed=reply.next_look_in_s, decision=decision, effect=effect)  # fmt: skip
+    log.info("checkin.done", checkin_id=row.checkin_id, verdict=kind, **effect)
+    return started
+
+
+def _nudge(c: Any, row: Checkin, v: JSON, now: float) -> JSON:
+    """Post a nudge — unless it repeats an open nudge's topic, or a resolved one's with nothing
+    new since (what moved besides the operator's responses to nudges)."""
+    new = [r for r in row.precheck.get("reasons", []) if not r.startswith("nudge ")]
+    earlier = [n for n in qc.nudges(c, row.goal_id, limit=50) if same_topic(v["topic"], n["topic"])]
+    if opened := [n for n in earlier if n["status"] == "open"]:
+        return {"suppressed": f"nudge {opened[0]['item_id']} on this topic is still open"}
+    what_new = ""
+    if earlier:
+        if not new:
+            return {"suppressed": f"nudge {earlier[0]['item_id']} on this topic was "
+                    f"{earlier[0]['status']} and nothing new justifies another"}  # fmt: skip
+        what_new = f"New since nudge {earlier[0]['item_id']}: {v.get('new') or '; '.join(new)}."
+    suggested = v.get("suggested")
+    data = {
+        "nudge": {k: v.get(k) for k in ("topic", "message", "suggested", "new")},
+        "checkin_id": row.checkin_id, "posted_at": now,
+    }  # fmt: skip
+    item_id = qi.post(c, InboxKind.NOTICE, title=v["message"][:200], goal_id=row.goal_id,
+                      rule="nudge", data=data)  # fmt: skip
+    lines = [v["message"]] + ([what_new] if what_new else [])
+    if suggested:
+        lines.append(f"Suggested: {suggested['action']} {_args(suggested['args'])}")
+        lines.append(f"Accept (runs through the harness; policy and approvals apply): "
+                     f"agentd inbox accept {item_id}")  # fmt: skip
+    lines.append(f'Not useful? agentd inbox dismiss {item_id} --reason "…" (agentd then checks '
+                 "in less often)")  # fmt: skip
+    accept_hint = f" — accept: agentd inbox accept {item_id}" if suggested else ""
+    qc.set_item_text(c, item_id, (v["message"][:150] + accept_hint)[:200], "\n".join(lines))
+    return {"item_id": item_id, **({"new": what_new} if what_new else {})}
+
+
+def _clarify(c: Any, row: Checkin, question: str, now: float) -> JSON:
+    opened = qc.open_questions(c, row.goal_id, "clarify")
+    if any(_words(o["title"]) == _words(question) for o in opened):
+        return {"suppressed": "the same question is already open"}
+    if len(opened) >= MAX_OPEN_CLARIFY:
+        return {"suppressed": f"{len(opened)} clarifying questions are already open"}
+    item_id = qi.post(c, InboxKind.QUESTION, title=question[:200], goal_id=row.goal_id,
+                      rule="clarify", data={"checkin_id": row.checkin_id, "posted_at": now})  # fmt: skip
+    body = (f"{question}\nAnswer: agentd inbox answer {item_id} \"…\" — the answer becomes part "
+            f"of what goal {row.goal_id} remembers.")  # fmt: skip
+    qc.set_item_text(c, item_id, question[:200], body)
+    return {"item_id": item_id}
+
+
+def _achieved(c: Any, row: Checkin, evidence: str, now: float) -> JSON:
+    if opened := qc.open_questions(c, row.goal_id, "achieved"):
+        return {"suppressed": f"question {opened[0]['item_id']} already asks to confirm"}
+    title = f"goal {row.goal_id} achieved? {evidence}"[:200]
+    item_id = qi.post(c, InboxKind.QUESTION, title=title, goal_id=row.goal_id, rule="achieved",
+                      data={"checkin_id": row.checkin_id, "posted_at": now})  # fmt: skip
+    body = (f"{evidence}\nConfirm to close goal {row.goal_id} as achieved: agentd inbox answer "
+            f"{item_id} yes — or answer with what is still missing.")  # fmt: skip
+    qc.set_item_text(c, item_id, title, body)
+    return {"item_id": item_id}
+
+
+def _remember(c: Any, row: Checkin, v: JSON, reason: str, effect: JSON, now: float) -> None:
+    """One memory entry per check-in verdict; repeated "nothing" updates one entry."""
+    source = f"checkin:{row.checkin_id}"
+    kind = v["kind"]
+    if kind == "nothing":
+        last = mem.latest(c, row.goal_id)
+        if last is not None and last["kind"] == "checkin" and last["text"].startswith("nothing"):
+            m = re.match(r"nothing to report \(×(\d+)\)", last["text"])
+            n = int(m.group(1)) + 1 if m else 2
+            mem.rewrite(c, last["entry_id"], f"nothing to report (×{n}): {reason}", now)
+            return
+        text = f"nothing to report: {reason}"
+    elif "suppressed" in effect or "skipped" in effect:
+        text = f"{kind} held back ({effect.get('suppressed') or effect.get('skipped')}): " + (
+            v.get("topic") or v.get("question") or v.get("request") or v.get("evidence") or ""
+        )
+    elif kind == "nudge":
+        text = f"nudged (item {effect['item_id']}) on {v['topic']!r}: {v['message']}"
+    elif kind == "ask":
+        text = f"asked (item {effect['item_id']}): {v['question']}"
+    elif kind == "start_run":
+        text = f"started run {effect['run_id']}: {v['request']}"
+    else:
+        text = f"proposed closing as achieved (item {effect['item_id']}): {v['evidence']}"
+    mem.remember(c, row.goal_id, "checkin", text, source, now)
+
+
+# ── endings: every one schedules the next look ───────────────────────────────────────────────────
+
+
+def _end(
+    c: Any, deps: Deps, row: Checkin, now: float, status: str, expect: str, pre: JSON,
+    reason: str, **kw: Any,
+) -> None:  # fmt: skip
+    goal = q.get_goal(c, row.goal_id)
+    agent = deps.config.agents.get(goal.agent)
+    if agent is None:
+        qc.advance(c, row.checkin_id, expect, status=status, precheck=pre, reason=reason,
+                   completed_at=now)  # fmt: skip
+        return
+    _complete(c, deps, row, goal, agent, now, status, pre, reason=reason, expect=expect, **kw)
+
+
+def _complete(
+    c: Any, deps: Deps, row: Checkin, goal: Goal, agent: AgentConfig, now: float, status: str,
+    pre: JSON, *, reason: str, expect: str = "due", proposed: float | None = None,
+    decision: JSON | None = None, effect: JSON | None = None,
+) -> None:  # fmt: skip
+    """End the check-in: count nudges left open as ignored (backing the cadence off once),
+    then journal the ending and the goal's next look, in the caller's transaction."""
+    if ignored := qc.mark_ignored(c, pre.get("ignored", []), row.checkin_id):
+        qc.bump_backoff(c, goal.goal_id, now)
+        mem.remember(c, goal.goal_id, "ignored",
+                     f"{ignored} nudge(s) left unanswered: checking in less often",
+                     f"checkin:{row.checkin_id}", now)  # fmt: skip
+    next_at: float | None = None
+    why = f"goal is {goal.status}"
+    if goal.status in (GoalStatus.ACTIVE, GoalStatus.PAUSED) and agent.checkin.enabled:
+        next_at, why = next_look(c, agent, goal, now, proposed)
+        qc.set_next(c, goal.goal_id, next_at, why, now)
+    fields: JSON = {"decision": decision, "effect": effect} if decision is not None else {}
+    qc.advance(c, row.checkin_id, expect, status=status, precheck=pre, reason=reason,
+               next_at=next_at, completed_at=now, **fields)  # fmt: skip
+
+
+def next_look(
+    c: Any, agent: AgentConfig, goal: Goal, now: float, proposed: float | None
+) -> tuple[float, str]:
+    """The goal's next look by its cadence (agent defaults ⊕ the goal's overrides and state)."""
+    row = qc.cadence_row(c, goal.goal_id)
+    cad = cadence.cadence_from(agent.checkin, row)
+    return cadence.next_look(
+        cad,
+        now,
+        proposed=proposed,
+        backoff=int(row["backoff"]) if row else 0,
+        deadline=goal.deadline.timestamp() if goal.deadline else None,
+        snoozed_until=row["snoozed_until"] if row else None,
+    )
+
+
+# ── relevance ────────────────────────────────────────────────────────────────────────────────────
+
+_STOP = frozenset(("a", "an", "the", "to", "of", "for", "on", "in", "at", "and", "or", "your",
+                   "you", "my", "with", "about", "re", "new"))  # fmt: skip
+
+
+def _words(text: str | None) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"[a-z0-9]+", (text or "").lower()) if w not in _STOP)
+
+
+def same_topic(a: str | None, b: str | None) -> bool:
+    """Whether two nudge topics name the same subject: equal word sets, one inside the other,
+    or mostly the same words (the model rephrases; the operator should not see it twice)."""
+    wa, wb = _words(a), _words(b)
+    if not wa or not wb:
+        return False
+    return wa <= wb or wb <= wa or len(wa & wb) / len(wa | wb) >= 0.5
+
+
+def _args(args: JSON) -> str:
+    return " ".join(f"{k}={v!r}" for k, v in args.items()) or "(no arguments)"
