@@ -30,6 +30,8 @@ from agentd.deps import LEASE_S, Deps
 from agentd.engine import Engine
 from agentd.errors import DaemonRunning, StateError
 from agentd.llm import Model
+from agentd.outer import timebase
+from agentd.outer.service import Outer
 from agentd.scheduler import Scheduler
 
 log = structlog.get_logger("agentd.daemon")
@@ -111,17 +113,19 @@ async def serve(
     stop: asyncio.Event | None = None,
     models: dict[str, Model] | None = None,
     clock: Clock | None = None,
+    clock_speed: float | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (or `stop` is set); returns the exit code.
 
     `ready` (a callable) is told when recovery is done — what systemd hears as READY=1.
     `models` replaces providers built from the config (tests hand in SDK clients on a mock
     transport: the narrowest seam, everything else real). `clock` replaces the wall clock
-    (`serve --clock-speed N`: a ScaledClock, for tests and demos).
+    (tests); `clock_speed` runs the home's recorded simulated clock N× faster than the wall
+    (`serve --clock-speed N`, a testing option: see agentd/outer/timebase.py).
     """
     with home_lock(paths):
         return await _serve_locked(
-            paths, cfg, ready, stop or asyncio.Event(), models or {}, clock or SystemClock()
+            paths, cfg, ready, stop or asyncio.Event(), models or {}, clock, clock_speed
         )
 
 
@@ -131,7 +135,8 @@ async def _serve_locked(
     ready: Any,
     stop: asyncio.Event,
     models: dict[str, Model],
-    clock: Clock,
+    clock: Clock | None,
+    clock_speed: float | None,
 ) -> int:
     started = time.monotonic()
     process.guard_memory()  # API keys in our environment stay out of reach of our commands
@@ -140,7 +145,6 @@ async def _serve_locked(
     await store.open()
     deps = build_deps(cfg, store, owner)
     deps.models.update(models)
-    deps.clock = clock
     engine = Engine(deps)
     scheduler = Scheduler(deps, engine.launch, engine.live)
     deps.on_change = scheduler.nudge
@@ -151,10 +155,13 @@ async def _serve_locked(
         limited = [(a, act) for a, cfg_a in cfg.agents.items() for act in cfg_a.policy.max_per_hour]
         await store.write(lambda c: accounting.set_rate_limits(c, limited))
         deps.db_id = await store.write(meta.db_id)
+        deps.clock = clock or await _home_clock(store, clock_speed)
+        outer = Outer(deps, engine.launch)  # its pace follows the clock
         resumed = await store.write(lambda c: q.claim_running(c, owner, LEASE_S))
         for run_id, epoch in resumed:
             engine.launch(run_id, epoch)
         await scheduler.tick(force=True)
+        await outer.start()  # check-ins missed while down: recorded, caught up by policy
         counts = await store.read(q.count_runs)
         log.info(
             "daemon.ready",
@@ -168,10 +175,12 @@ async def _serve_locked(
             ready()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(scheduler.run(stop), name="scheduler")
+            tg.create_task(outer.run(stop), name="outer")
             tg.create_task(_watchdog(deps, stop), name="watchdog")
             tg.create_task(_retention(deps, stop), name="retention")
         log.info("daemon.stopping", in_flight=len(engine.tasks))
         sdnotify.notify("STOPPING=1")
+        await outer.stop(cfg.daemon.shutdown_grace_s)
         await engine.stop(cfg.daemon.shutdown_grace_s)
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -179,6 +188,23 @@ async def _serve_locked(
         await store.close()
     log.info("daemon.stopped")
     return 0
+
+
+async def _home_clock(store: Store, speed: float | None) -> Clock:
+    """The wall, or the home's simulated clock at `speed` (continued from its last run)."""
+    wall = time.time()
+    if speed is not None:
+        clock = await store.write(lambda c: timebase.scaled(c, speed, wall))
+        log.warning("daemon.clock_scaled", speed=speed, now=clock.now(), note="testing only")
+        return clock
+    reached = await store.write(lambda c: timebase.to_wall(c, wall))
+    if reached is not None and reached > wall:
+        log.warning(
+            "daemon.clock_reset",
+            note="this home ran on a simulated clock; times it recorded may lie in the future",
+            ahead_s=round(reached - wall),
+        )
+    return SystemClock()
 
 
 async def _watchdog(deps: Deps, stop: asyncio.Event) -> None:

@@ -39,8 +39,8 @@ def answer(store: SyncStore, item_id: int, text: str, now: float | None = None) 
         item = _open_item(c, item_id, InboxKind.QUESTION)
         resolved = qi.resolve(c, item_id, InboxStatus.ANSWERED, answer=text)
         if item.goal_id is not None and item.rule == "clarify":
-            memory.remember(c, item.goal_id, "answer", f"Q: {item.title} — A: {text}",
-                            f"inbox:{item_id}", at)  # fmt: skip
+            said = f"Q: {item.title}{memory.ANSWER_MARK}{text}"
+            memory.remember(c, item.goal_id, "answer", said, f"inbox:{item_id}", at)
         elif item.goal_id is not None and item.rule == "achieved":
             _achieved(c, item, text, at)
         return resolved
@@ -68,6 +68,7 @@ def _achieved(c: Any, item: InboxItem, text: str, now: float) -> None:
         if not run.status.finished:
             q.cancel(c, run.run_id, reason)
             qi.withdraw_open_items(c, run.run_id, reason)
+    checkins.withdraw_goal_items(c, goal.goal_id, reason, now)
     memory.remember(c, goal.goal_id, "known", "the operator confirmed the goal achieved", source,
                     now)  # fmt: skip
 
@@ -131,7 +132,9 @@ def dismiss(
 
     def work(c: Any) -> InboxItem:
         item = _open_item(c, item_id, InboxKind.NOTICE)
-        resolved = qi.resolve(c, item_id, InboxStatus.DISMISSED, answer=reason or None)
+        resolved = qi.resolve(
+            c, item_id, InboxStatus.DISMISSED, answer=reason or None, extra={"resolved_at": at}
+        )
         if item.rule == "nudge" and item.goal_id is not None:
             checkins.bump_backoff(c, item.goal_id, at)
             topic = item.data.get("nudge", {}).get("topic")
@@ -163,7 +166,11 @@ def accept(store: SyncStore, config: Config, item_id: int, now: float | None = N
         suggested = nudge.get("suggested")
         run_id = _start_suggested(c, config, goal, item_id, suggested) if suggested else None
         resolved = qi.resolve(
-            c, item_id, InboxStatus.ANSWERED, answer="accepted", extra={"run_id": run_id}
+            c,
+            item_id,
+            InboxStatus.ANSWERED,
+            answer="accepted",
+            extra={"run_id": run_id, "resolved_at": at},
         )
         then = f" → run {run_id}" if run_id else ""
         memory.remember(c, goal.goal_id, "accepted", f"accepted nudge {item_id} on "

@@ -485,6 +485,8 @@ def _next_moves(item: InboxItem) -> str:
     if item.status != "open":
         return ""
     n = item.item_id
+    if item.rule == "nudge":  # a check-in's suggestion: one command carries it out
+        return f'next: agentd inbox accept {n}  |  agentd inbox dismiss {n} --reason "..."'
     moves = {
         InboxKind.QUESTION: f'agentd inbox answer {n} "..."',
         InboxKind.APPROVAL: f'agentd inbox approve {n}  |  agentd inbox deny {n} --reason "..."',

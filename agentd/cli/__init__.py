@@ -9,6 +9,7 @@ state, 2 for a bad command line or config — never with a traceback.
 
 from __future__ import annotations
 
+from agentd.cli import checkins as _checkins  # noqa: F401  # registers `goal schedule` etc.
 from agentd.cli.admin import event_app
 from agentd.cli.goals import goal_app
 from agentd.cli.inbox import inbox_app

@@ -14,7 +14,6 @@ import typer
 
 from agentd import config, daemon, doctor, log, render
 from agentd.cli.root import JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
-from agentd.clock import Clock, ScaledClock, SystemClock
 from agentd.config import Paths, ScriptedModel
 from agentd.db import accounting
 from agentd.db import items as qi
@@ -90,16 +89,13 @@ def init_cmd(
 MAX_CLOCK_SPEED = 1_000_000.0
 
 
-def clock_for(speed: float | None) -> Clock:
-    """The daemon's clock: the wall, or simulated time `speed`× faster (testing only)."""
-    if speed is None:
-        return SystemClock()
-    if not 0 < speed <= MAX_CLOCK_SPEED:
+def check_speed(speed: float | None) -> float | None:
+    if speed is not None and not 0 < speed <= MAX_CLOCK_SPEED:
         raise UsageError(
             f"--clock-speed {speed:g}: give a factor above 0 and at most {MAX_CLOCK_SPEED:g}, "
             "e.g. --clock-speed 3600 (one simulated hour per second)"
         )
-    return ScaledClock(speed)
+    return speed
 
 
 @app.command("serve")
@@ -126,9 +122,9 @@ def serve_cmd(
     """
     paths = paths_of(ctx)
     cfg = config.load(paths.config)
-    clock = clock_for(clock_speed)
+    speed = check_speed(clock_speed)
     log.configure(cfg.daemon.log_level)
-    raise typer.Exit(asyncio.run(daemon.serve(paths, cfg, clock=clock)))
+    raise typer.Exit(asyncio.run(daemon.serve(paths, cfg, clock_speed=speed)))
 
 
 # ── demo: agentd/demo.py provides main(home, yes, recover) -> exit code ──────────────────────

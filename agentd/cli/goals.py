@@ -1,4 +1,4 @@
-"""Goals: `goal add|list|show|pause|resume|close`."""
+"""Goals: `goal add|list|show|pause|resume|close` (`goal schedule|cadence|snooze`: cli/checkins)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ from typing import Annotated
 
 import typer
 
-from agentd import config, goals, render
-from agentd.cli.root import GoalId, JsonFlag, Opt, emit, open_store, paths_of, sub_app
+from agentd import config, goals, render, render_outer
+from agentd.cli.root import GoalId, JsonFlag, Opt, config_of, emit, open_store, paths_of, sub_app
 from agentd.db import queries as q
 from agentd.models import GoalStatus, utcnow
+from agentd.outer import plan
 
 goal_app = sub_app(
-    help="Goals: what you want done and why (add, list, show, pause, resume, close)."
+    help="Goals: what you want done and why (add, list, show, pause, resume, close), and when "
+    "they check in on their own (schedule, cadence, snooze)."
 )
 
 
@@ -62,11 +64,24 @@ def goal_list(
 
 @goal_app.command("show")
 def goal_show(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) -> None:
-    """Show a goal, its runs and what it has spent (model tokens)."""
+    """Show a goal: its runs and spend, its next check-in and why, its cadence, schedules and
+    what it remembers (answers, outcomes, nudges accepted or dismissed).
+
+    Example: agentd goal show 3 --json
+    """
+    cfg = config_of(ctx)
     with open_store(ctx) as store:
         goal, runs, spend = goals.details(store, goal_id)
-    data = {**render.jsonable(goal), "runs": runs, "spend": spend}
-    emit(as_json, data, lambda: render.goal_view(goal, runs, spend, utcnow()))
+        outlook = plan.outlook(store, cfg, goal_id)
+    data = {**render.jsonable(goal), "runs": runs, "spend": spend, "checkin": outlook}
+    emit(
+        as_json,
+        data,
+        lambda: (
+            f"{render.goal_view(goal, runs, spend, utcnow())}\n\n"
+            f"{render_outer.outlook_view(outlook)}"
+        ),
+    )
 
 
 def _move_goal(ctx: typer.Context, goal_id: int, status: GoalStatus) -> None:

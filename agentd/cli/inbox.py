@@ -1,4 +1,4 @@
-"""The operator inbox: `inbox list|show|answer|approve|deny|dismiss`."""
+"""The operator inbox: `inbox list|show|answer|approve|deny|dismiss|accept`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from agentd.cli.root import ItemId, JsonFlag, Opt, emit, open_store, paths_of, r
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.models import utcnow
+from agentd.outer import plan
 
 inbox_app = sub_app(help="The operator inbox: questions, approvals and notices from the agents.")
 
@@ -89,8 +90,39 @@ def inbox_deny(
 
 
 @inbox_app.command("dismiss")
-def inbox_dismiss(ctx: typer.Context, item_id: ItemId) -> None:
-    """Dismiss a notice you have read."""
+def inbox_dismiss(
+    ctx: typer.Context,
+    item_id: ItemId,
+    reason: Annotated[
+        str, Opt(metavar="TEXT", help="Why (for a nudge: remembered by the goal).")
+    ] = "",
+) -> None:
+    """Dismiss a notice you have read. Dismissing a nudge also tells the goal to check in less
+    often (its cadence backs off) and remembers why, so the same nudge does not come back.
+
+    Example: agentd inbox dismiss 12 --reason "I already applied there"
+    """
     with open_store(ctx) as store:
-        inbox.dismiss(store, item_id)
-    typer.echo(f"dismissed item {item_id}")
+        item = inbox.dismiss(store, item_id, reason, now=plan.home_now(store))
+    note = "; the goal will check in less often" if item.rule == "nudge" else ""
+    typer.echo(f"dismissed item {item_id}{note}")
+
+
+@inbox_app.command("accept")
+def inbox_accept(ctx: typer.Context, item_id: ItemId) -> None:
+    """Accept a check-in's nudge: its suggested action runs as a run of the goal, through the
+    harness like any action (policy, approvals and rate limits apply).
+
+    Example: agentd inbox accept 12
+    """
+    cfg = config.load(paths_of(ctx).config)
+    with open_store(ctx) as store:
+        item = inbox.accept(store, cfg, item_id, now=plan.home_now(store))
+    run_id = item.data.get("run_id")
+    if run_id is None:
+        typer.echo(f"accepted item {item_id} (it suggested no action; noted for the goal)")
+        return
+    typer.echo(
+        f"accepted item {item_id}: run {run_id} carries out the suggestion"
+        f"{resume_note(ctx, run_id)}; follow it: agentd runs show {run_id}"
+    )

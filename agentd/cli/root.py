@@ -15,9 +15,10 @@ import typer
 from typer.core import TyperGroup
 
 from agentd import config, daemon, render
-from agentd.config import Paths
+from agentd.config import Config, Paths
 from agentd.db.store import SyncStore
-from agentd.errors import AgentdError, StateError
+from agentd.errors import AgentdError, StateError, UsageError
+from agentd.outer import cadence
 
 
 class _Group(TyperGroup):
@@ -108,3 +109,21 @@ def resume_note(ctx: typer.Context, run_id: int | None) -> str:
     if daemon.daemon_pid(paths_of(ctx)) is None:
         return f"; run {run_id} continues when `agentd serve` runs"
     return f"; run {run_id} continues within a second"
+
+
+def duration(option: str, text: str, *, allow_zero: bool = False) -> float:
+    """A duration typed on the command line ("90s", "4h", "3d", "2w", "1d12h" or seconds)."""
+    try:
+        seconds = cadence.parse_duration(text)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0 or (seconds == 0 and not allow_zero) or seconds != seconds:
+        raise UsageError(
+            f"{option} {text!r} is not a duration; write a number and a unit: 90s, 45m, 4h, 3d, "
+            f"2w or 1d12h (e.g. {option} 3d)"
+        )
+    return seconds
+
+
+def config_of(ctx: typer.Context) -> Config:
+    return config.load(paths_of(ctx).config)

@@ -176,11 +176,11 @@ def previous(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> Checkin | 
 
 
 def model_looks(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> tuple[int, int | None]:
-    """(earlier check-ins of the goal that asked a model, the deadline stage at the last one)."""
+    """(earlier check-ins of the goal a model answered, the deadline stage at the last one)."""
     n, stage = c.execute(
         "SELECT count(*), (SELECT precheck ->> 'stage' FROM checkins WHERE goal_id = ?1"
-        " AND checkin_id < ?2 AND precheck ->> 'asked' = 1 ORDER BY checkin_id DESC LIMIT 1)"
-        " FROM checkins WHERE goal_id = ?1 AND checkin_id < ?2 AND precheck ->> 'asked' = 1",
+        " AND checkin_id < ?2 AND raw IS NOT NULL ORDER BY checkin_id DESC LIMIT 1)"
+        " FROM checkins WHERE goal_id = ?1 AND checkin_id < ?2 AND raw IS NOT NULL",
         (goal_id, checkin_id),
     ).fetchone()
     return int(n), None if stage is None else int(stage)
@@ -230,7 +230,9 @@ def gather(
     now: float,
     overdue_after_s: float,
 ) -> JSON:
-    """What moved for the goal beyond `marks` (None: since the goal was created)."""
+    """What moved for the goal beyond `marks` (None: since the goal was created). Answers are
+    the operator's responses to the goal's own items (nudges, clarifying and confirm questions);
+    what a run asked is the run's business — its end is what a check-in notices."""
     m = marks or {}
     seen_items = m.get("open_items", [])
     active = m.get("active_runs", [])
@@ -244,7 +246,7 @@ def gather(
     answers = c.execute(
         "SELECT item_id, kind, rule, status, title, answer FROM inbox WHERE goal_id = ?"
         " AND status IN ('answered', 'approved', 'consumed', 'denied', 'dismissed')"
-        " AND (kind != 'notice' OR rule = 'nudge')"
+        " AND run_id IS NULL AND (kind != 'notice' OR rule = 'nudge')"
         " AND (item_id > ? OR item_id IN (SELECT value FROM json_each(?)))"
         " ORDER BY item_id DESC LIMIT ?",
         (goal_id, m.get("item", 0), json.dumps(seen_items), MAX_LISTED),
@@ -269,7 +271,8 @@ def gather(
         {"item_id": r[0], "kind": r[1], "title": r[2]}
         for r in c.execute(
             "SELECT item_id, kind, title FROM inbox WHERE goal_id = ? AND status = 'open'"
-            " AND kind IN ('question', 'approval') AND (expires_at <= ?"
+            " AND kind IN ('question', 'approval') AND coalesce(rule, '') NOT IN ("
+            "'clarify', 'achieved') AND (expires_at <= ?"
             " OR coalesce(data ->> 'posted_at', created_at) <= ?) ORDER BY item_id",
             (goal_id, now, now - overdue_after_s),
         )
@@ -288,16 +291,15 @@ def gather(
             {"event_id": e[0], "name": e[1], "data": json.loads(e[2])} for e in events[:5]
         ],
         "overdue_items": overdue,
-        "ignored": ignored_nudges(c, goal_id, m.get("item", 0)) if marks is not None else [],
     }
 
 
-def ignored_nudges(c: sqlite3.Connection, goal_id: int, item_mark: int) -> list[int]:
-    """Nudges still open from before the previous check-in, not yet counted as ignored."""
+def ignored_nudges(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> list[int]:
+    """Nudges an earlier check-in posted that are still open, not yet counted as ignored."""
     rows = c.execute(
         "SELECT item_id FROM inbox WHERE goal_id = ? AND rule = 'nudge' AND status = 'open'"
-        " AND item_id <= ? AND data ->> 'ignored' IS NULL",
-        (goal_id, item_mark),
+        " AND data ->> 'checkin_id' < ? AND data ->> 'ignored' IS NULL",
+        (goal_id, checkin_id),
     )
     return [int(r[0]) for r in rows]
 
@@ -315,10 +317,12 @@ def mark_ignored(c: sqlite3.Connection, item_ids: list[int], checkin_id: int) ->
 
 
 def nudges(c: sqlite3.Connection, goal_id: int, limit: int = 20) -> list[JSON]:
-    """The goal's recent nudges (open, dismissed, accepted): what a new nudge must not repeat."""
+    """The goal's recent nudges (open, dismissed, accepted): what a new nudge must not repeat.
+    Times are the injected clock's where the writer recorded them (`posted_at`, `resolved_at`)."""
     rows = c.execute(
         "SELECT item_id, status, answer, data ->> '$.nudge.topic', data ->> '$.nudge.message',"
-        " created_at, resolved_at FROM inbox WHERE goal_id = ? AND rule = 'nudge'"
+        " coalesce(data ->> 'posted_at', created_at), coalesce(data ->> 'resolved_at',"
+        " resolved_at) FROM inbox WHERE goal_id = ? AND rule = 'nudge'"
         " ORDER BY item_id DESC LIMIT ?",
         (goal_id, limit),
     )
@@ -340,6 +344,15 @@ def count_rule(c: sqlite3.Connection, goal_id: int, rule: str) -> int:
         "SELECT count(*) FROM inbox WHERE goal_id = ? AND rule = ?", (goal_id, rule)
     ).fetchone()
     return int(row[0])
+
+
+def withdraw_goal_items(c: sqlite3.Connection, goal_id: int, reason: str, now: float) -> int:
+    """Close the goal's own open items (nudges, clarifying questions) once it is closed."""
+    return c.execute(
+        "UPDATE inbox SET status = 'expired', answer = ?, resolved_at = ?"
+        " WHERE goal_id = ? AND run_id IS NULL AND status = 'open'",
+        (reason, now, goal_id),
+    ).rowcount
 
 
 def set_item_text(c: sqlite3.Connection, item_id: int, title: str, body: str) -> None:

@@ -22,6 +22,7 @@ MAX_SHOWN_CHARS = 4000  # characters `recall` returns for one goal
 # What the operator said or decided outlives what the agent observed when folding.
 PINNED = ("answer", "known", "accepted", "dismissed")
 EARLIER = "earlier"
+ANSWER_MARK = " — A: "  # an answer entry reads "Q: {question}{ANSWER_MARK}{answer}"
 
 _COLS = "entry_id, kind, text, source, at"
 
@@ -67,7 +68,8 @@ def rewrite(c: sqlite3.Connection, entry_id: int, text: str, now: float) -> None
 
 
 def recall(c: sqlite3.Connection, goal_id: int) -> list[JSON]:
-    """The goal's memory, oldest first ("earlier" leading), at most MAX_SHOWN_CHARS of text."""
+    """The goal's memory, oldest first ("earlier" leading), at most MAX_SHOWN_CHARS of text:
+    the operator's words are kept first, then the newest of the rest."""
     rows = [
         _row(r)
         for r in c.execute(
@@ -76,16 +78,17 @@ def recall(c: sqlite3.Connection, goal_id: int) -> list[JSON]:
         )
     ]
     earlier = [r for r in rows if r["kind"] == EARLIER]
-    shown: list[JSON] = []
     budget = MAX_SHOWN_CHARS - sum(len(r["text"]) for r in earlier)
-    for r in rows:
-        if r["kind"] == EARLIER:
-            continue
-        budget -= len(r["text"])
-        if budget < 0:
-            break
-        shown.append(r)
-    return earlier + shown[::-1]
+    shown: list[JSON] = []
+    for pinned in (True, False):
+        for r in rows:
+            if r["kind"] == EARLIER or (r["kind"] in PINNED) != pinned:
+                continue
+            if len(r["text"]) > budget:
+                break
+            budget -= len(r["text"])
+            shown.append(r)
+    return earlier + sorted(shown, key=lambda r: int(r["entry_id"]))
 
 
 def answers(c: sqlite3.Connection, goal_id: int) -> int:

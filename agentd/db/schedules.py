@@ -8,7 +8,9 @@ A removed schedule is disabled, not deleted: the check-ins it fired keep pointin
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +76,9 @@ def add(
 
 
 def get(c: sqlite3.Connection, schedule_id: int) -> Schedule:
-    row = c.execute(f"SELECT {COLS} FROM schedules WHERE schedule_id = ?", (schedule_id,)).fetchone()
+    row = c.execute(
+        f"SELECT {COLS} FROM schedules WHERE schedule_id = ?", (schedule_id,)
+    ).fetchone()
     if row is None:
         raise NotFound(f"no schedule {schedule_id}; `agentd goal schedule GOAL_ID` lists them")
     return _from_row(row)
@@ -177,6 +181,18 @@ def set_overrides(c: sqlite3.Connection, goal_id: int, now: float, **fields: Any
         )
 
 
+def reset_cadence(c: sqlite3.Connection, goal_id: int, now: float) -> None:
+    """Back to the agent's defaults: no overrides, no snooze, no backoff."""
+    set_overrides(c, goal_id, now, **dict.fromkeys(OVERRIDES))
+    c.execute("UPDATE cadences SET backoff = 0 WHERE goal_id = ?", (goal_id,))
+
+
+def active_goal_agents(c: sqlite3.Connection) -> dict[int, str]:
+    """goal_id → agent of every active goal."""
+    rows = c.execute("SELECT goal_id, agent FROM goals WHERE status = 'active'")
+    return {int(g): str(a) for g, a in rows}
+
+
 def unplanned_goals(c: sqlite3.Connection) -> list[int]:
     """Active goals with no next look yet (new goals, or ones whose cadence was reset)."""
     rows = c.execute(
@@ -199,15 +215,22 @@ def due_looks(c: sqlite3.Connection, now: float) -> list[tuple[int, float]]:
     return [(int(g), float(t)) for g, t in rows]
 
 
-def next_wake(c: sqlite3.Connection) -> float | None:
-    """The earliest time anything of the outer loop is due: a look, a schedule's fire, or a
-    check-in waiting out a model backoff."""
+def next_wake(
+    c: sqlite3.Connection, agents: list[str], skip_schedules: Sequence[int] = ()
+) -> float | None:
+    """The earliest time anything of the outer loop is due for goals of `agents`: a look not yet
+    recorded, a schedule's fire, or a check-in waiting out a model backoff."""
     row = c.execute(
         "SELECT min(t) FROM ("
         " SELECT min(k.next_at) AS t FROM cadences k JOIN goals g ON g.goal_id = k.goal_id"
-        "  WHERE g.status = 'active'"
+        "  WHERE g.status = 'active' AND g.agent IN (SELECT value FROM json_each(?1))"
+        "  AND NOT EXISTS (SELECT 1 FROM checkins x WHERE x.goal_id = k.goal_id"
+        "   AND coalesce(x.schedule_id, 0) = 0 AND x.due_at = k.next_at)"
         " UNION ALL SELECT min(s.next_fire_at) FROM schedules s JOIN goals g"
-        "  ON g.goal_id = s.goal_id WHERE s.enabled = 1 AND g.status = 'active')"
+        "  ON g.goal_id = s.goal_id WHERE s.enabled = 1 AND g.status = 'active'"
+        "  AND g.agent IN (SELECT value FROM json_each(?1))"
+        "  AND s.schedule_id NOT IN (SELECT value FROM json_each(?2)))",
+        (json.dumps(agents), json.dumps(list(skip_schedules))),
     ).fetchone()
     retry = qc.next_retry(c)
     times = [t for t in (row[0], retry) if t is not None]

@@ -222,24 +222,19 @@ def _quiet_note(c: Cadence, t: float, why: str) -> str:
 def _pace(c: Cadence, proposed: float | None, backoff: int) -> tuple[float, str]:
     """The interval before any deadline, clamped, and why."""
     backed = c.every_s * 2.0 ** min(max(backoff, 0), 60)
-    if proposed is not None:
+    backing = f"{_dismissed(backoff)}: backing off to {format_duration(min(backed, c.max_s))}"
+    if proposed is not None and backoff > 0 and backed > proposed:
+        interval, why = backed, f"model proposed {format_duration(proposed)}; {backing}"
+    elif proposed is not None:
         interval, why = proposed, f"model proposed {format_duration(proposed)}"
-        if backoff > 0 and backed > proposed:
-            interval = backed
-            why += (
-                f"; {_dismissed(backoff)}: backing off to {format_duration(min(backed, c.max_s))}"
-            )
     elif backoff > 0:
-        interval, why = (
-            backed,
-            f"{_dismissed(backoff)}: backing off to {format_duration(min(backed, c.max_s))}",
-        )
+        interval, why = backed, backing
     else:
         interval, why = c.every_s, f"every {format_duration(c.every_s)} (the goal's cadence)"
     if interval < c.min_s:
         return c.min_s, f"{why}; clamped to the {format_duration(c.min_s)} minimum"
     if interval > c.max_s:
-        if "backing off" in why and proposed is None:
+        if interval == backed:  # "backing off to 14d" already names the maximum
             return c.max_s, f"{why} (the maximum)"
         return c.max_s, f"{why}; capped at the {format_duration(c.max_s)} maximum"
     return interval, why
@@ -261,7 +256,7 @@ def _deadline(
     at `now`, e.g. the goal was just created) and a look more than 48 h before the deadline still
     possible (min_s and quiet hours permitting), the next look is one; a look at `now` more than
     48 h ahead already is one, and another right after it would only crowd.
-    Looks stay out of quiet hours: moved later if that stays before the deadline, else earlier.
+    Looks stay out of quiet hours, moved to the nearer side of them (see _place).
     Returns (time, why)."""
     remaining = deadline - now
     left, at = format_duration(remaining), _when(c, deadline)
@@ -276,26 +271,43 @@ def _deadline(
         first = _place(c, max(lo, early_line - EARLY_MARGIN_S), lo, early_line)
         if first is not None:
             return first, f"deadline {at} in {left}: one look more than 48h before it"
-    last = f"deadline {at} in {left}: a last look at the deadline"
     if gap >= remaining:
-        return leave_quiet(c, deadline), _quiet_note(c, deadline, last)
+        return _last_look(c, lo, deadline, f"deadline {at} in {left}")
     binding = gap < interval
     note = f"deadline {at} in {left}: looking every {format_duration(gap)}" if binding else why
     placed = _place(c, now + gap, lo, deadline)
     if placed is None:
-        return leave_quiet(c, deadline), _quiet_note(c, deadline, last)
-    if placed != now + gap:
-        note = f"{note}; moved out of quiet hours"
+        return _last_look(c, lo, deadline, f"deadline {at} in {left}")
+    if placed > now + gap:
+        note = _quiet_note(c, now + gap, note)
+    elif placed < now + gap:  # the quiet hours run into the deadline: look before they begin
+        note = f"{note}; at {_when(c, placed)}, before the quiet hours"
     return placed, note
 
 
+def _last_look(c: Cadence, lo: float, deadline: float, head: str) -> tuple[float, str]:
+    """The look at the deadline; if it falls in quiet hours, just before they begin (when that is
+    not sooner than `lo`), else when they end — the one look allowed after the deadline."""
+    if in_quiet(c, deadline):
+        before = _awake_before(c, deadline, lo)
+        if before is not None:
+            return before, f"{head}: a last look at {_when(c, before)}, before the quiet hours"
+    return leave_quiet(c, deadline), _quiet_note(
+        c, deadline, f"{head}: a last look at the deadline"
+    )
+
+
 def _place(c: Cadence, t: float, lo: float, hi: float) -> float | None:
-    """`t` moved out of quiet hours within [lo, hi): later if possible, else earlier; None if the
-    whole span is quiet."""
+    """`t` moved out of quiet hours within [lo, hi), to whichever side is nearer — a look due at
+    22:10 is better at 21:30 the same evening than at 08:00 the next day so close to a deadline;
+    None if the whole span is quiet."""
     later = leave_quiet(c, t)
-    if later < hi:
-        return later
-    return _awake_before(c, t, lo)
+    earlier = _awake_before(c, t, lo)
+    if later >= hi:
+        return earlier
+    if earlier is not None and t - earlier < later - t:
+        return earlier
+    return later
 
 
 __all__ = [

@@ -17,7 +17,6 @@ next look through `cadence.next_look` (the model only proposes; the cadence deci
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +27,6 @@ from agentd import harness, inbox
 from agentd.config import AgentConfig
 from agentd.db import accounting
 from agentd.db import checkins as qc
-from agentd.db import items as qi
 from agentd.db import memory as mem
 from agentd.db import queries as q
 from agentd.db.checkins import Checkin, CheckinStatus
@@ -36,10 +34,10 @@ from agentd.decide import MAX_REPLY_CHARS
 from agentd.deps import LEASE_S, Deps
 from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected, Refused
 from agentd.llm import ModelReply, ModelRequest
-from agentd.models import JSON, Goal, GoalStatus, InboxKind
-from agentd.outer import cadence, checkin_prompt
+from agentd.models import JSON, Goal, GoalStatus
+from agentd.outer import cadence, checkin_prompt, verdicts
 from agentd.outer.checkin_prompt import Reply
-from agentd.outer.precheck import OVERDUE_AFTER_S, Facts, lacking, precheck
+from agentd.outer.precheck import OVERDUE_AFTER_S, Facts, Precheck, lacking, precheck
 
 log = structlog.get_logger("agentd.outer")
 Launch = Callable[[int, int], None]
@@ -47,11 +45,11 @@ Launch = Callable[[int, int], None]
 MODEL_TIMEOUT_S = 120.0
 MAX_MODEL_ATTEMPTS = 6  # failed calls of one check-in before it ends failed (next look as usual)
 MAX_REASKS = 1  # an invalid reply is re-asked once with the error
-MAX_OPEN_CLARIFY = 2  # clarifying questions open at once for a goal
 
 # The operator's commands, for the plan's spelling `checkin.accept` / `checkin.dismiss`.
 accept = inbox.accept
 dismiss = inbox.dismiss
+same_topic = verdicts.same_topic
 
 
 async def run_checkin(deps: Deps, checkin_id: int, launch: Launch) -> None:
@@ -104,7 +102,8 @@ def _precheck_tx(c: Any, deps: Deps, checkin_id: int, now: float) -> str:
         _complete(c, deps, row, goal, agent, now, "skipped", kept, reason=f"goal is {goal.status}")
         return "skipped"
     facts, pre, marks, moved = _facts(c, row, goal, agent, now)
-    base = {**kept, "reasons": pre.reasons, "stage": pre.stage, "ignored": moved["ignored"]}
+    ignored = qc.ignored_nudges(c, goal.goal_id, checkin_id)
+    base = {**kept, "reasons": pre.reasons, "stage": pre.stage, "ignored": ignored}
     if not pre.look:
         _complete(c, deps, row, goal, agent, now, "skipped", {**base, "marks": marks},
                   reason="nothing moved")  # fmt: skip
@@ -116,6 +115,8 @@ def _precheck_tx(c: Any, deps: Deps, checkin_id: int, now: float) -> str:
         "since": facts.since, "lacking": facts.underspecified,
         "nudges": [{k: n[k] for k in ("item_id", "status", "topic", "answer")}
                    for n in qc.nudges(c, goal.goal_id, limit=8)],
+        "open_questions": [item for rule in ("clarify", "achieved")
+                           for item in qc.open_questions(c, goal.goal_id, rule)],
         **{k: moved[k] for k in ("runs_finished", "answers", "world_samples", "event_samples",
                                  "overdue_items")},
     }  # fmt: skip
@@ -126,7 +127,11 @@ def _precheck_tx(c: Any, deps: Deps, checkin_id: int, now: float) -> str:
     return "deciding"
 
 
-def _facts(c: Any, row: Checkin, goal: Goal, agent: AgentConfig, now: float) -> Any:
+def _facts(
+    c: Any, row: Checkin, goal: Goal, agent: AgentConfig, now: float
+) -> tuple[Facts, Precheck, JSON, JSON]:
+    """The precheck of this check-in: facts since the previous one, the verdict, the new marks
+    to journal, and the raw gathering (samples the prompt shows)."""
     prev = qc.previous(c, goal.goal_id, row.checkin_id)
     marks = prev.precheck.get("marks") if prev else None
     deadline = goal.deadline.timestamp() if goal.deadline else None
@@ -202,6 +207,7 @@ async def _ask(deps: Deps, row: Checkin) -> bool:
     await deps.store.write(lambda c: qc.advance(
         c, row.checkin_id, "deciding", status="decided", raw=reply.text[:MAX_REPLY_CHARS],
         model=reply.model, add_tokens=(reply.tokens_in, reply.tokens_out, cost),
+        precheck={**p, "decided_at": deps.clock.now()},
     ))  # fmt: skip
     log.info("checkin.decided", checkin_id=row.checkin_id, model=reply.model)
     return True
@@ -315,9 +321,9 @@ def _apply(c: Any, deps: Deps, row: Checkin, reply: Reply, now: float) -> tuple[
     if kind != "nothing" and goal.status != GoalStatus.ACTIVE:
         effect["skipped"] = f"goal is {goal.status}"
     elif kind == "nudge":
-        effect.update(_nudge(c, row, v, now))
+        effect.update(verdicts.nudge(c, row, v, now))
     elif kind == "ask":
-        effect.update(_clarify(c, row, v["question"], now))
+        effect.update(verdicts.clarify(c, row, v["question"], now))
     elif kind == "start_run":
         if (active := q.active_run_of_goal(c, goal.goal_id)) is not None:
             effect["skipped"] = f"run {active} of the goal is still active"
@@ -329,98 +335,13 @@ def _apply(c: Any, deps: Deps, row: Checkin, reply: Reply, now: float) -> tuple[
             started = (run_id, q.claim_run(c, run_id, deps.owner, LEASE_S))
             effect["run_id"] = run_id
     elif kind == "achieved":
-        effect.update(_achieved(c, row, v["evidence"], now))
-    _remember(c, row, v, reply.reason, effect, now)
+        effect.update(verdicts.achieved(c, row, v["evidence"], now))
+    verdicts.remember(c, row, v, reply.reason, effect, now)
     decision = {"reason": reply.reason, "next_look_in_s": reply.next_look_in_s, "verdict": v}
     _end(c, deps, row, now, "done", "decided", row.precheck, reply.reason or kind,
          proposed=reply.next_look_in_s, decision=decision, effect=effect)  # fmt: skip
     log.info("checkin.done", checkin_id=row.checkin_id, verdict=kind, **effect)
     return started
-
-
-def _nudge(c: Any, row: Checkin, v: JSON, now: float) -> JSON:
-    """Post a nudge — unless it repeats an open nudge's topic, or a resolved one's with nothing
-    new since (what moved besides the operator's responses to nudges)."""
-    new = [r for r in row.precheck.get("reasons", []) if not r.startswith("nudge ")]
-    earlier = [n for n in qc.nudges(c, row.goal_id, limit=50) if same_topic(v["topic"], n["topic"])]
-    if opened := [n for n in earlier if n["status"] == "open"]:
-        return {"suppressed": f"nudge {opened[0]['item_id']} on this topic is still open"}
-    what_new = ""
-    if earlier:
-        if not new:
-            return {"suppressed": f"nudge {earlier[0]['item_id']} on this topic was "
-                    f"{earlier[0]['status']} and nothing new justifies another"}  # fmt: skip
-        what_new = f"New since nudge {earlier[0]['item_id']}: {v.get('new') or '; '.join(new)}."
-    suggested = v.get("suggested")
-    data = {
-        "nudge": {k: v.get(k) for k in ("topic", "message", "suggested", "new")},
-        "checkin_id": row.checkin_id, "posted_at": now,
-    }  # fmt: skip
-    item_id = qi.post(c, InboxKind.NOTICE, title=v["message"][:200], goal_id=row.goal_id,
-                      rule="nudge", data=data)  # fmt: skip
-    lines = [v["message"]] + ([what_new] if what_new else [])
-    if suggested:
-        lines.append(f"Suggested: {suggested['action']} {_args(suggested['args'])}")
-        lines.append(f"Accept (runs through the harness; policy and approvals apply): "
-                     f"agentd inbox accept {item_id}")  # fmt: skip
-    lines.append(f'Not useful? agentd inbox dismiss {item_id} --reason "…" (agentd then checks '
-                 "in less often)")  # fmt: skip
-    accept_hint = f" — accept: agentd inbox accept {item_id}" if suggested else ""
-    qc.set_item_text(c, item_id, (v["message"][:150] + accept_hint)[:200], "\n".join(lines))
-    return {"item_id": item_id, **({"new": what_new} if what_new else {})}
-
-
-def _clarify(c: Any, row: Checkin, question: str, now: float) -> JSON:
-    opened = qc.open_questions(c, row.goal_id, "clarify")
-    if any(_words(o["title"]) == _words(question) for o in opened):
-        return {"suppressed": "the same question is already open"}
-    if len(opened) >= MAX_OPEN_CLARIFY:
-        return {"suppressed": f"{len(opened)} clarifying questions are already open"}
-    item_id = qi.post(c, InboxKind.QUESTION, title=question[:200], goal_id=row.goal_id,
-                      rule="clarify", data={"checkin_id": row.checkin_id, "posted_at": now})  # fmt: skip
-    body = (f"{question}\nAnswer: agentd inbox answer {item_id} \"…\" — the answer becomes part "
-            f"of what goal {row.goal_id} remembers.")  # fmt: skip
-    qc.set_item_text(c, item_id, question[:200], body)
-    return {"item_id": item_id}
-
-
-def _achieved(c: Any, row: Checkin, evidence: str, now: float) -> JSON:
-    if opened := qc.open_questions(c, row.goal_id, "achieved"):
-        return {"suppressed": f"question {opened[0]['item_id']} already asks to confirm"}
-    title = f"goal {row.goal_id} achieved? {evidence}"[:200]
-    item_id = qi.post(c, InboxKind.QUESTION, title=title, goal_id=row.goal_id, rule="achieved",
-                      data={"checkin_id": row.checkin_id, "posted_at": now})  # fmt: skip
-    body = (f"{evidence}\nConfirm to close goal {row.goal_id} as achieved: agentd inbox answer "
-            f"{item_id} yes — or answer with what is still missing.")  # fmt: skip
-    qc.set_item_text(c, item_id, title, body)
-    return {"item_id": item_id}
-
-
-def _remember(c: Any, row: Checkin, v: JSON, reason: str, effect: JSON, now: float) -> None:
-    """One memory entry per check-in verdict; repeated "nothing" updates one entry."""
-    source = f"checkin:{row.checkin_id}"
-    kind = v["kind"]
-    if kind == "nothing":
-        last = mem.latest(c, row.goal_id)
-        if last is not None and last["kind"] == "checkin" and last["text"].startswith("nothing"):
-            m = re.match(r"nothing to report \(×(\d+)\)", last["text"])
-            n = int(m.group(1)) + 1 if m else 2
-            mem.rewrite(c, last["entry_id"], f"nothing to report (×{n}): {reason}", now)
-            return
-        text = f"nothing to report: {reason}"
-    elif "suppressed" in effect or "skipped" in effect:
-        text = f"{kind} held back ({effect.get('suppressed') or effect.get('skipped')}): " + (
-            v.get("topic") or v.get("question") or v.get("request") or v.get("evidence") or ""
-        )
-    elif kind == "nudge":
-        text = f"nudged (item {effect['item_id']}) on {v['topic']!r}: {v['message']}"
-    elif kind == "ask":
-        text = f"asked (item {effect['item_id']}): {v['question']}"
-    elif kind == "start_run":
-        text = f"started run {effect['run_id']}: {v['request']}"
-    else:
-        text = f"proposed closing as achieved (item {effect['item_id']}): {v['evidence']}"
-    mem.remember(c, row.goal_id, "checkin", text, source, now)
 
 
 # ── endings: every one schedules the next look ───────────────────────────────────────────────────
@@ -475,26 +396,3 @@ def next_look(
         deadline=goal.deadline.timestamp() if goal.deadline else None,
         snoozed_until=row["snoozed_until"] if row else None,
     )
-
-
-# ── relevance ────────────────────────────────────────────────────────────────────────────────────
-
-_STOP = frozenset(("a", "an", "the", "to", "of", "for", "on", "in", "at", "and", "or", "your",
-                   "you", "my", "with", "about", "re", "new"))  # fmt: skip
-
-
-def _words(text: str | None) -> frozenset[str]:
-    return frozenset(w for w in re.findall(r"[a-z0-9]+", (text or "").lower()) if w not in _STOP)
-
-
-def same_topic(a: str | None, b: str | None) -> bool:
-    """Whether two nudge topics name the same subject: equal word sets, one inside the other,
-    or mostly the same words (the model rephrases; the operator should not see it twice)."""
-    wa, wb = _words(a), _words(b)
-    if not wa or not wb:
-        return False
-    return wa <= wb or wb <= wa or len(wa & wb) / len(wa | wb) >= 0.5
-
-
-def _args(args: JSON) -> str:
-    return " ".join(f"{k}={v!r}" for k, v in args.items()) or "(no arguments)"

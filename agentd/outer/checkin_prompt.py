@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
 
+from agentd.db.memory import ANSWER_MARK
 from agentd.decide import Menu, _brief, _clip, _load  # the same bounded parser as decisions
 from agentd.errors import ModelOutputInvalid
 from agentd.models import JSON, Goal
@@ -258,6 +259,11 @@ def _fact_sections(facts: JSON) -> list[str]:
         out.append("# Events (latest first)\n" + quote(facts["event_samples"], 2000))
     if facts.get("overdue_items"):
         out.append("# Waiting for the operator too long\n" + quote(facts["overdue_items"], 1500))
+    if facts.get("open_questions"):
+        out.append(
+            "# Questions to the operator still open (do not ask them again)\n"
+            + quote(facts["open_questions"], 1500)
+        )
     if facts.get("nudges"):
         out.append(
             "# Recent nudges (do not repeat their topics without something new)\n"
@@ -272,9 +278,21 @@ def render_memory(memory: list[JSON]) -> str:
         return "(nothing yet)"
     lines = []
     for e in memory:
-        body = operator_says(e["text"]) if e["kind"] == "answer" else quote(e["text"])
-        lines.append(f"- {e['kind']}: {body}")
+        lines.append(f"- {e['kind']}: {_entry(e)}")
     return "\n".join(lines)
+
+
+def _entry(e: JSON) -> str:
+    """An answer entry ("Q: <the model's question> — A: <the operator's answer>") shows only the
+    answer as the operator's words: the question is model text, and split at the *last* marker,
+    no question can push its own text into the operator's block."""
+    text = str(e["text"])
+    if e["kind"] != "answer":
+        return quote(text)
+    question, marker, said = text.rpartition(ANSWER_MARK)
+    if not marker:
+        return operator_says(text)
+    return f"{quote(question)} → {operator_says(said)}"
 
 
 def _local(t: float, tz: str) -> str:

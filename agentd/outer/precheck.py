@@ -15,7 +15,7 @@ are deliberately few and countable, so an idle goal costs nothing and a deadline
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agentd.models import JSON
 
@@ -50,7 +50,6 @@ class Facts:
     clarify_asked: int = 0  # clarifying questions ever posted for the goal
     model_looks: int = 0  # earlier check-ins of the goal that asked a model
     last_stage: int | None = None  # the deadline stage at the last look a model made
-    notes: list[str] = field(default_factory=list)  # anything else worth a look, said plainly
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,6 @@ def precheck(f: Facts) -> Precheck:
     if f.events:
         reasons.append(f"{_plural(f.events, 'new event')}")
     reasons += [f"{i['kind']} {i['item_id']} is overdue" for i in f.overdue_items]
-    reasons += f.notes
     must_ask = bool(f.underspecified) and f.clarify_asked == 0
     if must_ask and f.model_looks == 0:
         reasons.append(f"the goal lacks {' and '.join(f.underspecified)}: ask first")

@@ -46,9 +46,8 @@ class CatchUp:
     SKIPPED_LIMIT skipped ones, counted in `skipped_count` (which always counts all of them)."""
 
     run: list[float]  # due times to fire now, oldest first
-    skipped: list[
-        float
-    ]  # due times to record as skipped, oldest first (the newest ≤ SKIPPED_LIMIT)
+    # due times to record as skipped, oldest first (the newest SKIPPED_LIMIT of them)
+    skipped: list[float]
     skipped_count: int = -1  # all skipped due times, listed or not (-1: len(skipped))
     stale_before: float = -math.inf  # skipped due times before this were too late (max_lateness_s)
 
@@ -410,8 +409,8 @@ def catch_up(
 ) -> CatchUp:
     """Sort the due times in (last_fired or anchor, now] into run and skipped, by the misfire policy.
     Due times older than s.max_lateness_s are skipped whatever the policy. Due times at most
-    `grace_s` old are on time, not missed: they run under every policy (a missed one then
-    coalesces into them under "once")."""
+    `grace_s` old are on time, not missed: they run under every policy (missed ones then coalesce
+    into them under "once", and fill up to the cap under "all")."""
     keep = SKIPPED_LIMIT + max(s.misfire_cap, 1)
     count, due = _due(s, anchor if last_fired is None else last_fired, now, goal_id, anchor, keep)
     stale_before = now - s.max_lateness_s
@@ -422,7 +421,8 @@ def catch_up(
     elif s.misfire == "once":
         run = on_time or late[-1:]
     else:
-        run = late[-s.misfire_cap :] + on_time
+        room = s.misfire_cap - len(on_time)
+        run = (late[-room:] if room > 0 else []) + on_time
     chosen = set(run)
     skipped = [t for t in due if t not in chosen][-SKIPPED_LIMIT:]
     return CatchUp(run, skipped, count - len(run), stale_before)

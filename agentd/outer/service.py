@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ Launch = Callable[[int, int], None]
 MAX_CONCURRENT_CHECKINS = 4  # goals checked in at once (each holds at most one model call)
 GRACE_POLLS = 5  # a fire found within this many poll intervals of its time is on time, not missed
 CRASH_PAUSE_S = 30.0  # wall seconds before a check-in that raised unexpectedly is tried again
+# Another commit (the CLI's, or the engine's own steps) is looked at within this many wall
+# seconds; what is due by the clock, and explicit wake-ups, are looked at at once.
+COMMIT_SCAN_S = 1.0
 
 
 def spec_of(s: qs.Schedule) -> ScheduleSpec:
@@ -64,7 +68,8 @@ class _Scan:
     """What one tick read (one read transaction)."""
 
     unplanned: list[Goal] = field(default_factory=list)
-    schedules: list[qs.Schedule] = field(default_factory=list)
+    all_schedules: list[qs.Schedule] = field(default_factory=list)  # for the wake-up jobs
+    schedules: list[qs.Schedule] = field(default_factory=list)  # due now
     looks: list[tuple[int, float]] = field(default_factory=list)  # (goal_id, next_at) due
     cadences: dict[int, dict[str, Any] | None] = field(default_factory=dict)
     agents: dict[int, str] = field(default_factory=dict)  # goal_id → agent, for goals in play
@@ -72,15 +77,36 @@ class _Scan:
     next_wake: float | None = None
 
 
-class _FireTrigger(BaseTrigger):
+class _FireTrigger(BaseTrigger):  # type: ignore[misc]  # apscheduler ships no type hints
     """An APScheduler trigger that asks our schedule math (in clock time) for the next fire."""
 
     def __init__(self, outer: Outer, spec: ScheduleSpec, goal_id: int, anchor: float) -> None:
         self.outer, self.spec, self.goal_id, self.anchor = outer, spec, goal_id, anchor
+        self.exact: dict[datetime, float] = {}  # the wall times handed out → their clock times
+
+    def first(self, after: float) -> datetime:
+        return self._hand_out(schedule.next_fire(self.spec, after, self.goal_id, self.anchor))
+
+    def _hand_out(self, t: float) -> datetime:
+        wall = self.outer.wall_time(t)
+        self.exact = {wall: t}
+        return wall
 
     def get_next_fire_time(self, previous_fire_time: Any, now: datetime) -> datetime:
-        after = self.outer.clock_time(previous_fire_time or now)
-        return self.outer.wall_time(schedule.next_fire(self.spec, after, self.goal_id, self.anchor))
+        # APScheduler hands back the time it got from us: continue from its exact clock time.
+        # A round trip through wall time could land a hair before it and yield the same fire
+        # again — forever, as APScheduler collects run times until one passes `now`.
+        if previous_fire_time is None:
+            after = self.outer.clock_time(now)
+        else:
+            after = self.exact.get(previous_fire_time, self.outer.clock_time(previous_fire_time))
+        t = schedule.next_fire(self.spec, after, self.goal_id, self.anchor)
+        wall = self.outer.wall_time(t)
+        while previous_fire_time is not None and wall <= previous_fire_time:
+            t = schedule.next_fire(self.spec, t, self.goal_id, self.anchor)
+            wall = self.outer.wall_time(t)
+        self.exact = {wall: t}
+        return wall
 
 
 class Outer:
@@ -99,6 +125,13 @@ class Outer:
         self._wake = asyncio.Event()
         self._job_specs: dict[str, tuple[Any, ...]] = {}
         self._next_wake: float | None = None
+        # A tick reads the tables only when something may have changed: a commit (data_version),
+        # a wake-up (a job, a check-in that ended), or the time of the next thing due.
+        self._dirty = True
+        self._version = -1
+        self._due_at: float | None = None
+        self._scanned = 0.0  # monotonic time of the last scan
+        self._invalid: set[int] = set()  # schedules whose row no longer parses (logged once)
         self._crashed: dict[int, float] = {}  # checkin_id → monotonic time to try again
         self.stopping = False
 
@@ -121,19 +154,26 @@ class Outer:
             job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1},
         )
         self.jobs.start()  # inside the running loop (APScheduler 3 binds to it here)
-        await self.tick(starting=True)
+        try:
+            await self.tick(starting=True)
+        except StateError as e:  # a locked database: the loop's first tick catches up instead
+            log.error("outer.catch_up_failed", error=str(e))
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            self._wake.clear()  # before the tick: a wake-up during it is not lost
+            pause = self.poll_s
             try:
                 await self.tick()
             except StateError as e:  # a locked or briefly unwritable database: next tick
                 log.error("outer.tick_failed", error=str(e))
-            self._wake.clear()
+            except Exception:  # a bug here must not stop the runs the daemon drives
+                log.exception("outer.tick_crashed")
+                self._dirty, pause = True, max(self.poll_s, 5.0)
             waiter = asyncio.ensure_future(self._wake.wait())
             stopper = asyncio.ensure_future(stop.wait())
             try:
-                await asyncio.wait({waiter, stopper}, timeout=self.poll_s, return_when="FIRST_COMPLETED")
+                await asyncio.wait({waiter, stopper}, timeout=pause, return_when="FIRST_COMPLETED")
             finally:
                 waiter.cancel()
                 stopper.cancel()
@@ -152,15 +192,22 @@ class Outer:
                 await asyncio.wait(late, timeout=5)
 
     def wake(self) -> None:
+        self._dirty = True
         self._wake.set()
 
     async def _job_wake(self) -> None:  # a coroutine: APScheduler runs it on the loop
-        self._wake.set()
+        self.wake()
 
     # ── one tick ──────────────────────────────────────────────────────────────────────────────
 
     async def tick(self, *, starting: bool = False) -> None:
         now = self.deps.clock.now()
+        version = await self.deps.store.data_version()
+        committed = version != self._version and time.monotonic() - self._scanned >= COMMIT_SCAN_S
+        due = self._due_at is not None and now >= self._due_at
+        if not (starting or self._dirty or self._crashed or committed or due):
+            return  # nothing committed, nothing woke us, nothing due yet
+        self._dirty, self._version, self._scanned = False, version, time.monotonic()
         scan = await self.deps.store.read(lambda c: self._scan(c, now))
         if scan.unplanned:
             await self.deps.store.write(lambda c: self._plan(c, scan.unplanned, now))
@@ -168,35 +215,43 @@ class Outer:
             fired = await self.deps.store.write(lambda c: self._fire(c, scan, now, starting))
             if fired:
                 scan = await self.deps.store.read(lambda c: self._scan(c, now))
+        self._due_at = scan.next_wake
         self._start_checkins(scan, now)
         if self.jobs is not None and not self.stopping:
-            await self._sync_jobs(now, scan.next_wake)
+            self._sync_jobs(scan, now)
 
     def _enabled_agents(self) -> dict[str, AgentConfig]:
         return {n: a for n, a in self.deps.config.agents.items() if a.checkin.enabled}
 
     def _scan(self, c: Any, now: float) -> _Scan:
-        agents = self._enabled_agents()
-        scan = _Scan(next_wake=qs.next_wake(c))
-        for goal_id in qs.unplanned_goals(c):
-            goal = q.get_goal(c, goal_id)
-            if goal.agent in agents:
-                scan.unplanned.append(goal)
+        """Everything a tick acts on, for goals whose agent has check-ins enabled (due times
+        of the others wait, unrecorded, until check-ins are enabled again)."""
+        enabled = self._enabled_agents()
+        agent_of = qs.active_goal_agents(c)
+
+        def on(goal_id: int) -> bool:
+            return agent_of.get(goal_id) in enabled
+
+        scan = _Scan(next_wake=qs.next_wake(c, list(enabled), sorted(self._invalid)))
+        scan.unplanned = [q.get_goal(c, g) for g in qs.unplanned_goals(c) if on(g)]
+        scan.all_schedules = [s for s in qs.active(c) if on(s.goal_id)]
         scan.schedules = [
-            s for s in qs.active(c) if s.next_fire_at is None or s.next_fire_at <= now
-        ]
-        scan.looks = [(g, t) for g, t in qs.due_looks(c, now) if not _recorded(c, g, t)]
+            s for s in scan.all_schedules
+            if (s.next_fire_at is None or s.next_fire_at <= now) and s.schedule_id not in self._invalid
+        ]  # fmt: skip
+        scan.looks = [(g, t) for g, t in qs.due_looks(c, now) if on(g)]
         scan.open = [(i, qc.get(c, i).goal_id) for i in qc.open_ids(c, now)]
         goal_ids = {s.goal_id for s in scan.schedules} | {g for g, _ in scan.looks}
-        goal_ids |= {g for _, g in scan.open}
-        for goal_id in goal_ids:
-            scan.agents[goal_id] = q.get_goal(c, goal_id).agent
+        for goal_id in goal_ids | {g for _, g in scan.open}:
+            scan.agents[goal_id] = agent_of.get(goal_id) or q.get_goal(c, goal_id).agent
             scan.cadences[goal_id] = qc.cadence_row(c, goal_id)
         return scan
 
     def _cadence(self, scan: _Scan, goal_id: int) -> cadence.Cadence | None:
         agent = self._enabled_agents().get(scan.agents.get(goal_id, ""))
-        return None if agent is None else cadence.cadence_from(agent.checkin, scan.cadences[goal_id])
+        return (
+            None if agent is None else cadence.cadence_from(agent.checkin, scan.cadences[goal_id])
+        )
 
     def _plan(self, c: Any, goals: list[Goal], now: float) -> None:
         """A new goal's first look: soon (at the goal's minimum interval), so a goal that lacks
@@ -213,60 +268,89 @@ class Outer:
             log.info("checkin.planned", goal_id=goal.goal_id, next_at=when(t), why=why)
 
     def _fire(self, c: Any, scan: _Scan, now: float, starting: bool) -> int:
-        """Record due times as check-in rows (one transaction). Returns how many rows are new."""
+        """Record due times as check-in rows (one transaction). Returns how many rows are new.
+
+        One catch-up per goal per outage: once a schedule of the goal ran a late fire in this
+        tick, the late fires of its other `once` schedules and its late cadence look are
+        recorded as coalesced into it (`all` schedules keep theirs: asked for explicitly)."""
         written = 0
-        late_runs: set[int] = set()  # goals that got a catch-up from a schedule in this tick
+        late_runs: dict[int, int] = {}  # goal_id → the schedule whose catch-up runs
         for sched in scan.schedules:
-            if sched.goal_id not in scan.agents or self._cadence(scan, sched.goal_id) is None:
-                continue  # check-ins are off for the goal's agent (or it left the config)
-            n, late = self._fire_schedule(c, sched, scan, now)
+            n, late = self._fire_schedule(
+                c, sched, scan, now, late_runs.get(sched.goal_id), starting
+            )
             written += n
             if late:
-                late_runs.add(sched.goal_id)
+                late_runs.setdefault(sched.goal_id, sched.schedule_id)
         for goal_id, next_at in scan.looks:
             cad = self._cadence(scan, goal_id)
             if cad is None:
                 continue
-            written += self._fire_look(c, goal_id, next_at, cad, now, goal_id in late_runs)
+            written += self._fire_look(c, goal_id, next_at, cad, now, late_runs.get(goal_id))
         if written and starting:
             log.info("outer.caught_up", rows=written)
         return written
 
     def _fire_schedule(
-        self, c: Any, sched: qs.Schedule, scan: _Scan, now: float
+        self,
+        c: Any,
+        sched: qs.Schedule,
+        scan: _Scan,
+        now: float,
+        caught_up_by: int | None,
+        starting: bool,
     ) -> tuple[int, bool]:
+        """Record one schedule's due times; returns (new rows, whether a late fire runs)."""
         try:
             spec = spec_of(sched)
-        except ValueError as e:
-            log.error("schedule.invalid", schedule_id=sched.schedule_id, error=str(e))
-            qs.set_next_fire(c, sched.schedule_id, None)
+        except ValueError as e:  # e.g. its time zone left the system's tzdata: skip, loudly
+            if sched.schedule_id not in self._invalid:
+                self._invalid.add(sched.schedule_id)
+                log.error("schedule.invalid", schedule_id=sched.schedule_id, error=str(e))
             return 0, False
+        grace = 0.0 if starting else self._grace(spec, sched)
         cu = schedule.catch_up(
-            spec, sched.last_fired_at, now, sched.goal_id, sched.created_at, grace_s=self.grace_s
+            spec, sched.last_fired_at, now, sched.goal_id, sched.created_at, grace_s=grace
         )
         row = scan.cadences.get(sched.goal_id) or {}
         snoozed = float(row.get("snoozed_until") or 0.0)
-        run = [t for t in cu.run if t >= snoozed]
-        missed = [(t, f"goal snoozed until {when(snoozed, spec.tz)}") for t in cu.run if t < snoozed]
-        missed += [(t, _missed_reason(spec, t, cu, now)) for t in cu.skipped]
-        if cu.truncated and missed:
+        run, missed = [], [(t, _missed_reason(spec, t, cu, now)) for t in cu.skipped]
+        for t in cu.run:
+            if t < snoozed:
+                missed.append((t, f"goal snoozed until {when(snoozed, spec.tz)}"))
+            elif caught_up_by is not None and spec.misfire == "once" and now - t > grace:
+                missed.append((t, f"coalesced into schedule {caught_up_by}'s catch-up"))
+            else:
+                run.append(t)
+        uncounted = cu.skipped_count - len(cu.skipped)
+        if uncounted and missed:
             first, reason = missed[0]
-            missed[0] = (first, f"{reason}; {cu.skipped_count - len(cu.skipped)} earlier fires "
-                                "were missed too (counted, not listed)")  # fmt: skip
+            missed[0] = (first, f"{reason}; {uncounted} earlier fires were missed too "
+                                "(counted, not listed)")  # fmt: skip
         nxt = schedule.next_fire(spec, now, sched.goal_id, sched.created_at)
-        new_due, written = qs.record_fires(c, sched, run=run, missed=missed, now=now, next_fire_at=nxt)
+        new_due, written = qs.record_fires(
+            c, sched, run=run, missed=missed, now=now, next_fire_at=nxt
+        )
         for checkin_id, t in zip(new_due, run, strict=False):
             log.info("checkin.fired", goal_id=sched.goal_id, schedule_id=sched.schedule_id,
                      checkin_id=checkin_id, due_at=when(t, spec.tz), late_s=round(now - t, 1))  # fmt: skip
-        if cu.skipped_count or len(missed):
+        if missed:
             log.info("checkin.missed", goal_id=sched.goal_id, schedule_id=sched.schedule_id,
-                     count=cu.skipped_count + len(missed) - len(cu.skipped),
-                     policy=spec.misfire, ran=len(run))  # fmt: skip
-        return written, any(now - t > self.grace_s for t in run)
+                     count=len(missed) + uncounted, policy=spec.misfire, ran=len(run))  # fmt: skip
+        return written, any(now - t > grace for t in run)
+
+    def _grace(self, spec: ScheduleSpec, sched: qs.Schedule) -> float:
+        """How late a fire may be found while the daemon runs and still be on time: a few poll
+        intervals, but under half the schedule's gap, so two fires never both pass as on time.
+        At start it is 0: whatever fell due while the daemon was down follows the misfire policy."""
+        first = schedule.next_fire(spec, sched.last_fired_at or sched.created_at, sched.goal_id,
+                                   sched.created_at)  # fmt: skip
+        gap = schedule.next_fire(spec, first, sched.goal_id, sched.created_at) - first
+        return min(self.grace_s, gap / 2)
 
     def _fire_look(
         self, c: Any, goal_id: int, next_at: float, cad: cadence.Cadence, now: float,
-        coalesced: bool,
+        caught_up_by: int | None,
     ) -> int:  # fmt: skip
         """The goal's cadence look is due: record it — unless quiet hours hold now (then the look
         moves to their end, e.g. after a restart at night), or a schedule's catch-up in this
@@ -274,11 +358,13 @@ class Outer:
         if cadence.in_quiet(cad, now):
             until = cadence.leave_quiet(cad, now)
             why = f"quiet hours until {datetime.fromtimestamp(until, schedule.zone(cad.tz)):%H:%M}"
-            qc.set_next(c, goal_id, until, f"{why}: the look due {when(next_at, cad.tz)} waits", now)
+            qc.set_next(
+                c, goal_id, until, f"{why}: the look due {when(next_at, cad.tz)} waits", now
+            )
             log.info("checkin.deferred", goal_id=goal_id, until=when(until, cad.tz), why=why)
             return 0
-        if coalesced and now - next_at > self.grace_s:
-            reason = "coalesced into a schedule's catch-up of the same goal"
+        if caught_up_by is not None:
+            reason = f"coalesced into schedule {caught_up_by}'s catch-up"
             qc.add_due(c, goal_id, next_at, now, None, CheckinStatus.MISSED, reason)
             log.info("checkin.missed", goal_id=goal_id, count=1, reason=reason)
             return 1
@@ -295,20 +381,27 @@ class Outer:
         if self.stopping:
             return
         wall = time.monotonic()
+        still_open = {checkin_id for checkin_id, _ in scan.open}
+        self._crashed = {k: t for k, t in self._crashed.items() if k in still_open}
         for checkin_id, goal_id in scan.open:
             if goal_id in self.tasks or self._crashed.get(checkin_id, 0.0) > wall:
                 continue  # one check-in per goal at a time, in order
             cad = self._cadence(scan, goal_id)
             if cad is not None and cadence.in_quiet(cad, now):
-                continue  # never inside quiet hours: it runs when they end
-            task = asyncio.create_task(self._run_one(goal_id, checkin_id), name=f"checkin-{checkin_id}")
+                # Never inside quiet hours: it runs when they end (look again then).
+                end = cadence.leave_quiet(cad, now)
+                self._due_at = end if self._due_at is None else min(self._due_at, end)
+                continue
+            task = asyncio.create_task(
+                self._run_one(goal_id, checkin_id), name=f"checkin-{checkin_id}"
+            )
             self.tasks[goal_id] = task
-            task.add_done_callback(lambda _t, g=goal_id: self._ended(g))
+            task.add_done_callback(functools.partial(self._ended, goal_id))
 
-    def _ended(self, goal_id: int) -> None:
+    def _ended(self, goal_id: int, _task: object = None) -> None:
         self.tasks.pop(goal_id, None)
         if not self.stopping:
-            self._wake.set()  # the goal's next check-in (or look) may be due already
+            self.wake()  # the goal's next check-in (or look) may be due already
 
     async def _run_one(self, goal_id: int, checkin_id: int) -> None:
         async with self._slots:
@@ -325,10 +418,10 @@ class Outer:
 
     # ── wake-up jobs ──────────────────────────────────────────────────────────────────────────
 
-    async def _sync_jobs(self, now: float, next_wake: float | None) -> None:
+    def _sync_jobs(self, scan: _Scan, now: float) -> None:
         """Keep one APScheduler job per active schedule, and one for the earliest look."""
         assert self.jobs is not None
-        schedules = await self.deps.store.read(qs.active)
+        schedules, next_wake = scan.all_schedules, scan.next_wake
         wanted: dict[str, tuple[Any, ...]] = {}
         for s in schedules:
             wanted[f"schedule:{s.schedule_id}"] = (s.kind, s.spec, s.tz, s.jitter_s, s.created_at)
@@ -347,8 +440,7 @@ class Outer:
             trigger = _FireTrigger(self, spec, s.goal_id, s.created_at)
             # The next run counts from the last durable fire, never from "now": a fire missed
             # while down is the tables' business (recorded at start), not lost here.
-            after = max(s.last_fired_at or s.created_at, now)
-            first = self.wall_time(schedule.next_fire(spec, after, s.goal_id, s.created_at))
+            first = trigger.first(max(s.last_fired_at or s.created_at, now))
             self.jobs.add_job(self._job_wake, trigger, id=job_id, replace_existing=True,
                               next_run_time=first)  # fmt: skip
             self._job_specs[job_id] = wanted[job_id]
@@ -357,14 +449,6 @@ class Outer:
             if next_wake is not None and next_wake > now:
                 self.jobs.add_job(self._job_wake, "date", run_date=self.wall_time(next_wake),
                                   id="outer:next", replace_existing=True)  # fmt: skip
-
-
-def _recorded(c: Any, goal_id: int, due_at: float) -> bool:
-    row = c.execute(
-        "SELECT 1 FROM checkins WHERE goal_id = ? AND coalesce(schedule_id, 0) = 0 AND due_at = ?",
-        (goal_id, due_at),
-    ).fetchone()
-    return row is not None
 
 
 def _missed_reason(spec: ScheduleSpec, t: float, cu: schedule.CatchUp, now: float) -> str:

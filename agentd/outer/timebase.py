@@ -10,7 +10,7 @@ Serving without --clock-speed returns the home to the wall. A testing option, ne
 from __future__ import annotations
 
 import json
-import sqlite3
+from typing import Any
 
 from agentd.clock import ScaledClock
 from agentd.db import meta
@@ -18,7 +18,7 @@ from agentd.db import meta
 KEY = "clock"
 
 
-def _recorded(c: sqlite3.Connection) -> dict[str, float] | None:
+def _recorded(c: Any) -> dict[str, float] | None:
     text = meta.get_meta(c, KEY)
     if not text:
         return None
@@ -29,7 +29,7 @@ def _recorded(c: sqlite3.Connection) -> dict[str, float] | None:
         return None  # unreadable: the wall, as if none was recorded
 
 
-def now(c: sqlite3.Connection, wall_now: float) -> float:
+def now(c: Any, wall_now: float) -> float:
     """The home's now: simulated if a scaled clock is recorded, else the wall's."""
     rec = _recorded(c)
     if rec is None:
@@ -37,18 +37,18 @@ def now(c: sqlite3.Connection, wall_now: float) -> float:
     return rec["sim0"] + (wall_now - rec["wall0"]) * rec["speed"]
 
 
-def scaled(c: sqlite3.Connection, speed: float, wall_now: float) -> ScaledClock:
+def scaled(c: Any, speed: float, wall_now: float) -> ScaledClock:
     """Record (or continue) the home's scaled clock at `speed`; time never moves back."""
     start = max(now(c, wall_now), wall_now)
     meta.set_meta(c, KEY, json.dumps({"speed": speed, "wall0": wall_now, "sim0": start}))
     return ScaledClock(speed, start=start)
 
 
-def to_wall(c: sqlite3.Connection, wall_now: float) -> float | None:
+def to_wall(c: Any, wall_now: float) -> float | None:
     """Forget a recorded scaled clock (the daemon serves on the wall again); returns the
     simulated now it had reached (the home's rows may be stamped up to there), or None."""
     if not meta.get_meta(c, KEY):
         return None
     reached = now(c, wall_now)
-    c.execute("DELETE FROM meta WHERE key = ?", (KEY,))
+    meta.set_meta(c, KEY, "")  # empty: the wall
     return reached

@@ -1,0 +1,201 @@
+"""The action part of the config file: what a command or HTTP action may do, the parameters a
+model fills in, and how secrets are named. Validated at the edge like the rest of the config
+(`agentd.config` re-exports every name here)."""
+
+from __future__ import annotations
+
+import functools
+import re
+import urllib.parse
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import SchemaError
+
+
+class Strict(BaseModel):
+    """A config table: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# `{name}` fills a declared param; `{secret:NAME}` the daemon's variable NAME, at execution only.
+PARAM_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+SECRET_PLACEHOLDER = re.compile(r"\{secret:([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Param(Strict):
+    """A string argument the model fills in; `{name}` in argv or url is replaced by it.
+
+    A value must be one of `choices`, or match `pattern` as a whole (not merely contain a match),
+    and may not start with '-' (a command would read it as an option) unless `allow_leading_dash`.
+    """
+
+    description: str = ""
+    choices: list[str] | None = None
+    pattern: str | None = None  # matched against the whole value
+    max_length: int = Field(200, ge=1)
+    allow_leading_dash: bool = False
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                whole_match(pattern)
+            except SchemaError as e:
+                detail = str(e).splitlines()[-1].removeprefix("error: ")
+                raise ValueError(
+                    f"not a usable pattern ({detail}); patterns run on a linear-time engine "
+                    "without look-around or backreferences"
+                ) from None
+        return pattern
+
+    def refusal(self, value: str) -> str | None:
+        """Why `value` may not fill this param, or None when it may. The menu and the executors
+        both ask, so a value the model could not have chosen never reaches argv or a URL."""
+        if self.choices:
+            return None if value in self.choices else f"must be one of {self.choices}"
+        if len(value) > self.max_length:
+            return f"must be at most {self.max_length} characters"
+        if value.startswith("-") and not self.allow_leading_dash:
+            return "must not start with '-' (a command would read it as an option)"
+        if self.pattern is not None and not _matches(self.pattern, value):
+            return f"must match the whole pattern {self.pattern!r}"
+        return None
+
+
+@functools.lru_cache(maxsize=512)
+def whole_match(pattern: str) -> TypeAdapter[str]:
+    """A validator for values matching `pattern` as a whole, on pydantic's Rust regex engine:
+    linear time whatever the pattern and the (model-chosen) value — Python's `re` backtracks,
+    and a pattern like `([a-z0-9]+\\.?)+` would let one reply stall the daemon for minutes."""
+    return TypeAdapter(
+        Annotated[str, StringConstraints(pattern=f"^(?:{pattern})$")],
+        config=ConfigDict(regex_engine="rust-regex"),
+    )
+
+
+def _matches(pattern: str, value: str) -> bool:
+    try:
+        whole_match(pattern).validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
+class _ActionBase(Strict):
+    description: str = ""
+    idempotent: bool = False
+    params: dict[str, Param] = {}
+
+
+class CommandAction(_ActionBase):
+    type: Literal["command"]
+    argv: list[str] = Field(min_length=1)
+    timeout_s: float = Field(60.0, gt=0)
+    output_bytes: int = Field(4000, ge=0)
+    cwd: Path | None = None
+    env: dict[str, str] = {}
+    # Secrets by name: child variable → the daemon's variable it is copied from at execution time,
+    # e.g. { API_TOKEN = "PAYMENTS_TOKEN" }. Their values are redacted from results.
+    secret_env: dict[str, str] = {}
+    # Tells whether a started-but-unrecorded execution happened. It must exit 0 and print, as its
+    # last non-empty line, `done` (it happened) or `not-done` (it did not); anything else (another
+    # exit code, a crash, other output, a timeout) is unknown and the operator is asked.
+    # AGENTD_IDEMPOTENCY_KEY is set for both the action and its verify command.
+    verify_argv: list[str] | None = None
+
+    @field_validator("params")
+    @classmethod
+    def _params_are_constrained(cls, params: dict[str, Param]) -> dict[str, Param]:
+        for name, p in params.items():
+            if not p.choices and p.pattern is None:
+                raise ValueError(
+                    f"param {name!r} would reach argv unconstrained; give it "
+                    f'choices = [...] or pattern = "..." (matched against the whole value)'
+                )
+        return params
+
+    @field_validator("argv", "verify_argv", "env")
+    @classmethod
+    def _no_secret_placeholders(cls, value: Any) -> Any:
+        parts = value.values() if isinstance(value, dict) else value or []
+        if any(SECRET_PLACEHOLDER.search(part) for part in parts):
+            raise ValueError(
+                "{secret:NAME} is not filled in argv or env (argv is journaled); "
+                'pass the secret as a variable with secret_env = { CHILD_VAR = "NAME" }'
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _secret_env_names(self) -> CommandAction:
+        for child, source in self.secret_env.items():
+            if not (_ENV_NAME.fullmatch(child) and _ENV_NAME.fullmatch(source)):
+                raise ValueError(f"secret_env: {child!r} = {source!r} must both be variable names")
+            if child.startswith("AGENTD_") or child in self.env:
+                raise ValueError(f"secret_env: {child!r} is already set (by env or by agentd)")
+        return self
+
+
+class HttpAction(_ActionBase):
+    type: Literal["http"]
+    # The allowlist: URL templates, or a table label → template. The model sees and picks labels
+    # (a list's labels are its templates). `{param}` fills a declared param in the path or query;
+    # `{secret:NAME}` the daemon's variable NAME, at execution time only.
+    urls: list[str] | dict[str, str] = Field(min_length=1)
+    headers: dict[str, str] = {}  # sent with every request; values may hold {secret:NAME}
+    methods: list[Literal["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"]] = ["POST"]
+    timeout_s: float = Field(10.0, gt=0)
+    body_excerpt_bytes: int = Field(1000, ge=0)
+
+    @property
+    def url_templates(self) -> dict[str, str]:
+        """Label → URL template; a list's labels are its templates."""
+        return dict(self.urls) if isinstance(self.urls, dict) else {u: u for u in self.urls}
+
+    def secret_names(self) -> list[str]:
+        """The daemon's variables this action reads, from its URLs and headers."""
+        texts = [*self.url_templates.values(), *self.headers.values()]
+        return sorted({name for t in texts for name in SECRET_PLACEHOLDER.findall(t)})
+
+    @model_validator(mode="after")
+    def _templates_are_fixed_where_it_matters(self) -> HttpAction:
+        for label, template in self.url_templates.items():
+            parts = urllib.parse.urlsplit(template)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f"url {label!r} must start with http:// or https:// and a host")
+            if "{" in parts.netloc:
+                raise ValueError(f"url {label!r}: placeholders may fill the path and query only")
+            unknown = set(PARAM_PLACEHOLDER.findall(template)) - set(self.params)
+            if unknown:
+                raise ValueError(
+                    f"url {label!r} names {', '.join(sorted(unknown))}, not a declared param"
+                )
+        hosts = {urllib.parse.urlsplit(t)[:2] for t in self.url_templates.values()}
+        if len(hosts) > 1 and any(SECRET_PLACEHOLDER.search(v) for v in self.headers.values()):
+            raise ValueError(
+                "headers carry a secret to every url, and these urls name several hosts; "
+                "split the action into one per host"
+            )
+        return self
+
+
+class BuiltinAction(_ActionBase):
+    type: Literal["finish", "ask", "notify", "sleep", "wait_event"]
+    max_sleep_s: float = Field(7 * 86400, gt=0)
+    events: list[str] | None = None  # wait_event: names the model may wait for (None = any)
+
+
+ActionConfig = Annotated[CommandAction | HttpAction | BuiltinAction, Field(discriminator="type")]

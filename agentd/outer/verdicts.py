@@ -1,0 +1,132 @@
+"""A check-in's verdict made real, inside the transaction that marks the check-in done: a nudge
+(never a repeat of an open nudge's topic, nor of a resolved one's unless something new justifies
+it — and then it says what), a clarifying question, the confirm-to-close question, and the memory
+entry every verdict leaves. "Nothing" leaves only memory: it never reaches the operator.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agentd.db import checkins as qc
+from agentd.db import items as qi
+from agentd.db import memory as mem
+from agentd.db.checkins import Checkin
+from agentd.models import JSON, InboxKind
+
+MAX_OPEN_CLARIFY = 2  # clarifying questions open at once for a goal
+RESPITE_S = 86400.0  # a dismissed topic is not raised again sooner, whatever is new
+
+
+def nudge(c: Any, row: Checkin, v: JSON, now: float) -> JSON:
+    """Post a nudge — unless it repeats an open nudge's topic, or a resolved one's with nothing
+    new since (what moved besides the operator's responses to nudges), or a topic the operator
+    dismissed less than RESPITE_S ago."""
+    new = [r for r in row.precheck.get("reasons", []) if not r.startswith("nudge ")]
+    earlier = [n for n in qc.nudges(c, row.goal_id, limit=50) if same_topic(v["topic"], n["topic"])]
+    if opened := [n for n in earlier if n["status"] == "open"]:
+        return {"suppressed": f"nudge {opened[0]['item_id']} on this topic is still open"}
+    what_new = ""
+    if earlier:
+        last = earlier[0]
+        if not new:
+            return {"suppressed": f"nudge {last['item_id']} on this topic was {last['status']} "
+                    "and nothing new justifies another"}  # fmt: skip
+        if last["status"] == "dismissed" and now - float(last["resolved_at"] or 0) < RESPITE_S:
+            return {"suppressed": f"nudge {last['item_id']} on this topic was dismissed less "
+                    "than a day ago"}  # fmt: skip
+        what_new = f"New since nudge {earlier[0]['item_id']}: {v.get('new') or '; '.join(new)}."
+    suggested = v.get("suggested")
+    data = {
+        "nudge": {k: v.get(k) for k in ("topic", "message", "suggested", "new")},
+        "checkin_id": row.checkin_id, "posted_at": now,
+    }  # fmt: skip
+    item_id = qi.post(c, InboxKind.NOTICE, title=v["message"][:200], goal_id=row.goal_id,
+                      rule="nudge", data=data)  # fmt: skip
+    lines = [v["message"]] + ([what_new] if what_new else [])
+    if suggested:
+        lines.append(f"Suggested: {suggested['action']} {_args(suggested['args'])}")
+        lines.append(f"Accept (runs through the harness; policy and approvals apply): "
+                     f"agentd inbox accept {item_id}")  # fmt: skip
+    lines.append(f'Not useful? agentd inbox dismiss {item_id} --reason "…" (agentd then checks '
+                 "in less often)")  # fmt: skip
+    accept_hint = f" — accept: agentd inbox accept {item_id}" if suggested else ""
+    qc.set_item_text(c, item_id, (v["message"][:150] + accept_hint)[:200], "\n".join(lines))
+    return {"item_id": item_id, **({"new": what_new} if what_new else {})}
+
+
+def clarify(c: Any, row: Checkin, question: str, now: float) -> JSON:
+    opened = qc.open_questions(c, row.goal_id, "clarify")
+    if any(_words(o["title"]) == _words(question) for o in opened):
+        return {"suppressed": "the same question is already open"}
+    if len(opened) >= MAX_OPEN_CLARIFY:
+        return {"suppressed": f"{len(opened)} clarifying questions are already open"}
+    item_id = qi.post(c, InboxKind.QUESTION, title=question[:200], goal_id=row.goal_id,
+                      rule="clarify", data={"checkin_id": row.checkin_id, "posted_at": now})  # fmt: skip
+    body = (f"{question}\nAnswer: agentd inbox answer {item_id} \"…\" — the answer becomes part "
+            f"of what goal {row.goal_id} remembers.")  # fmt: skip
+    qc.set_item_text(c, item_id, question[:200], body)
+    return {"item_id": item_id}
+
+
+def achieved(c: Any, row: Checkin, evidence: str, now: float) -> JSON:
+    if opened := qc.open_questions(c, row.goal_id, "achieved"):
+        return {"suppressed": f"question {opened[0]['item_id']} already asks to confirm"}
+    title = f"goal {row.goal_id} achieved? {evidence}"[:200]
+    item_id = qi.post(c, InboxKind.QUESTION, title=title, goal_id=row.goal_id, rule="achieved",
+                      data={"checkin_id": row.checkin_id, "posted_at": now})  # fmt: skip
+    body = (f"{evidence}\nConfirm to close goal {row.goal_id} as achieved: agentd inbox answer "
+            f"{item_id} yes — or answer with what is still missing.")  # fmt: skip
+    qc.set_item_text(c, item_id, title, body)
+    return {"item_id": item_id}
+
+
+def remember(c: Any, row: Checkin, v: JSON, reason: str, effect: JSON, now: float) -> None:
+    """One memory entry per check-in verdict; repeated "nothing" updates one entry."""
+    source = f"checkin:{row.checkin_id}"
+    kind = v["kind"]
+    if kind == "nothing":
+        last = mem.latest(c, row.goal_id)
+        if last is not None and last["kind"] == "checkin" and last["text"].startswith("nothing"):
+            m = re.match(r"nothing to report \(×(\d+)\)", last["text"])
+            n = int(m.group(1)) + 1 if m else 2
+            mem.rewrite(c, last["entry_id"], f"nothing to report (×{n}): {reason}", now)
+            return
+        text = f"nothing to report: {reason}"
+    elif "suppressed" in effect or "skipped" in effect:
+        text = f"{kind} held back ({effect.get('suppressed') or effect.get('skipped')}): " + (
+            v.get("topic") or v.get("question") or v.get("request") or v.get("evidence") or ""
+        )
+    elif kind == "nudge":
+        text = f"nudged (item {effect['item_id']}) on {v['topic']!r}: {v['message']}"
+    elif kind == "ask":
+        text = f"asked (item {effect['item_id']}): {v['question']}"
+    elif kind == "start_run":
+        text = f"started run {effect['run_id']}: {v['request']}"
+    else:
+        text = f"proposed closing as achieved (item {effect['item_id']}): {v['evidence']}"
+    mem.remember(c, row.goal_id, "checkin", text, source, now)
+
+
+# ── relevance ────────────────────────────────────────────────────────────────────────────────────
+
+_STOP = frozenset(("a", "an", "the", "to", "of", "for", "on", "in", "at", "and", "or", "your",
+                   "you", "my", "with", "about", "re", "new"))  # fmt: skip
+
+
+def _words(text: str | None) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"[a-z0-9]+", (text or "").lower()) if w not in _STOP)
+
+
+def same_topic(a: str | None, b: str | None) -> bool:
+    """Whether two nudge topics name the same subject: equal word sets, one inside the other,
+    or mostly the same words (the model rephrases; the operator should not see it twice)."""
+    wa, wb = _words(a), _words(b)
+    if not wa or not wb:
+        return False
+    return wa <= wb or wb <= wa or len(wa & wb) / len(wa | wb) >= 0.5
+
+
+def _args(args: JSON) -> str:
+    return " ".join(f"{k}={v!r}" for k, v in args.items()) or "(no arguments)"

@@ -1,0 +1,162 @@
+"""The CLI's views of the outer loop: a goal's outlook (the next check-in and why, its cadence,
+schedules, memory, recent check-ins) and the check-in journal.
+
+Pure functions over the plain data `agentd.outer.plan` returns (unix seconds); written text (model
+reasons, memory, nudge topics) passes through `render.safe` / table cells like every other view.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zoneinfo
+from collections.abc import Sequence
+from datetime import UTC, datetime, tzinfo
+
+from agentd.models import JSON
+from agentd.render import _fields, one_line, safe, span, table
+
+
+def local(t: float | None, tz: str = "UTC") -> str:
+    """`Tue 2026-03-03 09:00 CET`, in `tz` (UTC when the zone is unknown)."""
+    if t is None:
+        return "-"
+    zone: tzinfo = UTC
+    with contextlib.suppress(zoneinfo.ZoneInfoNotFoundError, ValueError):
+        zone = zoneinfo.ZoneInfo(tz)
+    return datetime.fromtimestamp(t, zone).strftime("%a %Y-%m-%d %H:%M %Z")
+
+
+def relative(t: float | None, now: float) -> str:
+    if t is None:
+        return "-"
+    return f"in {span(t - now)}" if t >= now else f"{span(now - t)} ago"
+
+
+def duration(seconds: float) -> str:
+    return span(seconds) if seconds >= 1 else f"{seconds:g}s"
+
+
+def _cadence_line(out: JSON) -> str:
+    cad = out.get("cadence")
+    if not cad:
+        return "- (the goal's agent is not in config.toml)"
+    quiet = f"quiet {cad['quiet']}" if cad["quiet"] else "no quiet hours"
+    line = (
+        f"every {duration(cad['every_s'])} · min {duration(cad['min_s'])} · "
+        f"max {duration(cad['max_s'])} · {quiet} · {safe(cad['tz'])} · model {safe(cad['model'])}"
+    )
+    notes = []
+    if out["overrides"]:
+        notes.append(
+            f"set for this goal: {', '.join(k.removesuffix('_s') for k in out['overrides'])}"
+        )
+    if out["backoff"]:
+        notes.append(
+            f"backed off ×{2 ** out['backoff']} after {out['backoff']} unanswered nudge(s)"
+        )
+    if out["snoozed_until"] and out["snoozed_until"] > out["now"]:
+        notes.append(f"snoozed until {local(out['snoozed_until'], cad['tz'])}")
+    return "\n".join([line, *notes])
+
+
+def next_line(out: JSON) -> str:
+    """The next check-in and why, in one or two lines."""
+    tz = (out.get("cadence") or {}).get("tz", "UTC")
+    if not out["enabled"]:
+        return "- (check-ins are off for this goal's agent: [agents.NAME.checkin] enabled = false)"
+    if out["status"] != "active":
+        return f"- (the goal is {out['status']})"
+    nexts = [(out["next_at"], safe(out["next_why"] or ""))] if out["next_at"] else []
+    for s in out["schedules"]:
+        if s.get("runs_at") is not None:
+            why = f"schedule {s['schedule_id']} ({_when(s)})"
+            if s["runs_at"] != s["next_fire_at"]:
+                why += ", after the snooze or quiet hours"
+            nexts.append((s["runs_at"], why))
+    if not nexts:
+        return "- (planned when the daemon next runs: `agentd serve`)"
+    t, why = min(nexts, key=lambda n: n[0])
+    due = " — due: the daemon runs it at its next tick" if t <= out["now"] else ""
+    return f"{local(t, tz)} ({relative(t, out['now'])}){due}\nwhy: {why}"
+
+
+def _when(s: JSON) -> str:
+    if s["kind"] == "cron":
+        return f"{safe(s['spec'])} {safe(s['tz'])}"
+    return f"every {duration(float(s['spec']))}"
+
+
+def schedules_table(out: JSON) -> str:
+    rows = [
+        (
+            s["schedule_id"],
+            s["kind"],
+            s["spec"] if s["kind"] == "cron" else _when(s),
+            s["tz"],
+            s["misfire"] + (f" (cap {s['misfire_cap']})" if s["misfire"] == "all" else ""),
+            duration(s["max_lateness_s"]),
+            s.get("error")
+            or f"{local(s['next_fire_at'], s['tz'])} ({relative(s['next_fire_at'], out['now'])})",
+        )
+        for s in out["schedules"]
+    ]
+    headers = ("id", "kind", "when", "tz", "misfire", "max late", "next fire")
+    return table(headers, rows, {"when": 30, "next fire": 50}, "none (the cadence alone decides)")
+
+
+def memory_lines(entries: Sequence[JSON]) -> str:
+    if not entries:
+        return "nothing yet"
+    return "\n".join(
+        f"{datetime.fromtimestamp(float(e['at']), UTC):%Y-%m-%d %H:%M}  {safe(e['kind']):<9} "
+        f"{one_line(e['text'], 100)}"
+        for e in entries
+    )
+
+
+def outlook_view(out: JSON) -> str:
+    head = _fields(
+        [
+            ("next check-in", next_line(out)),
+            ("cadence", _cadence_line(out)),
+        ]
+    )
+    parts = [head, f"schedules:\n{schedules_table(out)}", f"memory:\n{memory_lines(out['memory'])}"]
+    if out["recent"]:
+        parts.append(f"recent check-ins:\n{checkins_table(out['recent'], out['now'])}")
+    return "\n\n".join(parts)
+
+
+def _outcome(x: JSON) -> str:
+    verdict = x.get("verdict") or {}
+    effect = x.get("effect") or {}
+    if verdict:
+        kind = verdict.get("kind", "?")
+        what = verdict.get("topic") or verdict.get("question") or verdict.get("request") or ""
+        held = effect.get("suppressed") or effect.get("skipped")
+        item = f" → item {effect['item_id']}" if "item_id" in effect else ""
+        run = f" → run {effect['run_id']}" if "run_id" in effect else ""
+        what = what or x.get("reason") or ""
+        return f"{kind}{item}{run}: {what}" + (f" (held back: {held})" if held else "")
+    reasons = "; ".join(x.get("reasons") or [])
+    return x.get("reason") or reasons or ""
+
+
+def checkins_table(rows: Sequence[JSON], now: float) -> str:
+    cells = [
+        (
+            x["checkin_id"],
+            x["goal_id"],
+            "cadence" if x["schedule_id"] is None else f"schedule {x['schedule_id']}",
+            local(x["due_at"]),
+            relative(x["due_at"], now),
+            x["status"],
+            x["model"] or "-",
+            f"{x['tokens_in']}/{x['tokens_out']}" if x["tokens_in"] or x["tokens_out"] else "-",
+            _outcome(x),
+        )
+        for x in rows
+    ]
+    headers = ("id", "goal", "by", "due", "when", "status", "model", "tokens", "outcome")
+    hint = "no check-ins yet; a goal's first look comes a few hours after it is added"
+    return table(headers, cells, {"model": 24, "outcome": 70}, hint)
