@@ -235,7 +235,7 @@ class Checkin(_Strict):
     every_s: float = Field(86400.0, gt=0)  # the cadence when nothing says otherwise (1 day)
     min_s: float = Field(4 * 3600.0, gt=0)  # never look again sooner (the model cannot override)
     max_s: float = Field(14 * 86400.0, gt=0)  # never stay away longer (backoff stops here)
-    quiet: str | None = "22:00-08:00"  # local quiet hours HH:MM-HH:MM (no fire inside), or none
+    quiet: str | None = "22:00-08:00"  # local quiet hours HH:MM-HH:MM (no fire inside), or "none"
     tz: str = "UTC"  # IANA time zone for quiet hours and cron schedules, e.g. "Europe/Berlin"
     model: str | None = None  # the check-in model (cheap); default: the agent's model
     misfire: Literal["skip", "once", "all"] = "once"  # fires missed while the daemon was down
@@ -243,6 +243,16 @@ class Checkin(_Strict):
     max_lateness_s: float = Field(86400.0, gt=0)  # older missed fires are recorded as skipped
     jitter_s: float = Field(600.0, ge=0)  # a stable per-goal offset in [0, jitter_s)
     deadline_looks: int = Field(3, ge=1)  # looks spread before a goal's deadline
+
+    @field_validator("quiet", mode="before")
+    @classmethod
+    def _no_quiet(cls, value: object) -> object:
+        # TOML has no null: `quiet = "none"` (or "") turns quiet hours off.
+        return (
+            None
+            if isinstance(value, str) and value.strip().lower() in ("", "none", "off")
+            else value
+        )
 
     @model_validator(mode="after")
     def _coherent(self) -> Checkin:

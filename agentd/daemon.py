@@ -1,8 +1,9 @@
 """The daemon's lifecycle: lock the home, migrate, recover, run the root tasks, stop cleanly.
 
 `serve` holds an exclusive lock on the home (a second daemon exits at once), resumes every run that
-was executing, lets the scheduler re-match waits (answers committed while down apply now), tells
-systemd READY, and on SIGTERM/SIGINT takes no new step and lets steps in flight reach their journal.
+was executing, lets the scheduler re-match waits (answers committed while down apply now), records
+the check-ins that fell due while it was down (agentd/outer/service.py), tells systemd READY, and on
+SIGTERM/SIGINT takes no new step and lets steps in flight reach their journal.
 """
 
 from __future__ import annotations

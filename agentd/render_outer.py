@@ -11,9 +11,31 @@ import contextlib
 import zoneinfo
 from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
+from typing import Any
 
 from agentd.models import JSON
-from agentd.render import _fields, one_line, safe, span, table
+from agentd.render import _fields, jsonable, one_line, safe, span, table
+
+TIME_KEYS = frozenset(
+    ("now", "at", "next_at", "snoozed_until", "last_fired_at", "next_fire_at", "runs_at",
+     "due_at", "fired_at", "completed_at", "created_at", "updated_at")
+)  # fmt: skip
+
+
+def as_json(value: Any) -> Any:
+    """--json form of the outer loop's data: times (unix seconds inside) as ISO 8601 in UTC,
+    like every other --json output."""
+    if isinstance(value, dict):
+        return {k: _iso(v) if k in TIME_KEYS else as_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_json(v) for v in value]
+    return value
+
+
+def _iso(v: Any) -> Any:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return jsonable(datetime.fromtimestamp(v, UTC))
+    return v
 
 
 def local(t: float | None, tz: str = "UTC") -> str:

@@ -71,6 +71,11 @@ def usage_error(result: Result, *fragments: str) -> None:
         assert fragment in result.stderr, result.stderr
 
 
+def ts(value: str) -> float:
+    """An ISO 8601 time from --json as unix seconds."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
 def nudge(home: Any, suggested: dict[str, Any] | None) -> int:
     data = {
         "nudge": {"topic": "applications", "message": "Apply to two roles", "suggested": suggested}
@@ -100,8 +105,9 @@ def test_goal_schedule_adds_shows_and_removes_schedules(cli_home: Any) -> None:
         "interval", "259200", "all", 2,
     )  # fmt: skip
     assert every["max_lateness_s"] == 12 * 3600
-    fire = every["next_fire_at"]
-    assert 3 * 86400 - 5 < fire - shown["now"] <= 3 * 86400
+    fire = ts(every["next_fire_at"])
+    assert every["next_fire_at"].endswith("Z")
+    assert 3 * 86400 - 5 < fire - ts(shown["now"]) <= 3 * 86400
 
     removed = ok(cli_home.root, "goal", "schedule", "1", "--remove", "1", "--json")
     assert [s["schedule_id"] for s in json.loads(removed.stdout)["schedules"]] == [2]
@@ -112,7 +118,7 @@ def test_goal_schedule_adds_shows_and_removes_schedules(cli_home: Any) -> None:
 def test_goal_schedule_cron_fires_in_its_time_zone(cli_home: Any) -> None:
     out = json.loads(ok(cli_home.root, "goal", "schedule", "1", "--cron", "30 7 * * *", "--tz",
                         "America/New_York", "--json").stdout)  # fmt: skip
-    fire = out["schedules"][0]["next_fire_at"]
+    fire = ts(out["schedules"][0]["next_fire_at"])
     local = datetime.fromtimestamp(fire, ZoneInfo("America/New_York"))
     assert (local.hour, local.minute) == (7, 30)
 
@@ -165,7 +171,8 @@ def test_goal_cadence_sets_overrides_and_replans_the_next_look(cli_home: Any) ->
         "quiet": "23:00-07:30", "tz": "Asia/Tokyo", "model": "default",
     }  # fmt: skip
     assert data["next_why"].startswith("cadence changed: every 3d")
-    assert 3 * 86400 - 5 <= data["next_at"] - data["now"] <= 3 * 86400 + 9 * 3600  # quiet-shifted
+    ahead = ts(data["next_at"]) - ts(data["now"])
+    assert 3 * 86400 - 5 <= ahead <= 3 * 86400 + 9 * 3600  # quiet hours may shift it
     text = ok(cli_home.root, "goal", "cadence", "1").stdout
     assert "every 3d" in text and "set for this goal: every, min, max, quiet, tz" in text
 
@@ -200,11 +207,12 @@ def test_goal_cadence_bad_input_exits_2_with_an_example(
 def test_goal_snooze_pushes_the_next_look_past_it_and_0_ends_it(cli_home: Any) -> None:
     assert "goal 1 snoozed until" in ok(cli_home.root, "goal", "snooze", "1", "2d").stderr
     data = json.loads(ok(cli_home.root, "goal", "snooze", "1", "5d", "--json").stdout)
-    assert abs(data["snoozed_until"] - data["now"] - 5 * 86400) < 5
-    assert data["next_at"] >= data["snoozed_until"]
+    until = ts(data["snoozed_until"])
+    assert abs(until - ts(data["now"]) - 5 * 86400) < 5
+    assert ts(data["next_at"]) >= until
     assert "snoozed until" in data["next_why"]
     ended = json.loads(ok(cli_home.root, "goal", "snooze", "1", "0", "--json").stdout)
-    assert ended["snoozed_until"] is None and ended["next_at"] < data["snoozed_until"]
+    assert ended["snoozed_until"] is None and ts(ended["next_at"]) < until
 
 
 def test_goal_snooze_bad_duration_exits_2(cli_home: Any) -> None:
@@ -299,8 +307,8 @@ def test_cli_stamps_on_the_homes_simulated_clock(cli_home: Any) -> None:
     ahead = 30 * 86400.0
     cli_home.store.write(lambda c: timebase.scaled(c, 3600.0, time.time() - ahead / 3600))
     data = json.loads(ok(cli_home.root, "goal", "snooze", "1", "1d", "--json").stdout)
-    assert data["now"] > time.time() + 29 * 86400
-    assert data["snoozed_until"] - data["now"] == pytest.approx(86400)
+    assert ts(data["now"]) > time.time() + 29 * 86400
+    assert ts(data["snoozed_until"]) - ts(data["now"]) == pytest.approx(86400, abs=1e-3)
 
 
 def test_serve_rejects_a_bad_clock_speed(cli_home: Any) -> None:
@@ -331,3 +339,24 @@ def test_goal_run_via_q_is_untouched(cli_home: Any) -> None:
     data = json.loads(ok(cli_home.root, "goal", "show", "1", "--json").stdout)
     assert data["runs"][0]["run_id"] == 1 and "spend" in data
     assert cli_home.store.read(lambda c: q.get_goal(c, 1)).title == "find a backend job"
+
+
+def test_goal_show_and_checkins_neutralise_what_a_model_wrote(cli_home: Any) -> None:
+    hostile = "\x1b[2J\x1b]0;pwned\x07 fine\u202e"
+    now = time.time()
+
+    def arrange(c: Any) -> None:
+        dbmem.remember(c, 1, "checkin", f"nudged on {hostile}", "checkin:1", now)
+        checkin_id = qc.add_due(c, 1, now, now)
+        assert checkin_id is not None
+        qc.advance(c, checkin_id, "due", status="done", reason=hostile, completed_at=now,
+                   decision={"verdict": {"kind": "nudge", "topic": hostile}},
+                   effect={"kind": "nudge", "item_id": 1})  # fmt: skip
+
+    cli_home.store.write(arrange)
+    for out in (
+        ok(cli_home.root, "goal", "show", "1").stdout,
+        ok(cli_home.root, "checkins").stdout,
+    ):
+        assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+        assert "\\x1b" in out

@@ -36,7 +36,7 @@ def _usage(option: str, err: ValueError, example: str) -> UsageError:
 
 
 def _shown(as_json: bool, out: JSON, note: str = "") -> None:
-    emit(as_json, out, lambda: render_outer.outlook_view(out))
+    emit(as_json, render_outer.as_json(out), lambda: render_outer.outlook_view(out))
     if note and not as_json:
         typer.echo(note, err=True)
 
@@ -256,4 +256,4 @@ def checkins_cmd(
     with open_store(ctx) as store:
         rows = plan.journal(store, goal, limit)
         now = plan.home_now(store)
-    emit(as_json, rows, lambda: render_outer.checkins_table(rows, now))
+    emit(as_json, render_outer.as_json(rows), lambda: render_outer.checkins_table(rows, now))

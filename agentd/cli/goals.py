@@ -73,7 +73,10 @@ def goal_show(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) ->
     with open_store(ctx) as store:
         goal, runs, spend = goals.details(store, goal_id)
         outlook = plan.outlook(store, cfg, goal_id)
-    data = {**render.jsonable(goal), "runs": runs, "spend": spend, "checkin": outlook}
+    data = {
+        **render.jsonable(goal), "runs": runs, "spend": spend,
+        "checkin": render_outer.as_json(outlook),
+    }  # fmt: skip
     emit(
         as_json,
         data,

@@ -1,0 +1,219 @@
+"""The outer loop: when agentd checks back in on a goal, what that costs, and whether its nudges
+come at the right time — beside a 30-minute heartbeat, a daily cron, and a cron without catch-up.
+
+    bench/outer_loop.py --seeds 20 --workdir DIR [--jobs N] [--max-days D]
+
+A discrete-event simulation on a manual clock. For each scenario (party, job, idle, service) and
+seed, agentd runs on the real database and the real check-in code (bench/outer_sim/agentd_sim.py)
+and the baselines in memory, with the same world, the same scripted model and the same scripted
+user. Prints a table per scenario, one `RESULT {json}` line per scenario and policy, PASS/FAIL per
+target for agentd, and a SUMMARY line. `--max-days` cuts every scenario short (smoke tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agentd import log  # after the path fix, like every bench script
+from bench.outer_sim import metrics
+from bench.outer_sim.agentd_sim import AgentdRun, make_home
+from bench.outer_sim.baselines import POLICIES, BaselineRun
+from bench.outer_sim.scenarios import BUILD, DAY, SCENARIOS
+
+ALL = ("agentd", *POLICIES)
+
+
+def run_seed(name: str, seed: int, root: str, max_days: float | None) -> dict[str, Any]:
+    """One scenario and seed, every policy (in a worker process)."""
+    log.configure("warning", fmt="console", stream=sys.stderr)
+    sc = BUILD[name](seed)
+    if max_days is not None:
+        sc = dataclasses.replace(sc, end=min(sc.end, sc.start + max_days * DAY))
+    home = Path(root) / f"{name}-{seed}"
+    traces = [asyncio.run(AgentdRun(sc, home).run())]
+    cfg = make_home(Path(root) / f"{name}-{seed}-baseline")
+    traces += [BaselineRun(sc, policy, cfg).run() for policy in POLICIES]
+    out: dict[str, Any] = {"counts": {t.policy: t.counts(sc) for t in traces}}
+    agentd = traces[0]
+    keys = ("suppressed", "suppressed_wrongly", "ignored", "missed_rows")
+    out["extra"] = {k: agentd.extra[k] for k in keys} | {"doubled": agentd.doubled}
+    if name == "party":
+        out["check"] = metrics.party_spread(sc, agentd)
+    elif name == "job":
+        out["check"] = metrics.job_backoff(agentd, every_s=DAY)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--workdir", type=Path, default=Path(".bench"))
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--max-days", type=float, default=None)
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    a = ap.parse_args(argv)
+    root = a.workdir / "outer-loop"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    names = [s for s in a.scenarios.split(",") if s]
+    totals: dict[str, dict[str, dict[str, Any]]] = {n: {p: {} for p in ALL} for n in names}
+    checks: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    extra: dict[str, dict[str, int]] = {n: {} for n in names}
+    started = time.perf_counter()
+    jobs = [(n, s) for s in range(a.seeds) for n in names]
+    with ProcessPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        futures = {pool.submit(run_seed, n, s, str(root), a.max_days): (n, s) for n, s in jobs}
+        for done, fut in enumerate(as_completed(futures), start=1):
+            name, seed = futures[fut]
+            got = fut.result()
+            for policy, counts in got["counts"].items():
+                metrics.add(totals[name][policy], counts)
+            if "check" in got:
+                checks[name].append({"seed": seed, **got["check"]})
+            metrics.add(extra[name], got["extra"])
+            print(f"outer_loop: {done}/{len(jobs)} runs ({name} seed {seed}) "
+                  f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)  # fmt: skip
+    for name in names:
+        print_table(name, totals[name], a.seeds, extra[name])
+    for name in names:
+        for policy in ALL:
+            row = {"scenario": name, "policy": policy, **metrics.result(totals[name][policy])}
+            print("RESULT " + json.dumps(row))
+    passed = print_targets(totals, checks, extra)
+    elapsed = time.perf_counter() - started
+    calls = {p: _per_day(totals, p) for p in ALL}
+    print(
+        f"SUMMARY targets_passed={passed[0]}/{passed[1]} seeds={a.seeds} "
+        + " ".join(f"{p}_calls_per_goal_day={calls[p]:.3g}" for p in ALL)
+        + f" run_s={elapsed:.1f}"
+    )
+    return 0
+
+
+def _per_day(totals: dict[str, dict[str, dict[str, Any]]], policy: str) -> float:
+    calls = sum(t[policy].get("model_calls", 0) for t in totals.values())
+    days = sum(t[policy].get("days", 0) for t in totals.values())
+    return calls / days if days else 0.0
+
+
+COLUMNS = (
+    ("calls/goal/day", lambda t: _f(t["model_calls"] / t["days"])),
+    ("tokens/goal/day", lambda t: f"{t['tokens'] / t['days']:.0f}"),
+    ("looks", lambda t: str(t["looks"])),
+    ("no-model", lambda t: _pct(t["looks_free"], t["looks"])),
+    ("idle→no-model (all)", lambda t: _idle(t)),
+    ("needs met", lambda t: f"{t['needs_met']}/{t['needs_total']}"),
+    ("quiet fires+nudges", lambda t: f"{t['quiet_fires']}+{t['quiet_nudges']}"),
+    ("dup<24h", lambda t: str(t["duplicates"])),
+    ("catch-up/outage (max)", lambda t: f"{_f(t['catchups'] / max(t['outages'], 1))} ({t['catchups_max']})"),
+    ("drops", lambda t: str(t["silent_drops"])),
+    ("nudges acc/dis", lambda t: f"{t['nudges']}: {t['accepted']}/{t['dismissed']}"),
+)  # fmt: skip
+
+
+def _idle(t: dict[str, Any]) -> str:
+    off = _pct(t["idle_free_off_deadline"], t["idle_looks_off_deadline"])
+    return f"{off} ({_pct(t['idle_free'], t['idle_looks'])})"
+
+
+def _f(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.1f}%" if b else "-"
+
+
+def print_table(
+    name: str, per_policy: dict[str, dict[str, Any]], seeds: int, extra: dict[str, int]
+) -> None:
+    days = per_policy["agentd"]["days"] / max(per_policy["agentd"]["runs"], 1)
+    print(f"\n== {name}: {seeds} seeds × {days:.1f} days ==")
+    cells = [["policy", *(c[0] for c in COLUMNS)]]
+    cells += [[p, *(c[1](per_policy[p]) for c in COLUMNS)] for p in ALL]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    for r in cells:
+        print(
+            "  ".join(
+                v.rjust(w) if i else v.ljust(w)
+                for i, (v, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
+    print(f"agentd: {extra.get('suppressed', 0)} nudges held back as repeats "
+          f"({extra.get('suppressed_wrongly', 0)} of them about a need not nudged before), "
+          f"{extra.get('ignored', 0)} times unanswered nudges backed the cadence off, "
+          f"{extra.get('missed_rows', 0)} fires recorded as missed (not run), "
+          f"{extra.get('doubled', 0)} scheduled fires run twice")  # fmt: skip
+
+
+def print_targets(
+    totals: dict[str, dict[str, dict[str, Any]]],
+    checks: dict[str, list[dict[str, Any]]],
+    extra: dict[str, dict[str, int]],
+) -> tuple[int, int]:
+    mine = [t["agentd"] for t in totals.values()]
+
+    def s(key: str) -> int:
+        return sum(t.get(key, 0) for t in mine)
+
+    held = sum(e.get("suppressed", 0) for e in extra.values())
+    wrongly = sum(e.get("suppressed_wrongly", 0) for e in extra.values())
+
+    idle = totals.get("idle", {}).get("agentd", {})
+    targets: list[tuple[str, bool | None, str]] = [
+        ("idle goal (c): 0 model calls", idle.get("model_calls") == 0 if idle else None,
+         f"{idle.get('model_calls')} calls over {idle.get('days', 0):.0f} goal-days"),
+        ("≥ 95 % of nothing-changed check-ins without a model call",
+         s("idle_free_off_deadline") >= 0.95 * s("idle_looks_off_deadline"),
+         f"{_pct(s('idle_free_off_deadline'), s('idle_looks_off_deadline'))} of "
+         f"{s('idle_looks_off_deadline')} outside a deadline's last week; "
+         f"{_pct(s('idle_free'), s('idle_looks'))} of all {s('idle_looks')}"),
+        ("0 quiet-hour violations (DST, tz change included)",
+         s("quiet_fires") + s("quiet_nudges") == 0, f"{s('quiet_fires')} fires + {s('quiet_nudges')} nudges"),
+        ("≥ 98 % of needs met before their deadline", s("needs_met") >= 0.98 * s("needs_total"),
+         f"{s('needs_met')}/{s('needs_total')} = {_pct(s('needs_met'), s('needs_total'))}"),
+        ("0 silent drops", s("silent_drops") == 0, f"{s('silent_drops')}"),
+        ("≤ 1 catch-up per goal per outage", max(t.get("catchups_max", 0) for t in mine) <= 1,
+         f"max {max(t.get('catchups_max', 0) for t in mine)} over {s('outages')} outages"),
+        ("0 duplicate nudges within 24 h", s("duplicates") == 0,
+         f"{s('duplicates')} ({held} repeats held back by agentd, {wrongly} of them wrongly)"),
+    ]  # fmt: skip
+    if checks.get("party"):
+        bad = [c["seed"] for c in checks["party"] if not c["ok"]]
+        least = min(c["days_with_looks"] for c in checks["party"])
+        targets.append(("party (a): looks spread over the week, one > 48 h before", not bad,
+                        f"fewest days with a look {least}; failing seeds {bad}"))  # fmt: skip
+    if checks.get("job"):
+        judged = [c for c in checks["job"] if c["ok"] is not None]
+        bad = [c["seed"] for c in judged if not c["ok"]]
+        unjudged = len(checks["job"]) - len(judged)
+        gaps = [(c["gap_before_d"], c["gap_after_dismissals_d"], c["gap_after_accept_d"])
+                for c in judged][:3]  # fmt: skip
+        targets.append(("job (b): backs off after the dismissals, then holds",
+                        bool(judged) and not bad,
+                        f"{len(judged)} seeds judged ({unjudged} with no accept followed by "
+                        f"a look), failing {bad}; planned intervals (d) before/after "
+                        f"dismissals/after accept e.g. {gaps}"))  # fmt: skip
+    print("\nTargets (agentd):")
+    for what, ok, detail in targets:
+        verdict = "PASS" if ok else ("n/a " if ok is None else "FAIL")
+        print(f"{verdict}  {what}: {detail}")
+    return sum(1 for _, ok, _ in targets if ok), len(targets)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
