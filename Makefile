@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/inbox_latency.py --workdir .bench
 	$(BIN)/python bench/memory.py --runs 10000 --workdir .bench
 	$(BIN)/python bench/prompt_size.py --decisions 1000 --workdir .bench
+	$(BIN)/python bench/outer_loop.py --seeds 20 --workdir .bench
 
 clean:
 	rm -rf $(VENV) .bench .mypy_cache .ruff_cache .pytest_cache

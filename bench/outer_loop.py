@@ -204,7 +204,7 @@ def print_targets(
         gaps = [(c["gap_before_d"], c["gap_after_dismissals_d"], c["gap_after_accept_d"])
                 for c in judged][:3]  # fmt: skip
         targets.append(("job (b): backs off after the dismissals, then holds",
-                        bool(judged) and not bad,
+                        not bad if judged else None,
                         f"{len(judged)} seeds judged ({unjudged} with no accept followed by "
                         f"a look), failing {bad}; planned intervals (d) before/after "
                         f"dismissals/after accept e.g. {gaps}"))  # fmt: skip

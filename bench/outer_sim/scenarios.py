@@ -24,7 +24,21 @@ SCENARIOS = ("party", "job", "idle", "service")
 
 
 def at_local(d: date, hour: int, minute: int, tz: str) -> float:
-    return datetime(d.year, d.month, d.day, hour, minute, tzinfo=ZoneInfo(tz)).timestamp()
+    """The instant the wall clock in `tz` reads hour:minute on `d`: the first one if it reads
+    it twice (DST ends), the moment the clock jumps past it if it never does (DST begins)."""
+    t = datetime(d.year, d.month, d.day, hour, minute, tzinfo=ZoneInfo(tz)).timestamp()
+    wall = local(t, tz)
+    if (wall.hour, wall.minute) == (hour, minute):
+        return t
+    lo, hi = t - 3 * HOUR, t  # inside a spring-forward gap: find the jump
+    while hi - lo > 1:
+        mid = (lo + hi) / 2
+        w = local(mid, tz)
+        if w.date() == d and (w.hour, w.minute) >= (hour, minute):
+            hi = mid
+        else:
+            lo = mid
+    return float(int(hi) // 60 * 60)  # zones jump on whole minutes
 
 
 def local(t: float, tz: str) -> datetime:
@@ -186,12 +200,14 @@ def party(seed: int) -> Scenario:
 
 # ── (b) find a backend job, 60 days ─────────────────────────────────────────────────────────────
 
-COMPANIES = (
-    "Acme Globex Initech Umbrella Hooli Starkware Wayneco Wonka Cyberdyne Soylent Tyrell Aperture "
-    "Vandelay Piedpiper Massive Oscorp Gringotts Monarch Nakatomi Prestige Dunder Sirius Virtucon "
-    "Gekko Zorg Bluth Krusty Duff Oceanic Weyland Encom Lacuna Nostromo Rekall Spacely Cogswell"
-).split()
-LEVELS = ("Junior", "Mid-level", "Senior", "Staff")
+COMPANIES = (  # unique: a posting is told by its company's name
+    "Acme", "Globex", "Initech", "Umbrella", "Hooli", "Starkware", "Wayneco", "Wonka", "Cyberdyne",
+    "Soylent", "Tyrell", "Aperture", "Vandelay", "Piedpiper", "Massive", "Oscorp", "Gringotts",
+    "Monarch", "Nakatomi", "Prestige", "Dunder", "Sirius", "Virtucon", "Gekko", "Zorg", "Bluth",
+    "Krusty", "Duff", "Oceanic", "Weyland", "Encom", "Lacuna", "Nostromo", "Rekall", "Spacely",
+    "Cogswell",
+)  # fmt: skip
+LEVELS = ("Junior", "Mid-level", "Senior", "Senior", "Staff")
 AREAS = ("Backend", "Backend", "Backend", "Frontend", "Data")
 PLACES = ("remote", "Berlin", "Berlin", "Munich on-site")
 
@@ -206,7 +222,7 @@ def job(seed: int) -> Scenario:
     openings: list[tuple[float, float, JSON]] = []
     t, companies = start, list(COMPANIES)
     rng.shuffle(companies)
-    while (t := t + rng.expovariate(1 / (3 * DAY))) < end - DAY and companies:
+    while (t := t + rng.expovariate(1 / (2.5 * DAY))) < end - DAY and companies:
         level, area, place = rng.choice(LEVELS), rng.choice(AREAS), rng.choice(PLACES)
         company, key = companies.pop(), f"p{len(needs) + 1}"
         title = f"{level} {area} Engineer ({place})"
@@ -249,6 +265,9 @@ def idle(seed: int) -> Scenario:
         criteria=["a plot is offered to us"], deadline=None, needs=[], world=daily,
         initial_world=same, outages=outages(rng, start, end),
         tz_change=(start + rng.uniform(10, 20) * DAY, "Asia/Tokyo"),
+        # A nightly digest at 02:30 Berlin time: on the spring DST night that wall time does not
+        # exist, on the autumn night it happens twice — one fire each night all the same.
+        schedules=[("cron", "30 2 * * *", TZ0)],
     )  # fmt: skip
 
 
@@ -271,9 +290,12 @@ def service(seed: int) -> Scenario:
     needs: list[Need] = []
     world: list[WorldEvent] = []
     t = start
+    busy: dict[str, float] = {}  # source → until when its incident may last (one at a time)
     while (t := t + rng.expovariate(1 / (4 * DAY))) < end - DAY:
-        kind = rng.choice(list(INCIDENTS))
+        free = [k for k, v in INCIDENTS.items() if k == "backup" or busy.get(v[0], 0) < t]
+        kind = rng.choice(free)
         source, seen, fix, hours = INCIDENTS[kind]
+        busy[source] = t + (hours + 24) * HOUR
         key = f"incident {len(needs) + 1}"
         needs.append(Need(key, f"{fix} ({key})", fix, t, t + hours * HOUR,
                           message=f"{seen}: {fix}."))  # fmt: skip
@@ -290,7 +312,7 @@ def service(seed: int) -> Scenario:
         world=sorted(world + daily, key=lambda w: w.at), initial_world=dict(HEALTHY),
         outages=outages(rng, start, end),
         tz_change=(start + rng.uniform(10, 20) * DAY, "America/New_York"),
-        cadence={"every_s": 6 * HOUR, "min_s": HOUR},
+        cadence={"every_s": 6 * HOUR, "min_s": HOUR, "max_s": 12 * HOUR},
         schedules=[("cron", "30 8 * * *", TZ0)],
     )  # fmt: skip
 
