@@ -220,6 +220,9 @@ def marks_now(c: sqlite3.Connection, goal_id: int, agent: str, carried: list[int
     }  # fmt: skip
 
 
+MAX_WORLD_SAMPLES = 20
+
+
 def gather(
     c: sqlite3.Connection,
     goal_id: int,
@@ -285,7 +288,9 @@ def gather(
             for r in answers
         ],
         "world_changes": len(world),
-        "world_samples": [json.loads(r[0]) for r in world[:3]],
+        # Every change since the last look (oldest first, bounded): at a slow pace several
+        # happen between looks, and the model must see the older ones too.
+        "world_samples": [json.loads(r[0]) for r in reversed(world[:MAX_WORLD_SAMPLES])],
         "events": len(events),
         "event_samples": [
             {"event_id": e[0], "name": e[1], "data": json.loads(e[2])} for e in events[:5]
@@ -294,12 +299,17 @@ def gather(
     }
 
 
-def ignored_nudges(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> list[int]:
-    """Nudges an earlier check-in posted that are still open, not yet counted as ignored."""
+IGNORED_AFTER_S = 86400.0  # a nudge open this long was ignored (not merely slept through)
+
+
+def ignored_nudges(c: sqlite3.Connection, goal_id: int, checkin_id: int, now: float) -> list[int]:
+    """Nudges an earlier check-in posted that are still open a day later (a whole waking day
+    to read them), not yet counted as ignored."""
     rows = c.execute(
         "SELECT item_id FROM inbox WHERE goal_id = ? AND rule = 'nudge' AND status = 'open'"
-        " AND data ->> 'checkin_id' < ? AND data ->> 'ignored' IS NULL",
-        (goal_id, checkin_id),
+        " AND data ->> 'checkin_id' < ? AND data ->> 'ignored' IS NULL"
+        " AND coalesce(data ->> 'posted_at', created_at) <= ?",
+        (goal_id, checkin_id, now - IGNORED_AFTER_S),
     )
     return [int(r[0]) for r in rows]
 

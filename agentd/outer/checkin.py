@@ -102,7 +102,7 @@ def _precheck_tx(c: Any, deps: Deps, checkin_id: int, now: float) -> str:
         _complete(c, deps, row, goal, agent, now, "skipped", kept, reason=f"goal is {goal.status}")
         return "skipped"
     facts, pre, marks, moved = _facts(c, row, goal, agent, now)
-    ignored = qc.ignored_nudges(c, goal.goal_id, checkin_id)
+    ignored = qc.ignored_nudges(c, goal.goal_id, checkin_id, now)
     base = {**kept, "reasons": pre.reasons, "stage": pre.stage, "ignored": ignored}
     if not pre.look:
         _complete(c, deps, row, goal, agent, now, "skipped", {**base, "marks": marks},

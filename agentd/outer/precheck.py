@@ -121,7 +121,7 @@ def _span(seconds: float) -> str:
         return f"{seconds / 86400:.0f} d"
     if seconds >= 2 * 3600:
         return f"{seconds / 3600:.0f} h"
-    return f"{max(seconds, 0) / 60:.0f} min"
+    return f"{max(seconds, 0.0) / 60:.0f} min".replace("-0 min", "0 min")
 
 
 def _plural(n: int, noun: str) -> str:

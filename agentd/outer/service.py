@@ -352,9 +352,15 @@ class Outer:
         self, c: Any, goal_id: int, next_at: float, cad: cadence.Cadence, now: float,
         caught_up_by: int | None,
     ) -> int:  # fmt: skip
-        """The goal's cadence look is due: record it — unless quiet hours hold now (then the look
-        moves to their end, e.g. after a restart at night), or a schedule's catch-up in this
-        same tick already looks at the goal (one catch-up per goal per outage)."""
+        """The goal's cadence look is due: record it — unless a schedule's catch-up in this same
+        tick already looks at the goal (one catch-up per goal per outage, even when that catch-up
+        waits for quiet hours to end), or quiet hours hold now (then the look moves to their
+        end, e.g. after a restart at night)."""
+        if caught_up_by is not None:
+            reason = f"coalesced into schedule {caught_up_by}'s catch-up"
+            qc.add_due(c, goal_id, next_at, now, None, CheckinStatus.MISSED, reason)
+            log.info("checkin.missed", goal_id=goal_id, count=1, reason=reason)
+            return 1
         if cadence.in_quiet(cad, now):
             until = cadence.leave_quiet(cad, now)
             why = f"quiet hours until {datetime.fromtimestamp(until, schedule.zone(cad.tz)):%H:%M}"
@@ -363,11 +369,6 @@ class Outer:
             )
             log.info("checkin.deferred", goal_id=goal_id, until=when(until, cad.tz), why=why)
             return 0
-        if caught_up_by is not None:
-            reason = f"coalesced into schedule {caught_up_by}'s catch-up"
-            qc.add_due(c, goal_id, next_at, now, None, CheckinStatus.MISSED, reason)
-            log.info("checkin.missed", goal_id=goal_id, count=1, reason=reason)
-            return 1
         checkin_id = qc.add_due(c, goal_id, next_at, now)
         if checkin_id is None:
             return 0

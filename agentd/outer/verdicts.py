@@ -101,7 +101,8 @@ def remember(c: Any, row: Checkin, v: JSON, reason: str, effect: JSON, now: floa
     elif kind == "nudge":
         text = f"nudged (item {effect['item_id']}) on {v['topic']!r}: {v['message']}"
     elif kind == "ask":
-        text = f"asked (item {effect['item_id']}): {v['question']}"
+        # What this look saw is kept with the question: the next look may not see it again.
+        text = f"asked (item {effect['item_id']}): {v['question']} (having seen: {reason})"
     elif kind == "start_run":
         text = f"started run {effect['run_id']}: {v['request']}"
     else:
@@ -125,7 +126,9 @@ def same_topic(a: str | None, b: str | None) -> bool:
     wa, wb = _words(a), _words(b)
     if not wa or not wb:
         return False
-    return wa <= wb or wb <= wa or len(wa & wb) / len(wa | wb) >= 0.5
+    # Two thirds of the words in common: "senior backend engineer at X" and "staff backend
+    # engineer at Y" are different postings, a reworded topic keeps most of its words.
+    return wa <= wb or wb <= wa or len(wa & wb) / len(wa | wb) >= 2 / 3
 
 
 def _args(args: JSON) -> str:
