@@ -136,7 +136,8 @@ def dismiss(
             c, item_id, InboxStatus.DISMISSED, answer=reason or None, extra={"resolved_at": at}
         )
         if item.rule == "nudge" and item.goal_id is not None:
-            checkins.bump_backoff(c, item.goal_id, at)
+            if item.data.get("ignored") is None:  # counted as ignored already: one step, not two
+                checkins.bump_backoff(c, item.goal_id, at)
             topic = item.data.get("nudge", {}).get("topic")
             why = f": {reason}" if reason else " (no reason given)"
             memory.remember(c, item.goal_id, "dismissed", f"dismissed nudge {item_id} on "

@@ -34,7 +34,10 @@ def as_json(value: Any) -> Any:
 
 def _iso(v: Any) -> Any:
     if isinstance(v, int | float) and not isinstance(v, bool):
-        return jsonable(datetime.fromtimestamp(v, UTC))
+        try:
+            return jsonable(datetime.fromtimestamp(v, UTC))
+        except (ValueError, OverflowError, OSError):  # beyond what a datetime holds
+            return v
     return v
 
 
@@ -45,7 +48,10 @@ def local(t: float | None, tz: str = "UTC") -> str:
     zone: tzinfo = UTC
     with contextlib.suppress(zoneinfo.ZoneInfoNotFoundError, ValueError):
         zone = zoneinfo.ZoneInfo(tz)
-    return datetime.fromtimestamp(t, zone).strftime("%a %Y-%m-%d %H:%M %Z")
+    try:
+        return datetime.fromtimestamp(t, zone).strftime("%a %Y-%m-%d %H:%M %Z")
+    except (ValueError, OverflowError, OSError):  # a time beyond what a datetime holds
+        return f"{t:.0f} (unix seconds)"
 
 
 def relative(t: float | None, now: float) -> str:

@@ -525,3 +525,50 @@ def test_same_topic_matches_rephrasings_only() -> None:
     assert checkin.same_topic("launch post", "publish launch post")
     assert not checkin.same_topic("publish the launch post", "renew the domain")
     assert not checkin.same_topic("", "renew the domain")
+
+
+# ── review fixes ─────────────────────────────────────────────────────────────────────────────────
+
+
+async def test_dismissing_an_ignored_nudge_backs_off_once_not_twice(make: Make) -> None:
+    env = await make([nudge("publish the launch post")])
+    goal_id = goal(env)
+    world_moves(env, 1)
+    await env.check(goal_id, T0)
+    await env.check(goal_id)  # a day later, still open: counted as ignored (backoff 1)
+    (item,) = env.items(rule="nudge")
+    inbox.dismiss(env.home.store, item.item_id, reason="late", now=env.clock.now())
+    assert env.read(lambda c: qc.cadence_row(c, goal_id))["backoff"] == 1
+
+
+async def test_checkin_recorded_before_a_snooze_does_not_ask_the_model(make: Make) -> None:
+    env = await make([nudge("publish the launch post")])
+    goal_id = goal(env)
+    world_moves(env, 1)
+    env.write(lambda c: c.execute(
+        "INSERT INTO cadences (goal_id, snoozed_until, updated_at) VALUES (?, ?, ?)",
+        (goal_id, T0 + 2 * DAY, T0),
+    ))  # fmt: skip
+    done = await env.check(goal_id, T0)
+    assert done.status == "skipped" and done.reason == "goal snoozed" and env.calls() == []
+
+
+async def test_fires_held_by_quiet_hours_run_once_at_their_end(make: Make) -> None:
+    env = await make([NOTHING])
+    goal_id = goal(env)
+    world_moves(env, 1)
+    # Quiet 22:00–08:00 UTC; three hourly fires recorded during the night, run at 08:00.
+    env.write(lambda c: c.execute(
+        "INSERT INTO cadences (goal_id, quiet, tz, updated_at) VALUES (?, '22:00-08:00', 'UTC', ?)",
+        (goal_id, T0),
+    ))  # fmt: skip
+    night = T0 - (T0 % DAY) + DAY + 2 * 3600  # 02:00 UTC the next day
+    ids = [env.write(lambda c, t=t: qc.add_due(c, goal_id, t, t)) for t in
+           (night, night + 3600, night + 7200)]  # fmt: skip
+    env.clock.set(night + 6 * 3600)  # 08:00
+    for checkin_id in ids:
+        await checkin.run_checkin(env.deps, checkin_id, env.launch)
+    rows = [env.read(lambda c, i=i: qc.get(c, i)) for i in ids]
+    assert [r.status for r in rows[:2]] == ["skipped", "skipped"]
+    assert all("quiet hours" in (r.reason or "") for r in rows[:2])
+    assert rows[2].status == "done" and len(env.calls()) == 1

@@ -360,3 +360,26 @@ def test_goal_show_and_checkins_neutralise_what_a_model_wrote(cli_home: Any) -> 
     ):
         assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
         assert "\\x1b" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("goal", "schedule", "1", "--every", "1e12"),
+        ("goal", "schedule", "1", "--every", "100000000w"),
+        ("goal", "schedule", "1", "--every", "1d", "--max-late", "inf"),
+        ("goal", "snooze", "1", "inf"),
+        ("goal", "snooze", "1", "99999999999w"),
+        ("serve", "--clock-speed", "0.5"),
+    ],
+)
+def test_durations_beyond_reason_exit_2_and_store_nothing(
+    cli_home: Any, args: tuple[str, ...]
+) -> None:
+    result = agentd(cli_home.root, *args)
+    assert result.exit_code == 2, result.output
+    assert ok(cli_home.root, "goal", "show", "1").exit_code == 0
+    schedules = cli_home.store.read(
+        lambda c: c.execute("SELECT count(*) FROM schedules").fetchone()
+    )
+    assert schedules[0] == 0

@@ -90,9 +90,9 @@ MAX_CLOCK_SPEED = 1_000_000.0
 
 
 def check_speed(speed: float | None) -> float | None:
-    if speed is not None and not 0 < speed <= MAX_CLOCK_SPEED:
+    if speed is not None and not 1 <= speed <= MAX_CLOCK_SPEED:
         raise UsageError(
-            f"--clock-speed {speed:g}: give a factor above 0 and at most {MAX_CLOCK_SPEED:g}, "
+            f"--clock-speed {speed:g}: give a factor from 1 to {MAX_CLOCK_SPEED:g}, "
             "e.g. --clock-speed 3600 (one simulated hour per second)"
         )
     return speed

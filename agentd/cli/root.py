@@ -115,7 +115,9 @@ def duration(option: str, text: str, *, allow_zero: bool = False) -> float:
     """A duration typed on the command line ("90s", "4h", "3d", "2w", "1d12h" or seconds)."""
     try:
         seconds = cadence.parse_duration(text)
-    except ValueError:
+    except ValueError as e:
+        if "too long" in str(e):
+            raise UsageError(f"{option}: {e}") from None
         seconds = -1.0
     if seconds < 0 or (seconds == 0 and not allow_zero) or seconds != seconds:
         raise UsageError(

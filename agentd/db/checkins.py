@@ -378,6 +378,15 @@ CADENCE_COLS = (
 )
 
 
+def newer_due(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> bool:
+    """Whether a later check-in of the goal is waiting to run."""
+    row = c.execute(
+        "SELECT 1 FROM checkins WHERE goal_id = ? AND checkin_id > ? AND status = 'due' LIMIT 1",
+        (goal_id, checkin_id),
+    ).fetchone()
+    return row is not None
+
+
 def cadence_row(c: sqlite3.Connection, goal_id: int) -> JSON | None:
     """The goal's cadence overrides and state (None: agent defaults, never looked at)."""
     row = c.execute(f"SELECT {CADENCE_COLS} FROM cadences WHERE goal_id = ?", (goal_id,)).fetchone()

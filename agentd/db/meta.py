@@ -61,4 +61,9 @@ def prune(c: sqlite3.Connection, older_than: float) -> int:
         " (SELECT run_id FROM runs WHERE status IN ('running', 'waiting')))",
         (older_than,),
     ).rowcount
-    return steps + world + events + items
+    checkins = c.execute(  # finished check-ins age out like finished runs' journals
+        "DELETE FROM checkins WHERE status IN ('skipped', 'missed', 'done', 'failed')"
+        " AND coalesce(completed_at, fired_at) < ?",
+        (older_than,),
+    ).rowcount
+    return steps + world + events + items + checkins

@@ -43,19 +43,24 @@ class Cadence:
     deadline_looks: int = 3  # looks spread before a deadline
 
 
+MAX_DURATION_S = 10 * 365 * DAY  # ten years: beyond, times leave what datetimes can show
+
+
 def parse_duration(text: str) -> float:
-    """Seconds in "90s", "4h", "3d", "2w", "1d12h" or plain seconds "86400"."""
+    """Seconds in "90s", "4h", "3d", "2w", "1d12h" or plain seconds "86400" (at most 10 years)."""
     raw = text.strip().lower()
     try:
-        return float(raw)
+        seconds = float(raw)
     except ValueError:
-        pass
-    parts = _DURATION.findall(raw)
-    if not parts or _DURATION.sub("", raw).strip():
-        raise ValueError(
-            f'duration "{text}" is not valid: write e.g. 90s, 45m, 4h, 3d, 2w or 1d12h'
-        )
-    return sum(float(n) * _UNITS[u] for n, u in parts)
+        parts = _DURATION.findall(raw)
+        if not parts or _DURATION.sub("", raw).strip():
+            raise ValueError(
+                f'duration "{text}" is not valid: write e.g. 90s, 45m, 4h, 3d, 2w or 1d12h'
+            ) from None
+        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_S:
+        raise ValueError(f'duration "{text}" is too long: at most 10 years (e.g. 520w)')
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

@@ -101,9 +101,19 @@ def _precheck_tx(c: Any, deps: Deps, checkin_id: int, now: float) -> str:
     if goal.status != GoalStatus.ACTIVE:
         _complete(c, deps, row, goal, agent, now, "skipped", kept, reason=f"goal is {goal.status}")
         return "skipped"
+    snoozed = (qc.cadence_row(c, goal.goal_id) or {}).get("snoozed_until")
+    if snoozed is not None and snoozed > now:  # recorded before the snooze: it waits no model
+        _complete(c, deps, row, goal, agent, now, "skipped", kept, reason="goal snoozed")
+        return "skipped"
+    cad = cadence.cadence_from(agent.checkin, qc.cadence_row(c, goal.goal_id))
+    if cadence.in_quiet(cad, row.due_at) and qc.newer_due(c, goal.goal_id, checkin_id):
+        # Fires held back by quiet hours do not all run at their end: the newest one looks.
+        _complete(c, deps, row, goal, agent, now, "skipped", kept,
+                  reason="coalesced: fell due in quiet hours; a newer check-in looks")  # fmt: skip
+        return "skipped"
     facts, pre, marks, moved = _facts(c, row, goal, agent, now)
     ignored = qc.ignored_nudges(c, goal.goal_id, checkin_id, now)
-    base = {**kept, "reasons": pre.reasons, "stage": pre.stage, "ignored": ignored}
+    base = {**kept, "reasons": pre.reasons, "stage": pre.stage, "ignored": ignored, "tz": cad.tz}
     if not pre.look:
         _complete(c, deps, row, goal, agent, now, "skipped", {**base, "marks": marks},
                   reason="nothing moved")  # fmt: skip
@@ -222,7 +232,7 @@ def _request(
     menu = deps.menu(goal.agent)
     system, text = checkin_prompt.build(
         goal=goal, agent_description=agent.description, menu=menu.describe(), memory=memory,
-        facts=facts, reasons=p.get("reasons", []), now=now, tz=agent.checkin.tz,
+        facts=facts, reasons=p.get("reasons", []), now=now, tz=p.get("tz") or agent.checkin.tz,
         must_ask=bool(p.get("must_ask")), lacking=facts.get("lacking", []),
         feedback=invalid[-1]["error"] if invalid else None,
     )  # fmt: skip

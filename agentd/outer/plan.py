@@ -150,8 +150,10 @@ def add_schedule(store: SyncStore, cfg: Config, goal_id: int, new: NewSchedule) 
         jitter_s = ci.jitter_s
         if new.kind == "interval":
             jitter_s = min(jitter_s, float(new.spec) * INTERVAL_JITTER_SHARE)
+        # The goal's own zone (goal cadence --tz) before the agent's default.
+        goal_tz = (qc.cadence_row(c, goal_id) or {}).get("tz")
         spec = schedule.parse_spec(
-            new.kind, new.spec, new.tz or ci.tz, misfire=new.misfire or ci.misfire,
+            new.kind, new.spec, new.tz or goal_tz or ci.tz, misfire=new.misfire or ci.misfire,
             misfire_cap=new.misfire_cap or ci.misfire_cap,
             max_lateness_s=new.max_lateness_s or ci.max_lateness_s, jitter_s=jitter_s,
         )  # fmt: skip

@@ -224,8 +224,9 @@ def parse_spec(
         raise ValueError(f'misfire policy "{misfire}" is not one of skip, once, all')
     if misfire_cap < 1:
         raise ValueError(f"misfire cap {misfire_cap} must be at least 1")
-    if not max_lateness_s > 0 or not jitter_s >= 0:
-        raise ValueError("max lateness must be positive and jitter not negative (seconds)")
+    longest = 10 * 365 * 86400.0  # ten years: beyond, fire times leave what datetimes can show
+    if not 0 < max_lateness_s <= longest or not 0 <= jitter_s <= longest:
+        raise ValueError("max lateness must be positive and jitter not negative, both ≤ 10 years")
     if kind == "cron":
         _cron(spec)
         normal: str = _normal_cron(spec)
@@ -234,8 +235,8 @@ def parse_spec(
             every_s = float(spec)
         except ValueError:
             raise ValueError(f'interval "{spec}" must be seconds, e.g. "86400" for a day') from None
-        if not math.isfinite(every_s) or every_s < 1:
-            raise ValueError(f'interval "{spec}" must be at least 1 second')
+        if not math.isfinite(every_s) or not 1 <= every_s <= longest:
+            raise ValueError(f'interval "{spec}" must be at least 1 second and at most 10 years')
         normal = str(int(every_s)) if every_s.is_integer() else repr(every_s)
     else:
         raise ValueError(f'schedule kind "{kind}" is not "cron" or "interval"')

@@ -158,6 +158,9 @@ class Outer:
             await self.tick(starting=True)
         except StateError as e:  # a locked database: the loop's first tick catches up instead
             log.error("outer.catch_up_failed", error=str(e))
+        except Exception:  # a bug in the outer loop must never keep the daemon from serving
+            log.exception("outer.catch_up_crashed")
+            self._dirty = True
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -439,17 +442,21 @@ class Outer:
             except ValueError:
                 continue
             trigger = _FireTrigger(self, spec, s.goal_id, s.created_at)
-            # The next run counts from the last durable fire, never from "now": a fire missed
-            # while down is the tables' business (recorded at start), not lost here.
-            first = trigger.first(max(s.last_fired_at or s.created_at, now))
-            self.jobs.add_job(self._job_wake, trigger, id=job_id, replace_existing=True,
-                              next_run_time=first)  # fmt: skip
+            try:
+                # The next run counts from the last durable fire, never from "now": a fire
+                # missed while down is the tables' business (recorded at start), not lost here.
+                first = trigger.first(max(s.last_fired_at or s.created_at, now))
+                self.jobs.add_job(self._job_wake, trigger, id=job_id, replace_existing=True,
+                                  next_run_time=first)  # fmt: skip
+            except (ValueError, OverflowError, OSError) as e:  # a time no datetime can hold
+                log.error("outer.schedule_unusable", schedule_id=s.schedule_id, error=str(e))
             self._job_specs[job_id] = wanted[job_id]
         if next_wake != self._next_wake:
             self._next_wake = next_wake
             if next_wake is not None and next_wake > now:
-                self.jobs.add_job(self._job_wake, "date", run_date=self.wall_time(next_wake),
-                                  id="outer:next", replace_existing=True)  # fmt: skip
+                with contextlib.suppress(ValueError, OverflowError, OSError):  # years away: poll
+                    self.jobs.add_job(self._job_wake, "date", run_date=self.wall_time(next_wake),
+                                      id="outer:next", replace_existing=True)  # fmt: skip
 
 
 def _missed_reason(spec: ScheduleSpec, t: float, cu: schedule.CatchUp, now: float) -> str:
