@@ -383,3 +383,14 @@ def test_durations_beyond_reason_exit_2_and_store_nothing(
         lambda c: c.execute("SELECT count(*) FROM schedules").fetchone()
     )
     assert schedules[0] == 0
+
+
+def test_inbox_accept_and_dismiss_speak_json(cli_home: Any) -> None:
+    accepted = nudge(cli_home, {"action": "notify", "args": {"message": "applied"}})
+    out = json.loads(ok(cli_home.root, "inbox", "accept", str(accepted), "--json").stdout)
+    assert out["item_id"] == accepted and out["data"]["run_id"] == 1
+    dismissed = nudge(cli_home, None)
+    out = json.loads(
+        ok(cli_home.root, "inbox", "dismiss", str(dismissed), "--reason", "no", "--json").stdout
+    )
+    assert (out["item_id"], out["status"], out["answer"]) == (dismissed, "dismissed", "no")

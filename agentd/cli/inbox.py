@@ -96,6 +96,7 @@ def inbox_dismiss(
     reason: Annotated[
         str, Opt(metavar="TEXT", help="Why (for a nudge: remembered by the goal).")
     ] = "",
+    as_json: JsonFlag = False,
 ) -> None:
     """Dismiss a notice you have read. Dismissing a nudge also tells the goal to check in less
     often (its cadence backs off) and remembers why, so the same nudge does not come back.
@@ -105,11 +106,11 @@ def inbox_dismiss(
     with open_store(ctx) as store:
         item = inbox.dismiss(store, item_id, reason, now=plan.home_now(store))
     note = "; the goal will check in less often" if item.rule == "nudge" else ""
-    typer.echo(f"dismissed item {item_id}{note}")
+    emit(as_json, item, lambda: f"dismissed item {item_id}{note}")
 
 
 @inbox_app.command("accept")
-def inbox_accept(ctx: typer.Context, item_id: ItemId) -> None:
+def inbox_accept(ctx: typer.Context, item_id: ItemId, as_json: JsonFlag = False) -> None:
     """Accept a check-in's nudge: its suggested action runs as a run of the goal, through the
     harness like any action (policy, approvals and rate limits apply).
 
@@ -120,9 +121,9 @@ def inbox_accept(ctx: typer.Context, item_id: ItemId) -> None:
         item = inbox.accept(store, cfg, item_id, now=plan.home_now(store))
     run_id = item.data.get("run_id")
     if run_id is None:
-        typer.echo(f"accepted item {item_id} (it suggested no action; noted for the goal)")
+        emit(as_json, item, lambda: f"accepted item {item_id} (it suggested no action; noted)")
         return
-    typer.echo(
+    emit(as_json, item, lambda: (
         f"accepted item {item_id}: run {run_id} carries out the suggestion"
         f"{resume_note(ctx, run_id)}; follow it: agentd runs show {run_id}"
-    )
+    ))  # fmt: skip
