@@ -29,7 +29,7 @@ from agentd.engine import RunDriver
 from agentd.llm import ModelReply, ModelRequest, runbook
 from agentd.llm.scripted import ScriptedProvider
 from agentd.models import GoalStatus, InboxKind, InboxStatus, RunStatus, StepKind, Verdict
-from agentd.outer import checkin, checkin_prompt, memory
+from agentd.outer import cadence, checkin, checkin_prompt, memory
 from agentd.outer.precheck import DEADLINE_STAGES, Facts, deadline_stage, lacking, precheck
 from tests.conftest import Home
 
@@ -572,3 +572,16 @@ async def test_fires_held_by_quiet_hours_run_once_at_their_end(make: Make) -> No
     assert [r.status for r in rows[:2]] == ["skipped", "skipped"]
     assert all("quiet hours" in (r.reason or "") for r in rows[:2])
     assert rows[2].status == "done" and len(env.calls()) == 1
+
+
+def test_looks_pushed_to_the_end_of_quiet_hours_are_spread_per_goal() -> None:
+    cad = cadence.Cadence(
+        every_s=DAY, min_s=3600, max_s=14 * DAY, quiet=(22 * 60, 8 * 60), tz="UTC"
+    )
+    end = T0 - (T0 % DAY) + DAY + 8 * 3600  # 08:00 UTC: where quiet hours push a look
+    looks = {checkin.spread(cad, goal_id, 600, end, None) for goal_id in range(1, 11)}
+    assert len(looks) > 5 and all(end <= t < end + 600 for t in looks)
+    assert checkin.spread(cad, 1, 600, end, None) == checkin.spread(cad, 1, 600, end, None)
+    midday = end + 4 * 3600  # not pushed by quiet hours: no drift from look to look
+    assert checkin.spread(cad, 3, 600, midday, None) == midday
+    assert checkin.spread(cad, 3, 600, end, end + 1) == end  # never past the deadline

@@ -35,7 +35,7 @@ from agentd.deps import LEASE_S, Deps
 from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected, Refused
 from agentd.llm import ModelReply, ModelRequest
 from agentd.models import JSON, Goal, GoalStatus
-from agentd.outer import cadence, checkin_prompt, verdicts
+from agentd.outer import cadence, checkin_prompt, schedule, verdicts
 from agentd.outer.checkin_prompt import Reply
 from agentd.outer.precheck import OVERDUE_AFTER_S, Facts, Precheck, lacking, precheck
 
@@ -398,11 +398,27 @@ def next_look(
     """The goal's next look by its cadence (agent defaults ⊕ the goal's overrides and state)."""
     row = qc.cadence_row(c, goal.goal_id)
     cad = cadence.cadence_from(agent.checkin, row)
-    return cadence.next_look(
+    deadline = goal.deadline.timestamp() if goal.deadline else None
+    at, why = cadence.next_look(
         cad,
         now,
         proposed=proposed,
         backoff=int(row["backoff"]) if row else 0,
-        deadline=goal.deadline.timestamp() if goal.deadline else None,
+        deadline=deadline,
         snoozed_until=row["snoozed_until"] if row else None,
     )
+    return spread(cad, goal.goal_id, agent.checkin.jitter_s, at, deadline), why
+
+
+def spread(
+    cad: cadence.Cadence, goal_id: int, jitter_s: float, at: float, deadline: float | None
+) -> float:
+    """A look pushed to the end of quiet hours gets the goal's stable jitter, so goals do not
+    all look at 08:00:00 — unless that would enter quiet hours again or pass the deadline.
+    (Only there: jittering every look would make a goal's looks drift by it each time.)"""
+    if not cadence.in_quiet(cad, at - 1.0):
+        return at
+    later = at + schedule.jitter(goal_id, jitter_s)
+    if cadence.in_quiet(cad, later) or (deadline is not None and at <= deadline < later):
+        return at
+    return later
