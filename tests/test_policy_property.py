@@ -41,7 +41,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 
-from agentd import config, daemon, harness, inbox
+from agentd import config, harness, inbox
 from agentd.db import accounting, meta
 from agentd.db import items as qi
 from agentd.db import queries as q
@@ -58,6 +58,7 @@ from agentd.models import (
     action_digest,
 )
 from tests.conftest import Home, wait_for
+from tests.test_approval_property import Daemon  # the in-process daemon that can be killed
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 # No deadline (a daemon start varies with the machine's load); no explain phase (it re-runs a
@@ -212,44 +213,6 @@ def all_items(home: Home, run_id: int | None = None) -> list[InboxItem]:
 
 def append_acts(steps: list[Step]) -> list[Step]:
     return [s for s in steps if s.kind == StepKind.ACT and s.action == "append"]
-
-
-# ── an in-process daemon (as in test_approval_property) ─────────────────────────────────────────
-
-
-class Daemon:
-    """`daemon.serve` as a task, started on the config.toml written at that moment."""
-
-    def __init__(self, home: Home) -> None:
-        self.home = home
-        self.stop_event = asyncio.Event()
-        self.task: asyncio.Task[int] | None = None
-
-    async def start(self) -> Daemon:
-        cfg = config.load(self.home.paths.config)
-        ready = asyncio.Event()
-        self.task = asyncio.create_task(
-            daemon.serve(self.home.paths, cfg, ready=ready.set, stop=self.stop_event)
-        )
-        waiter = asyncio.create_task(ready.wait())
-        done, _ = await asyncio.wait({self.task, waiter}, timeout=10, return_when="FIRST_COMPLETED")
-        waiter.cancel()
-        if self.task in done:
-            self.task.result()  # raises the start-up error
-        assert ready.is_set(), "daemon did not become ready in 10 s"
-        return self
-
-    def check_alive(self) -> None:
-        assert self.task is not None
-        if self.task.done():
-            self.task.result()
-            raise AssertionError("the daemon stopped on its own")
-
-    async def shutdown(self) -> None:
-        assert self.task is not None
-        self.check_alive()
-        self.stop_event.set()
-        assert await asyncio.wait_for(self.task, 20) == 0
 
 
 @contextlib.asynccontextmanager
