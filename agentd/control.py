@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from agentd.config import BuiltinAction
+from agentd.db import artifacts, memory
 from agentd.db import items as qi
-from agentd.db import memory
 from agentd.db import queries as q
 from agentd.db import world as worlds
 from agentd.models import JSON, InboxKind, RunStatus, Step, StepKind
@@ -55,6 +55,13 @@ def control(
     has admitted the action (and consumed its approval) in the same transaction. `now` is the
     injected clock's: wake times and timeouts are on it, as the scheduler compares them."""
     result: JSON = {"ok": True}
+    if cfg.type == "build":  # a build run beside this one; this run goes on
+        goal = q.get_goal(c, ref.goal_id)
+        spec = {"request": args["request"], "requirements": list(args.get("requirements", []))}
+        result["build_run"] = artifacts.create_build(
+            c, goal_id=ref.goal_id, agent=goal.agent, spec=spec,
+            parent={"run_id": ref.run_id, "seq": ref.seq},
+        )  # fmt: skip
     if cfg.type in ("notify", "ask"):
         kind = InboxKind.NOTICE if cfg.type == "notify" else InboxKind.QUESTION
         text = str(args.get("message") or args.get("question") or "")
@@ -66,7 +73,7 @@ def control(
         c, ref.run_id, ref.epoch, StepKind.ACT, action=action, args=args, digest=digest,
         result=result, data={"approval": approval, "key": ref.key},
     )  # fmt: skip
-    if cfg.type == "notify":
+    if cfg.type in ("notify", "build"):
         return [act]
     if cfg.type == "ask":
         wait = {"kind": "inbox", "item_id": result["item_id"], "why": "question"}

@@ -119,6 +119,12 @@ def _builtin_fields(cfg: BuiltinAction) -> dict[str, Any]:
         return {"question": (text, ...)}
     if cfg.type == "notify":
         return {"message": (text, ...)}
+    if cfg.type == "build":
+        requirement = Annotated[str, StringConstraints(min_length=1, max_length=500)]
+        return {
+            "request": (text, ...),
+            "requirements": (list[requirement], Field(default_factory=list, max_length=20)),
+        }
     if cfg.type == "sleep":
         return {}  # fields come from _SleepArgs; the engine clamps to max_sleep_s
     event_type: Any = Literal[tuple(cfg.events)] if cfg.events else str
@@ -231,6 +237,8 @@ def _default_description(cfg: Any) -> str:
         "notify": "Post a notice to the operator's inbox and continue.",
         "sleep": "Wait for a number of seconds (or until a time), then look again.",
         "wait_event": "Wait until an event with this name (and matching fields) arrives.",
+        "build": "Start a build of an artifact (a document, plan, reply) for this goal: it is "
+        "drafted, judged against the request and requirements, and revised; the run goes on.",
     }[cfg.type]
 
 

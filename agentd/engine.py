@@ -64,6 +64,9 @@ class Engine:
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.relaunch: dict[int, int] = {}
         self.stopping = False
+        # Drivers by runs.trigger for runs that are not observe → decide → act (build runs:
+        # agentd.build registers itself here, as it sits above the engine).
+        self.drivers: dict[str, type[RunDriver]] = {}
 
     def launch(self, run_id: int, epoch: int) -> None:
         """Start driving a run at lease `epoch`.
@@ -91,7 +94,7 @@ class Engine:
             for attempt in range(1, TRANSIENT_RETRIES + 1):
                 driver: RunDriver | None = None
                 try:
-                    driver = await RunDriver.load(self.deps, run_id, epoch)
+                    driver = await RunDriver.load(self.deps, run_id, epoch, self.drivers)
                     structlog.contextvars.bind_contextvars(goal_id=driver.goal_id)
                     while not self.stopping and await driver.advance():
                         pass
@@ -192,8 +195,12 @@ class RunDriver(RunJournal):
     """Decides what a run does next from its journal, and does it."""
 
     @classmethod
-    async def load(cls, deps: Deps, run_id: int, epoch: int) -> RunDriver:
-        def read(c: Any) -> tuple[Any, list[Step], JSON]:
+    async def load(
+        cls, deps: Deps, run_id: int, epoch: int, drivers: dict[str, type[RunDriver]] | None = None
+    ) -> RunDriver:
+        """The run's driver with its journal; `drivers` picks the class by the run's trigger."""
+
+        def read(c: Any) -> tuple[Any, list[Step], JSON, str]:
             run = q.get_run(c, run_id)
             steps = q.list_steps(c, run_id)
             world: JSON = {}
@@ -201,12 +208,12 @@ class RunDriver(RunJournal):
             if snapshots:  # gone (pruned by an older agentd): the run just looks again
                 with contextlib.suppress(NotFound):
                     world = worlds.get_snapshot(c, snapshots[-1])
-            return q.get_goal(c, run.goal_id), steps, world
+            return q.get_goal(c, run.goal_id), steps, world, run.trigger
 
-        goal, steps, world = await deps.store.read(read)
+        goal, steps, world, trigger = await deps.store.read(read)
         if goal.agent not in deps.config.agents:
             raise ConfigError(f"run {run_id}: agent {goal.agent!r} is no longer in the config")
-        driver = cls(deps, run_id, epoch, steps, goal)
+        driver = (drivers or {}).get(trigger, cls)(deps, run_id, epoch, steps, goal)
         driver.world = world
         if steps and steps[-1].kind == StepKind.OBSERVE:
             driver.changes = steps[-1].data.get("changes", {})
@@ -570,6 +577,19 @@ def _summary_text(raw: str) -> str:
     return str(text if isinstance(text, str) else raw).strip()[:2000]
 
 
+def _act_error(result: JSON) -> str:
+    """A failed action's result in one line: its error, or exit code and last stderr line."""
+    if result.get("error"):
+        return str(result["error"])[:300]
+    lines = str(result.get("stderr") or result.get("stdout") or "").strip().splitlines()
+    said = f": {lines[-1][:200]}" if lines else ""
+    if result.get("timed_out"):
+        return f"timed out{said}"
+    if "status" in result:  # an HTTP action
+        return f"HTTP {result['status']}"
+    return f"exit code {result.get('exit_code', '?')}{said}"
+
+
 def context_entry(s: Step) -> JSON:
     """One journal step as plain data for code deciders (the runbook); no raw model text."""
     entry: JSON = {
@@ -582,10 +602,14 @@ def context_entry(s: Step) -> JSON:
     }
     if s.kind == StepKind.ACT:
         entry["ok"] = (s.result or {}).get("ok")
+        if entry["ok"] is False:  # what went wrong, for the runbook's question to the operator
+            entry["error"] = _act_error(s.result or {})
+    elif s.kind == StepKind.CHECK:
+        entry["rule"] = s.data.get("rule")
     elif s.kind == StepKind.START:
         entry["trigger"] = s.data
     elif s.kind in (StepKind.WAIT, StepKind.WAKE):
-        keys = ("why", "woke_by", "action", "withdrew", "answer")
+        keys = ("why", "woke_by", "action", "withdrew", "answer", "item_kind")
         entry.update({k: s.data[k] for k in keys if k in s.data})
         if s.kind == StepKind.WAKE and "status" in s.data:
             entry["status"] = s.data["status"]  # the inbox item's status (approved, denied…)

@@ -72,6 +72,10 @@ class StepKind(StrEnum):
     WAIT = "wait"  # the run suspended: for an inbox item, an event or a time
     WAKE = "wake"  # what woke the run (answer, approval, denial, event, timer)
     SUMMARIZE = "summarize"  # older history folded into a summary, so prompts stay bounded
+    # The inner loop (build runs): requirements fixed, a draft made, a draft judged.
+    PLAN = "plan"  # requirements (explicit, extracted, configured) and a clarifying question
+    GENERATE = "generate"  # a version of the artifact (stored in `artifacts`), or an invalid reply
+    JUDGE = "judge"  # the verdict on a version: deterministic checks, then the model judge
     FINISH = "finish"  # the run ended (succeeded / failed / cancelled), with a summary
 
 

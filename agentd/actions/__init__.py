@@ -1,6 +1,6 @@
 """Actions that touch the outside world: the Executor protocol and the registry of built-in types.
 
-Control actions (finish, ask, notify, sleep, wait_event) change the run or the inbox and are carried out
+Control actions (finish, ask, notify, sleep, wait_event, build) change the run or the inbox and are carried out
 by the engine; the executors here (command, http) reach outside systems and know nothing of the database.
 """
 
@@ -13,7 +13,7 @@ from typing import Protocol
 from agentd.config import ActionConfig, CommandAction, HttpAction
 from agentd.models import JSON
 
-CONTROL_TYPES = frozenset({"finish", "ask", "notify", "sleep", "wait_event"})
+CONTROL_TYPES = frozenset({"finish", "ask", "notify", "sleep", "wait_event", "build"})
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,8 @@ def list_runs(
 
 def active_run_of_goal(c: sqlite3.Connection, goal_id: int) -> int | None:
     row = c.execute(
-        "SELECT run_id FROM runs WHERE goal_id = ? AND status IN ('running','waiting') LIMIT 1",
+        "SELECT run_id FROM runs WHERE goal_id = ? AND status IN ('running','waiting')"
+        " AND trigger != 'build' LIMIT 1",  # builds make an artifact beside the goal's run
         (goal_id,),
     ).fetchone()
     return None if row is None else int(row[0])

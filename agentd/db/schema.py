@@ -220,6 +220,24 @@ MIGRATIONS: list[str] = [
         SELECT r.agent, NEW.action, NEW.created_at FROM runs r WHERE r.run_id = NEW.run_id;
     END;
     """,
+    # 3: the inner loop — every version of a build run's artifact, with the judge's verdict.
+    """
+    CREATE TABLE artifacts (
+        run_id      INTEGER NOT NULL REFERENCES runs(run_id),
+        version     INTEGER NOT NULL,
+        goal_id     INTEGER NOT NULL REFERENCES goals(goal_id),
+        seq         INTEGER NOT NULL,  -- the GENERATE step that made it
+        text        TEXT NOT NULL,
+        chars       INTEGER NOT NULL,  -- the length the model wrote (text is cut to the bound)
+        status      TEXT NOT NULL CHECK (status IN ('draft','passed','failed')),
+        verdict     TEXT,  -- JSON, once judged
+        model       TEXT,
+        created_at  REAL NOT NULL,
+        judged_at   REAL,
+        PRIMARY KEY (run_id, version)
+    ) STRICT;
+    CREATE INDEX artifacts_by_goal ON artifacts(goal_id, run_id);
+    """,
 ]
 
 

@@ -15,7 +15,14 @@ from typing import Protocol
 
 import structlog
 
-from agentd.config import AnthropicModel, ModelConfig, OpenAIModel, RunbookModel, ScriptedModel
+from agentd.config import (
+    AnthropicModel,
+    ModelConfig,
+    OpenAIModel,
+    RunbookModel,
+    ScriptedModel,
+    TemplateModel,
+)
 from agentd.models import JSON
 
 
@@ -83,6 +90,10 @@ def build(name: str, cfg: ModelConfig) -> Model:
         from agentd.llm.runbook import Runbook
 
         return Runbook(name, cfg)
+    if isinstance(cfg, TemplateModel):
+        from agentd.llm.template import Template
+
+        return Template(name, cfg)
     if isinstance(cfg, AnthropicModel):
         from agentd.llm.anthropic import AnthropicProvider
 
