@@ -64,7 +64,8 @@ PLAN_SCHEMA: JSON = {
                 "additionalProperties": False,
             },
         },
-        "question": {"type": ["string", "null"]},
+        # anyOf, not a type list: Anthropic's schema transform accepts only this spelling.
+        "question": {"anyOf": [{"type": "string"}, {"type": "null"}]},
     },
     "required": ["reason", "requirements", "question"],
     "additionalProperties": False,

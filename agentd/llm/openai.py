@@ -36,7 +36,14 @@ STOP_REASONS = {"stop": "end", "length": "max_tokens", "content_filter": "refusa
 RETRY_STATUSES = frozenset({408, 409, 429})
 
 # The response format's name per request purpose (the model sees it; ^[A-Za-z0-9_-]{1,64}$).
-FORMAT_NAMES = {"decide": "decision", "summarize": "summary"}
+FORMAT_NAMES = {
+    "decide": "decision",
+    "summarize": "summary",
+    "checkin": "checkin",
+    "plan": "build_plan",
+    "generate": "artifact",
+    "judge": "verdict",
+}
 
 
 class OpenAIProvider:

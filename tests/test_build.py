@@ -1,0 +1,355 @@
+"""The inner loop (issue 9): build runs draft, judge and revise through the real daemon, with a
+scripted generator and judge behind the same interface as real models. Counts come from the
+scripted provider's request log and the database, never from the code under test."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agentd.build import spec as build_spec
+from agentd.db import artifacts as qa
+from agentd.db import items as qi
+from agentd.db import memory as qm
+from agentd.models import InboxKind, RunStatus, StepKind
+from tests.conftest import Home, finished, wait_for, waiting
+
+CONFIG = """
+[daemon]
+poll_interval_s = 0.05
+
+[models.default]
+provider = "scripted"
+replies = "replies.json"
+request_log = "requests.jsonl"
+{extra_models}
+[agents.default]
+actions = ["finish"]
+
+[agents.default.build]
+max_revisions = {max_revisions}
+{build_extra}
+"""
+
+PLAN = {"reason": "clear enough", "requirements": [], "question": None}
+
+
+def draft(text: str) -> dict[str, Any]:
+    return {"notes": "the generator's private reasoning: SECRET-NOTES", "artifact": text}
+
+
+def verdict(*fails: str, n: int = 2, why: bool = True, summary: str = "ok") -> dict[str, Any]:
+    """A judge reply over requirements R1..Rn: the ids in `fails` fail."""
+    return {
+        "requirements": [
+            {"id": f"R{i}", "pass": f"R{i}" not in fails,
+             "evidence": "absent" if f"R{i}" in fails else "Go", "fix": f"fix R{i}" if f"R{i}"
+             in fails else "", "needs_info": False}
+            for i in range(1, n + 1)
+        ],
+        "serves_why": {"pass": why, "reason": "fits the role", "fix": ""},
+        "summary": summary,
+    }  # fmt: skip
+
+
+def setup(
+    home: Home, replies: dict[str, list[Any]], max_revisions: int = 3, build_extra: str = "",
+    extra_models: str = "",
+) -> int:  # fmt: skip
+    home.write_config(
+        CONFIG.format(max_revisions=max_revisions, build_extra=build_extra,
+                      extra_models=extra_models),
+        replies=replies,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return home.add_goal(title="get a backend job")
+
+
+def start_build(home: Home, goal_id: int, request: str, *requires: str) -> int:
+    spec = build_spec.make_spec(request, list(requires))
+    return home.store.write(
+        lambda c: qa.create_build(c, goal_id=goal_id, agent="default", spec=spec)
+    )
+
+
+def requests(home: Home, purpose: str | None = None) -> list[dict[str, Any]]:
+    path = home.root / "requests.jsonl"
+    if not path.exists():
+        return []
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in lines if purpose is None or r["purpose"] == purpose]
+
+
+def versions(home: Home, run_id: int) -> list[dict[str, Any]]:
+    return home.store.read(lambda c: qa.all_versions(c, run_id))
+
+
+def open_questions(home: Home, run_id: int) -> list[Any]:
+    items = home.store.read(lambda c: qi.list_items(c, status="open"))
+    return [i for i in items if i.run_id == run_id and i.kind == InboxKind.QUESTION]
+
+
+async def answer(home: Home, item_id: int, text: str) -> None:
+    from agentd import inbox
+
+    inbox.answer(home.store, item_id, text)
+
+
+async def test_passes_on_the_first_draft(home: Home, serve: Any) -> None:
+    goal = setup(home, {"plan": [PLAN], "generate": [draft("# CV\nGo, 6 years")],
+                        "judge": [verdict()]})  # fmt: skip
+    run = start_build(home, goal, "a CV for Acme", "mentions Go", "one page")
+    await serve()
+    await wait_for(finished(home, run))
+    assert home.run(run).status == RunStatus.SUCCEEDED
+    [v] = versions(home, run)
+    assert v["status"] == "passed" and v["text"].startswith("# CV")
+    assert [r["n"] for r in requests(home, "generate")] == [1]
+    assert len(requests(home, "judge")) == 1
+    # The judge never sees the generator's notes.
+    assert "SECRET-NOTES" not in requests(home, "judge")[0]["prompt"]
+    # A notice with the judge's summary; memory records the artifact for the next check-in.
+    notices = [i for i in home.store.read(lambda c: qi.list_items(c)) if i.run_id == run]
+    assert any(i.kind == InboxKind.NOTICE and "passed" in i.title for i in notices)
+    memory = home.store.read(lambda c: qm.recall(c, goal))
+    assert any(f"artifact {run} v1 passed" in m["text"] for m in memory)
+
+
+async def test_passes_after_two_revisions_and_each_revision_sees_the_findings(
+    home: Home, serve: Any
+) -> None:
+    goal = setup(home, {
+        "plan": [PLAN],
+        "generate": [draft("v1 text"), draft("v2 text"), draft("v3 text with Go")],
+        "judge": [verdict("R1", "R2"), verdict("R1"), verdict()],
+    })  # fmt: skip
+    run = start_build(home, goal, "a CV", "mentions Go", "one page")
+    await serve()
+    await wait_for(finished(home, run))
+    assert home.run(run).status == RunStatus.SUCCEEDED
+    assert [v["status"] for v in versions(home, run)] == ["failed", "failed", "passed"]
+    gens = requests(home, "generate")
+    assert len(gens) == 3
+    assert "fix R1" in gens[1]["prompt"] and "fix R2" in gens[1]["prompt"]
+    assert "v1 text" in gens[1]["prompt"]  # the version it revises
+    assert "fix R1" in gens[2]["prompt"] and "fix R2" not in gens[2]["prompt"]
+    assert "v1 text" not in gens[2]["prompt"]  # only the latest version: bounded prompts
+
+
+async def test_stuck_asks_one_question_then_resumes_with_the_answer(home: Home, serve: Any) -> None:
+    goal = setup(home, {
+        "plan": [PLAN],
+        "generate": [draft("v1"), draft("v2"), draft("v3 for Acme")],
+        "judge": [verdict("R2"), verdict("R2"), verdict()],
+    })  # fmt: skip
+    run = start_build(home, goal, "a cover letter", "mentions Go", "names the company")
+    await serve()
+    await wait_for(waiting(home, run))
+    [q] = open_questions(home, run)
+    assert "R2" in q.body and "names the company" in q.body and "no progress" in q.body
+    assert len(requests(home, "generate")) == 2  # no third draft before the answer
+    await answer(home, q.item_id, "The company is Acme GmbH in Berlin")
+    await wait_for(finished(home, run))
+    assert home.run(run).status == RunStatus.SUCCEEDED
+    third = requests(home, "generate")[2]["prompt"]
+    assert "Acme GmbH in Berlin" in third
+
+
+async def test_bound_reached_escalates(home: Home, serve: Any) -> None:
+    goal = setup(home, {
+        "plan": [PLAN],
+        "generate": [draft("v1"), draft("v2")],
+        "judge": [verdict("R1"), verdict("R2")],  # different failures: progress, not stuck
+    }, max_revisions=1)  # fmt: skip
+    run = start_build(home, goal, "a CV", "mentions Go", "one page")
+    await serve()
+    await wait_for(waiting(home, run))
+    [q] = open_questions(home, run)
+    assert "most revisions allowed" in q.body and "R2" in q.body
+    assert len(requests(home, "generate")) == 2
+    await answer(home, q.item_id, "stop")
+    await wait_for(finished(home, run))
+    assert home.run(run).status == RunStatus.CANCELLED
+
+
+async def test_a_deterministic_check_overrides_a_judge_pass(home: Home, serve: Any) -> None:
+    extra = 'checks = [{kind = "phrases", phrases = ["Acme"]}, {kind = "max_chars", limit = 200}]'
+    goal = setup(home, {
+        "plan": [PLAN],
+        "generate": [draft("a letter for some company"), draft("a letter for Acme")],
+        "judge": [verdict(n=1)],  # the judge passes everything, every time
+    }, build_extra=extra)  # fmt: skip
+    run = start_build(home, goal, "a cover letter", "polite")
+    await serve()
+    await wait_for(finished(home, run))
+    first, second = versions(home, run)
+    assert first["status"] == "failed" and first["verdict"]["failing"] == ["C1"]
+    c1 = next(f for f in first["verdict"]["findings"] if f["id"] == "C1")
+    assert c1["by"] == "check" and "Acme" in c1["evidence"]
+    assert second["status"] == "passed"
+    assert "Acme" in requests(home, "generate")[1]["prompt"]  # the check's fix reached it
+
+
+async def test_a_clarifying_question_comes_before_the_first_draft(home: Home, serve: Any) -> None:
+    plan = {"reason": "r", "question": "Which role: backend or SRE?",
+            "requirements": [{"text": "one page", "source": "memory"}]}  # fmt: skip
+    goal = setup(home, {"plan": [plan], "generate": [draft("v1")], "judge": [verdict(n=2)]})
+    run = start_build(home, goal, "a CV", "mentions Go")
+    await serve()
+    await wait_for(waiting(home, run))
+    [q] = open_questions(home, run)
+    assert "backend or SRE" in q.body
+    assert requests(home, "generate") == []
+    await answer(home, q.item_id, "use your judgement")
+    await wait_for(finished(home, run))
+    assert home.run(run).status == RunStatus.SUCCEEDED
+    steps = home.steps(run)
+    plan_step = next(s for s in steps if s.kind == StepKind.PLAN)
+    sources = [(r["id"], r["source"]) for r in plan_step.data["requirements"]]
+    assert sources == [("R1", "operator"), ("R2", "memory"), ("R3", "goal")]
+    # "use your judgement" is no guidance: the draft's prompt carries no operator block.
+    assert "<operator>" not in requests(home, "generate")[0]["prompt"]
+
+
+async def test_invalid_judge_replies_are_re_asked_then_escalated(home: Home, serve: Any) -> None:
+    goal = setup(home, {"plan": [PLAN], "generate": [draft("v1")],
+                        "judge": ["not json", {"summary": "no lists"}, "[]"]},
+                 build_extra="max_invalid = 3")  # fmt: skip
+    run = start_build(home, goal, "a CV", "mentions Go")
+    await serve()
+    await wait_for(waiting(home, run))
+    [q] = open_questions(home, run)
+    assert "invalid judge replies" in q.body
+    assert len(requests(home, "judge")) == 3
+    assert len(requests(home, "generate")) == 1  # the draft is never made again
+    errors = [s.data["error"] for s in home.steps(run) if s.kind == StepKind.JUDGE]
+    assert "not JSON" in errors[0] and "lacks" in errors[1]
+    assert "was invalid" in requests(home, "judge")[1]["prompt"]  # each re-ask says why
+
+
+async def test_a_stronger_judge_model_is_used_when_configured(home: Home, serve: Any) -> None:
+    (home.root).mkdir(parents=True, exist_ok=True)
+    (home.root / "judge.json").write_text(json.dumps({"judge": [verdict(n=1)]}))
+    extra_models = (
+        '[models.strong]\nprovider = "scripted"\nreplies = "judge.json"\n'
+        'request_log = "judge-requests.jsonl"\n'
+    )
+    goal = setup(home, {"plan": [PLAN], "generate": [draft("v1")], "judge": ["never used"]},
+                 build_extra='judge_model = "strong"', extra_models=extra_models)  # fmt: skip
+    run = start_build(home, goal, "a CV", "mentions Go")
+    await serve()
+    await wait_for(finished(home, run))
+    assert home.run(run).status == RunStatus.SUCCEEDED
+    assert requests(home, "judge") == []
+    strong = (home.root / "judge-requests.jsonl").read_text().splitlines()
+    assert len(strong) == 1
+
+
+def test_spec_rejects_bad_input() -> None:
+    from agentd.errors import UsageError
+
+    for bad in (("", []), ("x" * 5000, []), ("ok", [" "]), ("ok", ["y" * 600])):
+        with pytest.raises(UsageError):
+            build_spec.make_spec(*bad)
+
+
+def test_merge_verdict_needs_an_answer_for_every_requirement() -> None:
+    reqs = build_spec.requirement_list({"requirements": ["a", "b"]}, "why", [], [])
+    judged = {"requirements": [{"id": "R1", "pass": True, "evidence": "x"}],
+              "serves_why": {"pass": True}}  # fmt: skip
+    v = build_spec.merge_verdict(reqs, judged, {}, "x")
+    assert v["failing"] == ["R2"] and not v["passed"]
+    assert next(f for f in v["findings"] if f["id"] == "R1")["quoted"] is True
+
+
+async def test_a_run_starts_a_build_through_the_harness(home: Home, serve: Any) -> None:
+    """`build` is an action on the menu: decided, checked by the harness (here: approval), and
+    only then does a build run start beside the deciding run, which goes on."""
+    home.write_config(
+        """
+        [daemon]
+        poll_interval_s = 0.05
+
+        [models.default]
+        provider = "scripted"
+        replies = "replies.json"
+
+        [agents.default]
+        actions = ["build", "finish"]
+        policy = { rules = { build = "approve" } }
+        """,
+        replies={  # type: ignore[arg-type]
+            "decide": [
+                {"reason": "a report helps", "action": {"kind": "build",
+                 "request": "an incident report", "requirements": ["has a timeline"]}},
+                {"reason": "asked for it", "action": {"kind": "finish",
+                 "outcome": "succeeded", "summary": "report under way"}},
+            ],
+            "plan": [PLAN], "generate": [draft("# Report\n## Timeline\n- 12:00")],
+            "judge": [verdict(n=1)],
+        },
+    )  # fmt: skip
+    goal = home.add_goal(title="keep web healthy")
+    run = home.start_run(goal)
+    await serve()
+    await wait_for(waiting(home, run))
+    assert home.store.read(lambda c: qa.list_artifacts(c)) == []  # nothing before approval
+    [approval] = home.store.read(lambda c: qi.list_items(c, status="open"))
+    assert approval.kind == InboxKind.APPROVAL and approval.action == "build"
+    from agentd import config, inbox
+
+    inbox.approve(home.store, config.load(home.paths.config), approval.item_id)
+    await wait_for(finished(home, run))
+    act = next(s for s in home.steps(run) if s.kind == StepKind.ACT)
+    build_run = int(act.result["build_run"])
+    await wait_for(finished(home, build_run))
+    assert home.run(build_run).status == RunStatus.SUCCEEDED
+    assert home.run(build_run).trigger == "build"
+    start = home.steps(build_run)[0].data
+    assert start["build"]["requirements"] == ["has a timeline"]
+    assert start["parent"]["run_id"] == run
+
+
+async def test_delivering_the_passed_version_is_an_ordinary_gated_action(
+    home: Home, serve: Any
+) -> None:
+    out = home.root / "report.md"
+    home.write_config(
+        f"""
+        [daemon]
+        poll_interval_s = 0.05
+
+        [models.default]
+        provider = "scripted"
+        replies = "replies.json"
+
+        [actions.save]
+        type = "command"
+        argv = ["sh", "-c", 'printf "%s" "$1" > {out}', "save", "{{text}}"]
+        params = {{ text = {{ pattern = "(?s)#.*" }} }}
+
+        [agents.default]
+        actions = ["save", "finish"]
+        policy = {{ rules = {{ save = "approve" }} }}
+
+        [agents.default.build]
+        deliver = "save"
+        """,
+        replies={"plan": [PLAN], "generate": [draft("# Report\nall good")],  # type: ignore[arg-type]
+                 "judge": [verdict(n=1)]},
+    )  # fmt: skip
+    goal = home.add_goal(title="keep web healthy")
+    run = start_build(home, goal, "an incident report", "short")
+    await serve()
+    await wait_for(waiting(home, run))
+    assert not out.exists()  # passed, but not written without the approval
+    [approval] = home.store.read(lambda c: qi.list_items(c, status="open"))
+    assert approval.action == "save" and approval.args == {"text": "# Report\nall good"}
+    from agentd import config, inbox
+
+    inbox.approve(home.store, config.load(home.paths.config), approval.item_id)
+    await wait_for(finished(home, run))
+    assert home.run(run).status == RunStatus.SUCCEEDED
+    assert out.read_text() == "# Report\nall good"
+    assert "delivered by save" in (home.run(run).summary or "")
