@@ -353,3 +353,53 @@ async def test_delivering_the_passed_version_is_an_ordinary_gated_action(
     assert home.run(run).status == RunStatus.SUCCEEDED
     assert out.read_text() == "# Report\nall good"
     assert "delivered by save" in (home.run(run).summary or "")
+
+
+def cli(home: Home, *args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from agentd.cli import app
+
+    return CliRunner().invoke(app, ["--home", str(home.root), *args])
+
+
+def test_cli_build_artifact_list_show_diff_and_clear_errors(home: Home, tmp_path: Any) -> None:
+    home.write_config(
+        """
+        [models.default]
+        provider = "runbook"
+
+        [models.writer]
+        provider = "template"
+
+        [agents.default]
+        actions = ["finish"]
+        """
+    )
+    goal = home.add_goal(title="keep web healthy")
+    refused = cli(home, "build", str(goal), "an incident report")
+    assert (
+        refused.exit_code == 2 and "runbook" in refused.output and "build] model" in refused.output
+    )
+    assert cli(home, "build", "99", "x").exit_code == 1  # unknown goal
+    assert cli(home, "build", str(goal), "   ").exit_code == 2  # empty request
+    missing = cli(home, "build", str(goal), "x", "--from", str(tmp_path / "nope.txt"))
+    assert missing.exit_code == 2 and "nope.txt" in missing.output
+    assert home.store.read(lambda c: qa.list_artifacts(c)) == []  # nothing was started
+    assert "no artifacts yet" in cli(home, "artifact", "list").output
+    assert cli(home, "artifact", "show", "1").exit_code == 1
+    # A build with versions (written as the daemon would) shows, diffs and lists as JSON.
+    run = start_build(home, goal, "a report", "has a timeline")
+    for v, text in ((1, "# R\\nline one"), (2, "# R\\nline one\\n## Timeline\\n- 12:00 \\x1b[31m")):
+        home.store.write(lambda c, v=v, text=text: qa.add_version(
+            c, run_id=run, goal_id=goal, version=v, seq=v + 1, text=text.encode().decode(
+                "unicode_escape"), chars=len(text), model="m"))  # fmt: skip
+    shown = cli(home, "artifact", "show", str(run))
+    assert shown.exit_code == 0 and "v2 of 2" in shown.output and "not judged yet" in shown.output
+    assert "\x1b" not in shown.output and "\\x1b" in shown.output  # model text is inert
+    diff = cli(home, "artifact", "diff", str(run), "--json")
+    assert json.loads(diff.output)["diff"][-1] == "+- 12:00 \x1b[31m"  # --json keeps it exact
+    assert "+## Timeline" in cli(home, "artifact", "diff", str(run)).output
+    listed = json.loads(cli(home, "artifact", "list", "--json").output)
+    assert listed[0]["artifact"] == run and listed[0]["versions"] == 2
+    assert cli(home, "artifact", "show", str(run), "--version", "5").exit_code == 1

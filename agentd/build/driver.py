@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from agentd.build import checks, prompts, spec
+from agentd.config import Config, RunbookModel
 from agentd.config_build import BuildConfig
 from agentd.db import artifacts as qa
 from agentd.db import memory as qm
@@ -44,6 +45,17 @@ from agentd.models import (
 
 log = structlog.get_logger("agentd.build")
 RAW_KEPT = 2000  # characters of an invalid reply kept in its step (the error says what was wrong)
+
+
+def unfit_model(config: Config, agent: str, name: str) -> str | None:
+    """Why a model cannot write or judge artifacts (the runbook only decides service watches)."""
+    if isinstance(config.models.get(name), RunbookModel):
+        return (
+            f"model {name!r} is the service-watch runbook, which cannot write or judge artifacts;"
+            f' set [agents.{agent}.build] model = "…" (e.g. a provider = "template" model, or a'
+            " real one)"
+        )
+    return None
 
 
 def _retry_step(s: Step) -> bool:
@@ -398,6 +410,9 @@ class BuildDriver(RunDriver):
         goal = await self.deps.store.read(lambda c: q.get_goal(c, self.goal_id))
         if goal.status != GoalStatus.ACTIVE:
             await self.finish(RunStatus.CANCELLED, f"stopped: goal {self.goal_id} is {goal.status}")
+            return None
+        if unfit := unfit_model(self.deps.config, self.goal.agent, name):
+            await self.finish(RunStatus.FAILED, f"stopped: {unfit}")
             return None
         kind = StepKind(purpose)
         request = ModelRequest(

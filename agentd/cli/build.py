@@ -11,8 +11,20 @@ import typer
 
 from agentd import daemon, render_build
 from agentd.build import spec as build_spec
+from agentd.build.driver import unfit_model
 from agentd.build.start import start
-from agentd.cli.root import GoalId, JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
+from agentd.cli.root import (
+    GoalId,
+    JsonFlag,
+    Limit,
+    Opt,
+    app,
+    config_of,
+    emit,
+    open_store,
+    paths_of,
+    sub_app,
+)
 from agentd.db import artifacts as qa
 from agentd.db import queries as q
 from agentd.errors import NotFound, UsageError
@@ -70,7 +82,14 @@ def build_cmd(
       agentd artifact show 7          the latest version, with the judge's findings
     """
     spec = build_spec.make_spec(request, require or [], _material(source))
+    cfg = config_of(ctx)
     with open_store(ctx) as store:
+        goal = store.read(lambda c: q.get_goal(c, goal_id))
+        agent = cfg.agents.get(goal.agent)
+        if agent is not None:  # (a goal whose agent is gone is refused by the daemon, visibly)
+            for name in {agent.build.model or agent.model, agent.build.judge_model}:
+                if name is not None and (unfit := unfit_model(cfg, goal.agent, name)):
+                    raise UsageError(unfit)
         run = start(store, goal_id, spec)
     emit(as_json, run, lambda: str(run.run_id))
     if not as_json:

@@ -104,8 +104,9 @@ def generate(ctx: JSON) -> JSON:
 
     def section(heading: str, lines: list[str], rid: str) -> None:
         nonlocal text
-        if heading.lower() not in have:
-            have.add(heading.lower())
+        low = heading.lower()
+        if not any(low in h or h in low for h in have):  # as the sections check matches
+            have.add(low)
             text += f"\n\n## {heading}\n\n{_bullets(lines)}"
             added.append(rid)
 
