@@ -13,6 +13,7 @@ from agentd.build import spec as build_spec
 from agentd.db import artifacts as qa
 from agentd.db import items as qi
 from agentd.db import memory as qm
+from agentd.db import queries as q
 from agentd.models import InboxKind, RunStatus, StepKind
 from tests.conftest import Home, finished, wait_for, waiting
 
@@ -403,3 +404,65 @@ def test_cli_build_artifact_list_show_diff_and_clear_errors(home: Home, tmp_path
     listed = json.loads(cli(home, "artifact", "list", "--json").output)
     assert listed[0]["artifact"] == run and listed[0]["versions"] == 2
     assert cli(home, "artifact", "show", str(run), "--version", "5").exit_code == 1
+
+
+async def test_a_check_in_nudge_can_suggest_a_build_and_accepting_starts_it(home: Home) -> None:
+    """The outer loop asks why; the inner loop makes the thing: a check-in's nudge suggests
+    `build`, the operator accepts, and the accepted decision starts a build through the harness."""
+    from agentd import daemon, inbox
+    from agentd.build.driver import BuildDriver
+    from agentd.clock import ManualClock
+    from agentd.db import checkins as qc
+    from agentd.db import world as worlds
+    from agentd.db.store import Store
+    from agentd.engine import RunDriver
+    from agentd.outer import checkin
+
+    suggestion = {"action": "build", "args": {"request": "a résumé for the saved Acme role",
+                                              "requirements": ["one page"]}}  # fmt: skip
+    nudge = {"reason": "a new role was saved", "next_look_in_s": None,
+             "verdict": {"kind": "nudge", "topic": "Acme résumé", "message": "Tailor the CV.",
+                         "suggested": suggestion}}  # fmt: skip
+    cfg = home.write_config(
+        """
+        [models.default]
+        provider = "scripted"
+        replies = "replies.json"
+
+        [agents.default]
+        actions = ["build", "finish"]
+        checkin = { quiet = "none" }
+        """,
+        replies={"checkin": [nudge], "plan": [PLAN], "generate": [draft("# CV")],  # type: ignore[arg-type]
+                 "judge": [verdict(n=1)]},
+    )  # fmt: skip
+    goal = home.store.write(lambda c: q.add_goal(
+        c, title="get a backend job", why="to move to Berlin", agent="default",
+        criteria=["an offer I accept"], deadline=None))  # fmt: skip
+    store = Store(home.paths.db)
+    await store.open()
+    try:
+        deps = daemon.build_deps(cfg, store, owner="test:1")
+        t0 = 1_800_000_000.0
+        deps.clock = ManualClock(t0)
+        home.store.write(lambda c: worlds.add_snapshot(c, "default", None, {"jobs": {"saved": 1}},
+                                                       {"jobs": {"saved": [0, 1]}}))  # fmt: skip
+        checkin_id = home.store.write(lambda c: qc.add_due(c, goal, t0, t0))
+        await checkin.run_checkin(deps, checkin_id, lambda run_id, epoch: None)
+        [item] = [i for i in home.store.read(lambda c: qi.list_items(c)) if i.rule == "nudge"]
+        assert "agentd inbox accept" in item.body and "build" in item.body
+        run = int(inbox.accept(home.store, cfg, item.item_id).data["run_id"])
+        drivers: dict[str, type[RunDriver]] = {"build": BuildDriver}
+        for run_id in (run, None):
+            if run_id is None:  # then the build the accepted decision started
+                act = next(s for s in home.steps(run) if s.kind == StepKind.ACT)
+                run_id = int(act.result["build_run"])
+            epoch = home.store.write(lambda c, r=run_id: q.claim_run(c, r, "test:1", 60))
+            driver = await RunDriver.load(deps, run_id, epoch, drivers)
+            while await driver.advance():
+                pass
+        assert home.run(run_id).status == RunStatus.SUCCEEDED
+        assert home.steps(run_id)[0].data["build"]["request"] == "a résumé for the saved Acme role"
+        assert [v["status"] for v in versions(home, run_id)] == ["passed"]
+    finally:
+        await store.close()
