@@ -466,3 +466,24 @@ async def test_a_check_in_nudge_can_suggest_a_build_and_accepting_starts_it(home
         assert [v["status"] for v in versions(home, run_id)] == ["passed"]
     finally:
         await store.close()
+
+
+async def test_after_a_clarifying_answer_the_first_draft_is_still_no_revision(
+    home: Home, serve: Any
+) -> None:
+    plan = {"reason": "r", "question": "Which role?", "requirements": []}
+    goal = setup(home, {"plan": [plan], "generate": [draft("v1"), draft("v2")],
+                        "judge": [verdict("R1"), verdict("R2")]}, max_revisions=1)  # fmt: skip
+    run = start_build(home, goal, "a CV", "mentions Go", "one page")
+    await serve()
+    await wait_for(waiting(home, run))
+    [q1] = open_questions(home, run)
+    await answer(home, q1.item_id, "the payments role")
+    await wait_for(lambda: len(open_questions(home, run)) == 1 and q1.item_id not in
+                   [i.item_id for i in open_questions(home, run)])  # fmt: skip
+    [q2] = open_questions(home, run)
+    assert "version 2" in q2.body and "most revisions allowed" in q2.body  # one revision made
+    assert len(versions(home, run)) == 2
+    # The judge is told what the operator said; memory is not (a build answer is no check-in's).
+    assert "the payments role" in requests(home, "judge")[0]["prompt"]
+    assert not any("payments" in m["text"] for m in home.store.read(lambda c: qm.recall(c, goal)))

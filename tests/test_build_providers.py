@@ -51,7 +51,7 @@ async def test_judge_call_sends_its_schema_and_the_reply_becomes_a_verdict(
         "summary": "Go is missing.",
     }  # fmt: skip
     provider, recorder = make(vendor, lambda r: vendor.reply(json.dumps(reply)))
-    system, text = prompts.judge(GOAL, SPEC, REQS, "# CV\nPython only", None)
+    system, text = prompts.judge(GOAL, SPEC, REQS, "# CV\nPython only", [], None)
     request = ModelRequest(run_id=1, goal_id=1, decision_no=1, attempt=1, system=system,
                            prompt=text, schema=prompts.JUDGE_SCHEMA, purpose="judge")  # fmt: skip
     got = await provider.complete(request)

@@ -183,7 +183,7 @@ class BuildDriver(RunDriver):
             await self.ask_operator(
                 f'Before building "{self.spec["request"][:200]}": {question} '
                 '(answer, or say "use your judgement"; "stop" ends the build)',
-                why="clarify",
+                why="build_clarify",  # not a check-in's "clarify": that one goes to memory
             )
         else:
             await self.generate()
@@ -273,7 +273,7 @@ class BuildDriver(RunDriver):
             checked["size"] = {"pass": False, "evidence": f"{row['chars']} characters, cut",
                                "fix": f"keep it under {self.bcfg.max_artifact_chars}"}  # fmt: skip
         system, prompt_text = prompts.judge(
-            self.goal, self.spec, reqs, text, self._feedback(StepKind.JUDGE)
+            self.goal, self.spec, reqs, text, self._guidance(), self._feedback(StepKind.JUDGE)
         )
         context = {"spec": self.spec, "requirements": reqs, "artifact": text, "version": version,
                    "goal": {"title": self.goal.title, "why": self.goal.why}}  # fmt: skip
@@ -324,8 +324,11 @@ class BuildDriver(RunDriver):
         drafts = sum(
             1 for s in since if s.kind == StepKind.GENERATE and s.status == StepStatus.DONE
         )
-        answered = len(since) < len(self.steps)
-        revisions = drafts - (0 if answered else 1)
+        before = self.steps[: len(self.steps) - len(since)]
+        first_is_here = not any(
+            s.kind == StepKind.GENERATE and s.status == StepStatus.DONE for s in before
+        )
+        revisions = drafts - (1 if first_is_here else 0)  # the first draft is no revision
         why: str | None = None
         if any(f["needs_info"] for f in verdict["findings"] if not f["pass"]):
             why = "needs_info"

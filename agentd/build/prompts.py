@@ -187,9 +187,15 @@ def generate(
 
 
 def judge(
-    goal: Goal, spec: JSON, requirements: list[JSON], text: str, feedback: str | None
+    goal: Goal,
+    spec: JSON,
+    requirements: list[JSON],
+    text: str,
+    guidance: list[str],
+    feedback: str | None,
 ) -> tuple[str, str]:
-    """Only what the judge may see: goal, request, requirements, material, the artifact."""
+    """Only what the judge may see: goal, request, requirements, material, what the operator
+    told the build, the artifact — never the writer's notes or reasoning."""
     judged = [r for r in requirements if r["source"] != "check" and not r.get("why")]
     parts = [
         _goal(goal),
@@ -199,6 +205,8 @@ def judge(
     if spec.get("material"):
         parts.append("Material the artifact had to work from: "
                      + block("data", spec["material"], MATERIAL_CHARS))  # fmt: skip
+    for g in guidance:
+        parts.append("The operator told the writer: " + block("operator", g, 2000))
     parts.append("The artifact: " + block("artifact", text, 60_000))
     if feedback:
         parts.append(f"Your previous reply was invalid: {feedback}. Reply with the JSON object.")

@@ -154,8 +154,9 @@ def escalation_question(run_id: int, version: int, verdict: JSON, why: str) -> s
         f'{lead}. Evidence: "{first["evidence"]}".'
         + (f" Suggested fix: {first['fix']}." if first["fix"] else "")
         + (f" ({others} other requirement(s) fail too.)" if others > 0 else "")
-        + ' Answer with what is missing or how to proceed; "use your judgement" to revise '
-        'once more as it sees fit; or "stop" to end the build.'
+        + " Answer with what is missing or how to proceed (the build then revises again, up to"
+        ' max_revisions more times); "use your judgement" to go on revising without new'
+        ' information; or "stop" to end the build.'
     )
 
 
