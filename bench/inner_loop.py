@@ -172,7 +172,7 @@ def create_runs(store: SyncStore, n: int, rng: random.Random) -> list[int]:
 
 def answer_clarifying(store: SyncStore) -> None:
     """The operator's side: a question before the first draft gets an answer at once."""
-    asked = store.read(lambda c: [i for i in qi.list_items(c) if i.rule == "clarify"])
+    asked = store.read(lambda c: [i for i in qi.list_items(c) if i.rule == "build_clarify"])
     for item in asked:
         inbox.answer(store, item.item_id, ANSWER)
 
@@ -182,7 +182,7 @@ def settled(store: SyncStore, run_ids: list[int]) -> bool:
 
     def work(c: Any) -> bool:
         asking = {i.run_id for i in qi.list_items(c)
-                  if i.kind == InboxKind.QUESTION and i.rule != "clarify"}  # fmt: skip
+                  if i.kind == InboxKind.QUESTION and i.rule != "build_clarify"}  # fmt: skip
         for run_id in run_ids:
             status = q.get_run(c, run_id).status
             if not (status.finished or (status == RunStatus.WAITING and run_id in asking)):
