@@ -13,10 +13,11 @@ import structlog
 
 from agentd import control, harness, process, prompt
 from agentd.actions import ActionContext, Executor
-from agentd.config import BuiltinAction
+from agentd.config import AgentConfig, BuiltinAction
 from agentd.db import accounting
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.decide import Menu
 from agentd.deps import Deps
 from agentd.errors import ActionFailed, Refused, StateError
 from agentd.models import (
@@ -56,10 +57,22 @@ class RunJournal:
         self.goal = goal
         self.goal_id = goal.goal_id
         self.agent_name = goal.agent
-        self.agent = deps.config.agents[goal.agent]
-        self.menu = deps.menu(goal.agent)
+        self._agent = deps.config.agents[goal.agent]
+        self._menu = deps.menu(goal.agent)
         self.world: JSON = {}
         self.changes: JSON = {}
+
+    # A SIGHUP reload swaps deps.config: a run mid-way meets it at its next check. An agent the
+    # reload removed keeps the config it had; the engine stops its runs at their next wake.
+    @property
+    def agent(self) -> AgentConfig:
+        return self.deps.config.agents.get(self.agent_name, self._agent)
+
+    @property
+    def menu(self) -> Menu:
+        if self.agent_name in self.deps.config.agents:
+            return self.deps.menu(self.agent_name)
+        return self._menu
 
     # ── plumbing ──────────────────────────────────────────────────────────────────────────────
 
@@ -351,6 +364,7 @@ class RunJournal:
         done, wait = await self._write(write)
         self.steps[-1:] = [done, wait]
         self.deps.on_change()
+        log.warning("inbox.question_asked", item_id=wait.data.get("item_id"), why="unknown_outcome")
 
     async def run_control(
         self, cfg: BuiltinAction, action: str, args: JSON, digest: str, approval: int | None
@@ -378,8 +392,12 @@ class RunJournal:
                 now=self.deps.clock.now(),
             )  # fmt: skip
 
-        self.steps.extend(await self._write(work))
+        steps = await self._write(work)
+        self.steps.extend(steps)
         self.deps.on_change()
+        if cfg.type == "ask":  # warning: a person must answer before the run goes on
+            item_id = (steps[0].result or {}).get("item_id")
+            log.warning("inbox.question_asked", item_id=item_id, why="question")
 
     # ── suspending and ending ─────────────────────────────────────────────────────────────────
 
@@ -422,6 +440,9 @@ class RunJournal:
         )
         self.steps.append(step)
         self.deps.on_change()
+        # warning: a person must act before the run goes on (operators alert on it)
+        item_id = step.data.get("item_id")
+        log.warning("inbox.approval_requested", item_id=item_id, action=action, rule=item["rule"])
 
     async def ask_operator(self, question: str, why: str) -> None:
         ref = self.ref()
@@ -434,6 +455,7 @@ class RunJournal:
         )
         self.steps.append(step)
         self.deps.on_change()
+        log.warning("inbox.question_asked", item_id=step.data.get("item_id"), why=why)
 
     async def finish(self, status: RunStatus, summary: str) -> None:
         ref = self.ref()

@@ -3,7 +3,10 @@
 `serve` holds an exclusive lock on the home (a second daemon exits at once), resumes every run that
 was executing, lets the scheduler re-match waits (answers committed while down apply now), records
 the check-ins that fell due while it was down (agentd/outer/service.py), tells systemd READY, and on
-SIGTERM/SIGINT takes no new step and lets steps in flight reach their journal.
+SIGTERM/SIGINT takes no new step and lets steps in flight reach their journal. SIGHUP reloads the
+config (validated first; a bad one is logged and the old one kept). A database that keeps failing
+stops the systemd watchdog and ends the process with exit code 1, so systemd restarts it (and the
+start's `PRAGMA quick_check` then says what is wrong) instead of it logging errors forever.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import os
 import signal
 import socket
@@ -22,14 +26,16 @@ from typing import Any
 import structlog
 
 from agentd import actions, config, llm, process, sdnotify, sources
+from agentd.build.driver import BuildDriver
 from agentd.clock import Clock, SystemClock
 from agentd.config import Config, Paths
 from agentd.db import accounting, meta
 from agentd.db import queries as q
+from agentd.db.artifacts import BUILD_TRIGGER
 from agentd.db.store import Store
 from agentd.deps import LEASE_S, Deps
 from agentd.engine import Engine
-from agentd.errors import DaemonRunning, StateError
+from agentd.errors import AgentdError, DaemonRunning, StateError
 from agentd.llm import Model
 from agentd.outer import timebase
 from agentd.outer.service import Outer
@@ -140,22 +146,39 @@ async def _serve_locked(
     clock_speed: float | None,
 ) -> int:
     started = time.monotonic()
+    loop = asyncio.get_running_loop()
+    hup = asyncio.Event()  # handled from the first instant: the default action of HUP is to die
+    loop.add_signal_handler(signal.SIGHUP, hup.set)
     process.guard_memory()  # API keys in our environment stay out of reach of our commands
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    store = Store(paths.db)
-    await store.open()
+    config_sha = _sha256(paths)
+    store = Store(paths.db, check=True)  # quick_check before migrating: never build on a wreck
+    fresh = not paths.db.exists() or paths.db.stat().st_size == 0
+    try:
+        await store.open()
+    except BaseException:
+        loop.remove_signal_handler(signal.SIGHUP)
+        raise
+    if fresh:  # never silently: a home that lost its database without a marker looks like this
+        log.warning(
+            "daemon.database_created",
+            path=str(paths.db),
+            note="a new, empty database; if this home had one, stop and restore it from a backup",
+        )
     deps = build_deps(cfg, store, owner)
     deps.models.update(models)
     engine = Engine(deps)
+    engine.drivers[BUILD_TRIGGER] = BuildDriver  # build runs: generate → judge → revise
     scheduler = Scheduler(deps, engine.launch, engine.live)
     deps.on_change = scheduler.nudge
-    loop = asyncio.get_running_loop()
+    failures: list[str] = []  # what made the watchdog give up: the exit code becomes 1
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
         limited = [(a, act) for a, cfg_a in cfg.agents.items() for act in cfg_a.policy.max_per_hour]
         await store.write(lambda c: accounting.set_rate_limits(c, limited))
         deps.db_id = await store.write(meta.db_id)
+        await store.write(lambda c: meta.set_loaded_config(c, config_sha))
         deps.clock = clock or await _home_clock(store, clock_speed)
         outer = Outer(deps, engine.launch)  # its pace follows the clock
         resumed = await store.write(lambda c: q.claim_running(c, owner, LEASE_S))
@@ -177,18 +200,19 @@ async def _serve_locked(
         async with asyncio.TaskGroup() as tg:
             tg.create_task(scheduler.run(stop), name="scheduler")
             tg.create_task(outer.run(stop), name="outer")
-            tg.create_task(_watchdog(deps, stop), name="watchdog")
+            tg.create_task(_watchdog(deps, stop, failures), name="watchdog")
+            tg.create_task(_reloader(paths, deps, models, hup, stop), name="reload")
             tg.create_task(_retention(deps, stop), name="retention")
         log.info("daemon.stopping", in_flight=len(engine.tasks))
         sdnotify.notify("STOPPING=1")
         await outer.stop(cfg.daemon.shutdown_grace_s)
         await engine.stop(cfg.daemon.shutdown_grace_s)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
         await store.close()
-    log.info("daemon.stopped")
-    return 0
+    log.info("daemon.stopped", exit_code=1 if failures else 0)
+    return 1 if failures else 0
 
 
 async def _home_clock(store: Store, speed: float | None) -> Clock:
@@ -208,19 +232,104 @@ async def _home_clock(store: Store, speed: float | None) -> Clock:
     return SystemClock()
 
 
-async def _watchdog(deps: Deps, stop: asyncio.Event) -> None:
-    """Prove the loop and the database are alive: a real read each period, then WATCHDOG=1."""
+def _probe(c: Any) -> None:
+    """A read that touches the database's pages (`SELECT 1` would not even open the file)."""
+    c.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    c.execute("SELECT max(run_id) FROM runs").fetchone()
+
+
+async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> None:
+    """Prove the loop and the database are alive: a real read each period, then WATCHDOG=1.
+
+    When the database keeps failing (store.errors: every caller's errors, not just ours), stop
+    vouching for the process and end it with exit code 1: logging the same error ten times a
+    second while systemd hears all is well helps nobody."""
     interval = config.watchdog_interval_s() or deps.config.daemon.watchdog_interval_s
     while not stop.is_set():
         try:
             async with asyncio.timeout(interval):
-                await deps.store.read(lambda c: c.execute("SELECT 1").fetchone())
+                await deps.store.read(_probe)
         except (TimeoutError, StateError) as e:
             log.error("daemon.unhealthy", error=str(e) or "database read timed out")
         else:
-            sdnotify.notify("WATCHDOG=1")
+            if not deps.store.errors.failing():
+                sdnotify.notify("WATCHDOG=1")
+        if deps.store.errors.failing():
+            failures.append(deps.store.errors.last)
+            log.critical(
+                "daemon.database_failing",
+                error=deps.store.errors.last,
+                errors=deps.store.errors.limit,
+                within_s=deps.store.errors.window_s,
+                note="watchdog stopped; exiting with status 1. If the database is corrupt the "
+                "next start says so: restore the latest backup (README: Backups and restore)",
+            )
+            sdnotify.notify(f"STATUS=database failing: {deps.store.errors.last}"[:200])
+            stop.set()
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval)
+
+
+def _sha256(paths: Paths) -> str:
+    """The sha256 of the config file's bytes ("" if it cannot be read): `doctor` compares it."""
+    try:
+        return hashlib.sha256(paths.config.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+async def _reloader(
+    paths: Paths, deps: Deps, models: dict[str, Model], hup: asyncio.Event, stop: asyncio.Event
+) -> None:
+    """On SIGHUP: load and validate the config; apply it, or log why not and keep the old one."""
+    while True:
+        waits = [asyncio.ensure_future(hup.wait()), asyncio.ensure_future(stop.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if stop.is_set():
+            return
+        hup.clear()
+        sdnotify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
+        await reload(paths, deps, models)
+        sdnotify.notify("READY=1\nSTATUS=serving")
+
+
+async def reload(paths: Paths, deps: Deps, models: dict[str, Model]) -> bool:
+    """Swap in the config file as it is now. Every run meets the new policy at its next check:
+    the harness re-checks at execution against `deps.menu()`, rebuilt from `deps.config`.
+    Unchanged models and sources keep their objects (clients, a file's read position)."""
+    sha = _sha256(paths)
+    try:
+        cfg = config.load(paths.config)
+        fresh = build_deps(cfg, deps.store, deps.owner)
+    except AgentdError as e:
+        log.error("config.reload_failed", error=str(e), note="the config loaded before is kept")
+        return False
+    old = deps.config
+    keep_models = {n: m for n, m in deps.models.items() if old.models.get(n) == cfg.models.get(n)}
+    keep_sources = {
+        n: s for n, s in deps.sources.items() if old.sources.get(n) == cfg.sources.get(n)
+    }
+    fresh.models.update({n: m for n, m in keep_models.items() if n in fresh.models})
+    fresh.models.update({n: m for n, m in models.items() if n in cfg.models})  # tests' clients
+    fresh.sources.update({n: s for n, s in keep_sources.items() if n in fresh.sources})
+    deps.config, deps.models = cfg, fresh.models
+    deps.executors, deps.sources, deps.menus = fresh.executors, fresh.sources, {}
+    limited = [(a, act) for a, cfg_a in cfg.agents.items() for act in cfg_a.policy.max_per_hour]
+    try:
+        await deps.store.write(lambda c: accounting.set_rate_limits(c, limited))
+        await deps.store.write(lambda c: meta.set_loaded_config(c, sha))
+    except StateError as e:
+        log.error("config.reload_unrecorded", error=str(e))
+    if cfg.daemon != old.daemon:
+        log.warning("config.daemon_needs_restart", note="[daemon] settings apply at the next start")
+    deps.on_change()  # the scheduler looks at triggers and waits under the new config now
+    log.info("config.reloaded", sha256=sha, agents=sorted(cfg.agents))
+    return True
 
 
 async def _retention(deps: Deps, stop: asyncio.Event) -> None:

@@ -4,13 +4,21 @@ Events are dotted verbs (`step.recorded`) with values in keys; `run_id` / `goal_
 contextvars. Tracebacks never include frame locals (they could hold secrets). Values often carry text
 from a model or the world: the console escapes their control characters and shows their newlines as
 `\\n`, so none can move the cursor or forge a log line; JSON lines escape everything but ASCII.
+
+Under systemd, each JSON line starts with its syslog priority (`<3>` for an error): journald takes
+it as the entry's PRIORITY (`SyslogLevelPrefix=` is on by default), so `journalctl -p err` and
+alerts on priority work. The same error repeated (a failing database every poll) is logged once
+per minute, the next line carrying how many were held back (`repeated=N`).
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
+import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import structlog
@@ -25,6 +33,62 @@ _LEVELS = {
     "warning": logging.WARNING,
     "error": logging.ERROR,
 }
+
+
+# syslog priorities, which journald reads from a `<N>` prefix.
+PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
+
+
+class Throttle:
+    """Drop a warning or error identical to one logged less than `window_s` ago (same level,
+    event and `error`); the next one logged after the window says how many were dropped."""
+
+    def __init__(self, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self.window_s = window_s
+        self._clock = clock
+        self._seen: dict[str, tuple[float, int]] = {}
+
+    def __call__(self, logger: WrappedLogger, name: str, event_dict: EventDict) -> EventDict:
+        level = event_dict.get("level", "")
+        if PRIORITY.get(level, 7) > PRIORITY["warning"]:
+            return event_dict
+        if "error" in event_dict:
+            key = repr((level, event_dict.get("event"), event_dict["error"]))
+        else:
+            key = repr(sorted(event_dict.items(), key=lambda kv: kv[0]))
+        now = self._clock()
+        logged_at, dropped = self._seen.get(key, (None, 0))
+        if logged_at is not None and now - logged_at < self.window_s:
+            self._seen[key] = (logged_at, dropped + 1)
+            raise structlog.DropEvent
+        if len(self._seen) > 1000:  # forget what has not repeated lately
+            self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.window_s}
+        self._seen[key] = (now, 0)
+        if dropped:
+            event_dict["repeated"] = dropped
+        return event_dict
+
+
+class _Prioritised:
+    """A renderer whose lines start with their syslog priority, for journald."""
+
+    def __init__(self, renderer: Callable[[WrappedLogger, str, EventDict], Any]) -> None:
+        self.renderer = renderer
+
+    def __call__(self, logger: WrappedLogger, name: str, event_dict: EventDict) -> str:
+        priority = PRIORITY.get(event_dict.get("level", ""), 6)
+        return f"<{priority}>{self.renderer(logger, name, event_dict)}"
+
+
+def to_journal(stream: Any) -> bool:
+    """Whether `stream` is the journal systemd gave us (JOURNAL_STREAM matches its device and
+    inode: a child of the service writing to a file inherits the variable, not the stream)."""
+    expected = config.journal_stream()
+    try:
+        st = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
+    return expected == (st.st_dev, st.st_ino)
 
 
 def _neutralised(formatter: ColumnFormatter) -> ColumnFormatter:
@@ -59,14 +123,17 @@ def configure(level: str = "info", *, fmt: str | None = None, stream: Any = None
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
+        Throttle(),
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     if fmt == "json":
+        # ensure_ascii: C1, bidi and DEL characters come out as \\uXXXX
+        json_lines = structlog.processors.JSONRenderer(ensure_ascii=True)
         processors += [
             structlog.processors.ExceptionRenderer(
                 structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
             ),
-            structlog.processors.JSONRenderer(ensure_ascii=True),  # C1, bidi, DEL as \\uXXXX
+            _Prioritised(json_lines) if to_journal(out) else json_lines,
         ]
     else:
         processors += [_neutralise_blocks, _console()]

@@ -33,7 +33,7 @@ def test_sdnotify_without_systemd_is_a_quiet_no(monkeypatch: pytest.MonkeyPatch)
 def test_systemd_unit_verifies_clean(tmp_path: Path) -> None:
     unit = (ROOT / "systemd/agentd.service").read_text()
     # The unit points at the installed binary; verify against one that exists here.
-    unit = unit.replace("/usr/local/bin/agentd", sys.executable)
+    unit = unit.replace("/opt/agentd/bin/agentd", sys.executable)
     (tmp_path / "agentd.service").write_text(unit)
     out = subprocess.run(
         [str(shutil.which("systemd-analyze")), "verify", str(tmp_path / "agentd.service")],

@@ -67,3 +67,17 @@ def prune(c: sqlite3.Connection, older_than: float) -> int:
         (older_than,),
     ).rowcount
     return steps + world + events + items + checkins
+
+
+LOADED_CONFIG_SHA256 = "loaded_config_sha256"
+
+
+def set_loaded_config(c: sqlite3.Connection, sha256_hex: str) -> None:
+    """Record the sha256 of the config file bytes the daemon loaded (at start and every reload):
+    `agentd doctor` compares it with the file on disk to say a reload is pending."""
+    set_meta(c, LOADED_CONFIG_SHA256, sha256_hex)
+
+
+def loaded_config(c: sqlite3.Connection) -> str:
+    """The sha256 hex of the config the daemon last loaded, or "" when none was recorded."""
+    return get_meta(c, LOADED_CONFIG_SHA256)

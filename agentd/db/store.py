@@ -24,7 +24,10 @@ from typing import Any, TypeVar
 
 import structlog
 
-from agentd.db.schema import migrate
+from agentd.db import safety
+from agentd.db.meta import get_meta
+from agentd.db.schema import MIGRATIONS, migrate
+from agentd.db.schema import version as schema_version
 from agentd.errors import AgentdError, StateError
 
 T = TypeVar("T")
@@ -34,12 +37,13 @@ log = structlog.get_logger("agentd.db")
 BUSY_TIMEOUT_MS = 5000
 
 
-def uri(path: Path, *, readonly: bool = False) -> str:
+def uri(path: Path, *, readonly: bool = False, immutable: bool = False) -> str:
     """The SQLite URI of `path`, percent-encoded: `#`, `?` or `%` in a folder name stays a name."""
     text = str(path)
     # `file://` + an absolute path has an empty authority, so a path starting `//` stays a path.
     root = "//" if text.startswith("/") else ""
-    return f"file:{root}{urllib.parse.quote(text)}?mode={'ro' if readonly else 'rwc'}"
+    flags = "&immutable=1" if immutable else ""
+    return f"file:{root}{urllib.parse.quote(text)}?mode={'ro' if readonly else 'rwc'}{flags}"
 
 
 def _create_private(path: Path) -> None:
@@ -50,24 +54,38 @@ def _create_private(path: Path) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
-def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open `path` with agentd's pragmas: WAL, synchronous=FULL, foreign keys, busy timeout."""
+def connect(path: Path, *, readonly: bool = False, wal: bool = True) -> sqlite3.Connection:
+    """Open `path` with agentd's pragmas: WAL, synchronous=FULL, foreign keys, busy timeout.
+    `wal=False` leaves the journal mode as it is (switching writes the file: a reader must not)."""
+    safety.check_sqlite_version()
     if not readonly and not path.parent.exists():
         raise StateError(f"{path.parent}: state directory does not exist; run `agentd init`")
     if not readonly:
         _create_private(path)
+    # A WAL database in a folder nobody may write (a backup on a read-only mount) cannot get
+    # its -shm file: with no -wal beside it, nothing can change it, so it opens as immutable.
+    immutable = readonly and _frozen(path)
     try:
         conn = sqlite3.connect(
-            uri(path, readonly=readonly), uri=True, isolation_level=None, check_same_thread=False
+            uri(path, readonly=readonly, immutable=immutable),
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
         )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if not readonly:
+        if wal and not readonly:
             _use_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.Error as e:
         raise translate(e, path) from None
     return conn
+
+
+def _frozen(path: Path) -> bool:
+    wal = path.with_name(path.name + "-wal")
+    no_wal = not wal.exists() or wal.stat().st_size == 0
+    return no_wal and not os.access(path.parent, os.W_OK)
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -96,14 +114,25 @@ def translate(e: sqlite3.Error, path: Path) -> StateError:
     if "locked" in text or "busy" in text:
         return StateError(f"{path}: database is locked by another process ({text}); retry shortly")
     if "unable to open" in text:
+        if path.exists() and not os.access(path, os.R_OK):
+            return StateError(f"{path}: cannot open database: this user may not read it ({text})")
+        if reason := safety.read_only_reason(path):
+            return StateError(f"{path}: cannot open database: read-only: {reason} ({text})")
         return StateError(f"{path}: cannot open database ({text}); check the path and permissions")
     return StateError(f"{path}: database error: {text}")
 
 
-def open_migrated(path: Path) -> sqlite3.Connection:
+def open_migrated(path: Path, *, check: bool = False) -> sqlite3.Connection:
+    """Open for writing and bring the schema up to date. `check` runs `PRAGMA quick_check` first
+    (the daemon, at start). Refuses a lost database in a home that had one (safety.check_not_lost)
+    and, once the schema is in place, leaves the marker that makes that refusal possible."""
+    safety.check_not_lost(path)
     conn = connect(path)
     try:
+        if check:
+            safety.quick_check(conn, path)
         migrate(conn)
+        safety.mark(path, get_meta(conn, "db_id", "not yet assigned"))
     except sqlite3.Error as e:
         conn.close()
         raise translate(e, path) from None
@@ -168,17 +197,49 @@ class _RequestFailed(Exception):
 
 
 class SyncStore:
-    """The CLI's store: short `BEGIN IMMEDIATE` transactions on one connection."""
+    """The CLI's store: short `BEGIN IMMEDIATE` transactions on one connection.
+
+    A new file is created and migrated at once (init, tests). An existing database is migrated
+    only by the first write: a command that only reads never migrates or fills a database, and
+    reads a read-only copy (a backup on a read-only mount) through a read-only connection.
+    """
 
     def __init__(self, path: Path, *, migrate_schema: bool = True) -> None:
         self.path = path
-        self.conn = open_migrated(path) if migrate_schema else connect(path)
+        safety.check_not_lost(path)
+        self.read_only = safety.read_only_reason(path) if path.exists() else None
+        if not path.exists() and migrate_schema:
+            self.conn = open_migrated(path)
+            self._pending = self._first_write = False
+            return
+        self.conn = connect(path, readonly=self.read_only is not None, wal=False)
+        self._pending = migrate_schema  # migrated by the first write
+        self._first_write = True
 
     def close(self) -> None:
         self.conn.close()
 
+    def _writable(self) -> None:
+        if self.read_only is not None:
+            raise StateError(
+                f"{self.path}: read-only: {self.read_only}; this command changes the database, "
+                "so run it on a writable home (read commands work here)"
+            )
+        try:
+            if self._first_write:
+                _use_wal(self.conn)
+                self._first_write = False
+            if self._pending:
+                safety.check_not_lost(self.path)
+                migrate(self.conn)
+                safety.mark(self.path, get_meta(self.conn, "db_id", "not yet assigned"))
+                self._pending = False
+        except sqlite3.Error as e:
+            raise translate(e, self.path) from None
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
+        self._writable()
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as e:
@@ -199,16 +260,43 @@ class SyncStore:
 
     def read(self, work: Work[T]) -> T:
         try:
+            if self._pending:
+                self._readable()
             return work(self.conn)
         except sqlite3.Error as e:
-            raise translate(e, self.path) from None
+            err = translate(e, self.path)
+            have = schema_version(self.conn) if self._pending else len(MIGRATIONS)
+            if have < len(MIGRATIONS):  # read as it is, never upgraded here: say what upgrades it
+                raise StateError(
+                    f"{err}; the database is at schema version {have} of {len(MIGRATIONS)}: "
+                    "a command that writes, or `agentd serve`, upgrades it"
+                ) from None
+            raise err from None
+
+    def _readable(self) -> None:
+        """An unmigrated database is read as it is, never upgraded; an empty one is refused."""
+        have = schema_version(self.conn)
+        if have == 0 and self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+            raise StateError(
+                f"{self.path}: the database is empty (no agentd schema in it); a command that "
+                f"only reads never creates one: run `agentd --home {self.path.parent} init` for "
+                f"a new home, or {safety.RESTORE_HINT}"
+            )
+        if have > len(MIGRATIONS):
+            migrate(self.conn)  # raises the "newer than this agentd" error, changing nothing
 
 
 class Store:
-    """The daemon's store: group-committed writes on one thread, reads on another connection."""
+    """The daemon's store: group-committed writes on one thread, reads on another connection.
 
-    def __init__(self, path: Path) -> None:
+    `check` runs `PRAGMA quick_check` before migrating (the daemon at start); `errors` counts
+    the database errors callers saw, which the daemon's watchdog reads.
+    """
+
+    def __init__(self, path: Path, *, check: bool = False) -> None:
         self.path = path
+        self.check = check
+        self.errors = safety.ErrorRate()
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="agentd-reader")
         self._rconn: sqlite3.Connection | None = None
         self._wconn: sqlite3.Connection | None = None
@@ -268,6 +356,7 @@ class Store:
             try:
                 return work(conn)
             except sqlite3.Error as e:
+                self.errors.record(e)
                 raise translate(e, self.path) from None
 
         return await loop.run_in_executor(self._reader, run)
@@ -280,7 +369,7 @@ class Store:
         loop = self._loop
         assert loop is not None
         try:
-            self._wconn = open_migrated(self.path)
+            self._wconn = open_migrated(self.path, check=self.check)
         except BaseException as e:
             loop.call_soon_threadsafe(_settle, [(opened, False, e)])
             return
@@ -298,6 +387,7 @@ class Store:
                     outcomes = self._commit(batch)
                 except Exception as e:  # never let the writer die: every caller gets an answer
                     err = translate(e, self.path) if isinstance(e, sqlite3.Error) else e
+                    self.errors.record(e)
                     log.error("db.writer_failed", error=str(err), requests=len(batch))
                     outcomes = [(False, err)] * len(batch)
                 settled = [
@@ -340,6 +430,7 @@ class Store:
                 except Exception as e:
                     if not isolate:
                         raise _RequestFailed from e
+                    self.errors.record(e)
                     conn.execute("ROLLBACK")
                     failure = translate(e, self.path) if isinstance(e, sqlite3.Error) else e
                     return [(False, failure)]
@@ -350,6 +441,7 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
         except sqlite3.Error as e:
+            self.errors.record(e)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             err: AgentdError = translate(e, self.path)
