@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from agentd import config_actions
+from agentd import config_actions, config_build, config_sources
 from agentd.errors import ConfigError
 
 # The action tables live in config_actions; re-exported so `agentd.config.Param` keeps working.
@@ -35,6 +35,20 @@ CommandAction = config_actions.CommandAction
 HttpAction = config_actions.HttpAction
 Param = config_actions.Param
 whole_match = config_actions.whole_match
+BuildConfig = config_build.BuildConfig  # [agents.X.build]: the inner loop
+# The source tables live in config_sources; re-exported likewise.
+HEALTHY, UNHEALTHY, CHECK_FAILED = (
+    config_sources.HEALTHY,
+    config_sources.UNHEALTHY,
+    config_sources.CHECK_FAILED,
+)
+SOURCE_STATES = config_sources.SOURCE_STATES
+http_url = config_sources.http_url
+CommandSource = config_sources.CommandSource
+FileTailSource = config_sources.FileTailSource
+HttpSource = config_sources.HttpSource
+SourceConfig = config_sources.SourceConfig
+Watch = config_sources.Watch
 
 
 class _Strict(BaseModel):  # as config_actions.Strict (ruff and pydantic see a model here)
@@ -43,7 +57,7 @@ class _Strict(BaseModel):  # as config_actions.Strict (ruff and pydantic see a m
 
 CONFIG_NAME = "config.toml"
 DB_NAME = "agentd.db"
-BUILTIN_ACTIONS = ("finish", "ask", "notify", "sleep", "wait_event")
+BUILTIN_ACTIONS = ("finish", "ask", "notify", "sleep", "wait_event", "build")
 
 
 class DaemonConfig(_Strict):
@@ -94,6 +108,7 @@ class AnthropicModel(_Strict):
     timeout_s: float = Field(60.0, gt=0)  # the whole call; then it is retried durably
 
     _api_key_env_is_a_name = field_validator("api_key_env")(_variable_name)
+    _base_url_is_requestable = field_validator("base_url")(http_url)
 
 
 class OpenAIModel(_Strict):
@@ -108,6 +123,7 @@ class OpenAIModel(_Strict):
     timeout_s: float = Field(60.0, gt=0)
 
     _api_key_env_is_a_name = field_validator("api_key_env")(_variable_name)
+    _base_url_is_requestable = field_validator("base_url")(http_url)
 
     @model_validator(mode="after")
     def _key_or_local_server(self) -> OpenAIModel:
@@ -135,33 +151,16 @@ class RunbookModel(_Strict):
     recheck_s: float = Field(2.0, gt=0)  # how long to wait before looking again
 
 
+class TemplateModel(_Strict):
+    """The embedded build writer and judge: deterministic, from the material's facts (no key)."""
+
+    provider: Literal["template"]
+
+
 ModelConfig = Annotated[
-    ScriptedModel | RunbookModel | AnthropicModel | OpenAIModel, Field(discriminator="provider")
+    ScriptedModel | RunbookModel | TemplateModel | AnthropicModel | OpenAIModel,
+    Field(discriminator="provider"),
 ]
-
-
-class HttpSource(_Strict):
-    type: Literal["http"]
-    url: str
-    method: Literal["GET", "HEAD"] = "GET"
-    timeout_s: float = Field(5.0, gt=0)
-    body_excerpt_bytes: int = Field(500, ge=0)
-
-
-class CommandSource(_Strict):
-    type: Literal["command"]
-    argv: list[str] = Field(min_length=1)
-    timeout_s: float = Field(10.0, gt=0)
-    output_bytes: int = Field(2000, ge=0)
-
-
-class FileTailSource(_Strict):
-    type: Literal["file_tail"]
-    path: Path
-    lines: int = Field(20, ge=1, le=1000)
-
-
-SourceConfig = Annotated[HttpSource | CommandSource | FileTailSource, Field(discriminator="type")]
 
 
 class ExpiryRule(_Strict):
@@ -172,7 +171,7 @@ class ExpiryRule(_Strict):
 class Policy(_Strict):
     default: Literal["allow", "approve", "deny"] = "allow"
     rules: dict[str, Literal["allow", "approve", "deny"]] = {}
-    max_per_hour: dict[str, int] = {}
+    max_per_hour: dict[str, Annotated[int, Field(ge=0)]] = {}  # 0: never
     expire: dict[Literal["approval", "question"], ExpiryRule] = {}
 
 
@@ -214,14 +213,6 @@ class Price(_Strict):
             + tokens_cached * cached_rate
             + tokens_out * self.output_usd_per_mtok
         ) / 1e6
-
-
-class Watch(_Strict):
-    """Look at the agent's sources between runs; health flips become events (`SOURCE.unhealthy`,
-    `SOURCE.healthy`) that start runs (via triggers) and wake the agent's waiting runs."""
-
-    interval_s: float = Field(10.0, gt=0)
-    wake_runs: bool = True  # a flip wakes waiting runs and withdraws what they wait on
 
 
 _QUIET = re.compile(r"^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$")
@@ -284,6 +275,7 @@ class AgentConfig(_Strict):
     policy: Policy = Policy()
     limits: Limits = Limits()
     checkin: Checkin = Checkin()
+    build: BuildConfig = BuildConfig()
 
 
 class Config(_Strict):
@@ -297,8 +289,10 @@ class Config(_Strict):
     @model_validator(mode="after")
     def _references_resolve(self) -> Config:
         for name, agent in self.agents.items():
-            for key in ("model", "escalation_model", "summary_model", "checkin.model"):
-                ref = agent.checkin.model if key == "checkin.model" else getattr(agent, key)
+            for key in ("model", "escalation_model", "summary_model", "checkin.model",
+                        "build.model", "build.judge_model"):  # fmt: skip
+                part, _, field = key.rpartition(".")
+                ref = getattr(getattr(agent, part) if part else agent, field)
                 if ref is not None and ref not in self.models:
                     raise ValueError(f"agents.{name}.{key} names unknown model {ref!r}")
             for src in agent.sources:
@@ -310,10 +304,61 @@ class Config(_Strict):
                         f"agents.{name}.actions names unknown action {act!r} "
                         f"(define [actions.{act}] or use one of {', '.join(BUILTIN_ACTIONS)})"
                     )
+            if (deliver := agent.build.deliver) is not None and deliver not in agent.actions:
+                raise ValueError(
+                    f"agents.{name}.build.deliver names {deliver!r}, not in its actions"
+                )
             for act in [*agent.policy.rules, *agent.policy.max_per_hour]:
                 if act not in agent.actions:
                     raise ValueError(f"agents.{name}.policy names {act!r}, not in its actions")
         return self
+
+    @model_validator(mode="after")
+    def _triggers_can_fire(self) -> Config:
+        """A trigger (or an event a wait_event action may wait for) naming a source is one of
+        that source's states, and some agent watches the source (else nothing ever emits it).
+        Other names are events the operator sends (`agentd event send`)."""
+        named = [(f"agents.{n}.triggers", t) for n, a in self.agents.items() for t in a.triggers]
+        named += [
+            (f"actions.{n}.events", e)
+            for n, a in self.actions.items()
+            if isinstance(a, BuiltinAction)
+            for e in a.events or []
+        ]
+        for key, event in named:
+            if problem := self._unemitted(event):
+                raise ValueError(f"{key}: {event!r} {problem}")
+        return self
+
+    def _unemitted(self, event: str) -> str | None:
+        """Why nothing could ever emit `event`, or None."""
+        source, dot, state = event.rpartition(".")
+        if not event.strip() or event != event.strip():
+            return "is not an event name"
+        if dot and state in SOURCE_STATES and source not in self.sources:
+            known = ", ".join(sorted(self.sources)) or "none defined"
+            return f"names unknown source {source!r} (sources: {known})"
+        if source not in self.sources:
+            return None
+        if state not in SOURCE_STATES:
+            return f"- source {source!r} emits only " + ", ".join(
+                f"{source}.{s}" for s in SOURCE_STATES
+            )
+        if not self.watchers(source):
+            return (
+                f"is never emitted, as no agent watches source {source!r}; add "
+                "`watch = { interval_s = 10 }` to an agent that has it in its sources"
+            )
+        return None
+
+    def state_trigger(self, trigger: str) -> tuple[str, str] | None:
+        """(source, state) when `trigger` names a source's state (`health.unhealthy`)."""
+        source, _, state = trigger.rpartition(".")
+        return (source, state) if source in self.sources and state in SOURCE_STATES else None
+
+    def watchers(self, source: str) -> list[str]:
+        """The agents that poll `source` between runs (and so emit its states), by name."""
+        return sorted(n for n, a in self.agents.items() if a.watch and source in a.sources)
 
     def price_of(self, model_id: str) -> Price | None:
         """The price for a model id as the provider reports it: an exact key, else the longest
@@ -374,6 +419,13 @@ def log_format() -> str:
     return os.environ.get("AGENTD_LOG_FORMAT", "")
 
 
+def journal_stream() -> tuple[int, int] | None:
+    """The device and inode systemd connected stdout/stderr to, when they go to the journal
+    (`JOURNAL_STREAM=dev:ino`); a process compares them with its stream to know it is so."""
+    dev, _, ino = os.environ.get("JOURNAL_STREAM", "").partition(":")
+    return (int(dev), int(ino)) if dev.isdigit() and ino.isdigit() else None
+
+
 def secret(env_name: str) -> str | None:
     """The value of a named secret; callers must never log or store it.
 
@@ -418,6 +470,12 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
             for key in ("replies", "request_log"):
                 if isinstance(model.get(key), str):
                     model[key] = str(base / Path(model[key]).expanduser())
+    # As documented in `load`: a log file or working directory given relative to the config
+    # file, not to wherever the daemon happens to start.
+    for table, key in (("sources", "path"), ("actions", "cwd")):
+        for entry in (raw.get(table) or {}).values():
+            if isinstance(entry, dict) and isinstance(entry.get(key), str) and entry[key]:
+                entry[key] = str(base / Path(entry[key]).expanduser())
 
 
 def _key_path(raw: Any, loc: tuple[Any, ...]) -> list[str]:
@@ -435,12 +493,18 @@ def _key_path(raw: Any, loc: tuple[Any, ...]) -> list[str]:
     return out
 
 
+_NAMED_KEY = re.compile(r"^Value error, ((?:agents|sources|actions|models)(?:\.[\w-]+)+)")
+
+
 def _describe(err: ValidationError, raw: dict[str, Any], text: str, path: Path) -> str:
     lines = [f"{path}: invalid config:"]
     for item in err.errors():
         loc = _key_path(raw, item["loc"])
-        key = ".".join(loc) or "(top level)"
         msg = item["msg"]
+        if not loc and (named := _NAMED_KEY.match(msg)):
+            loc = named.group(1).split(".")  # a cross-table check names the key it is about
+            msg = msg[named.end() :].lstrip(": ")
+        key = ".".join(loc) or "(top level)"
         if item["type"] == "extra_forbidden":
             msg = "unknown key; remove it or check its spelling against config.example.toml"
         elif item["type"] == "missing":

@@ -95,6 +95,17 @@ def _matches(pattern: str, value: str) -> bool:
     return True
 
 
+def program_argv(argv: list[str]) -> list[str]:
+    """argv[0] names the program and is fixed by the config. Whether it exists is checked when
+    it runs (a source then reports `check_failed`) and by `agentd doctor`, not here: a config is
+    often written, or checked in CI, on another machine than the one that runs it."""
+    if argv and (not argv[0].strip() or "\0" in argv[0]):
+        raise ValueError('argv[0] must name a program, e.g. "systemctl" or "/usr/bin/curl"')
+    if argv and PARAM_PLACEHOLDER.search(argv[0]):
+        raise ValueError("argv[0] is the program: a {param} may fill later arguments only")
+    return argv
+
+
 class _ActionBase(Strict):
     description: str = ""
     idempotent: bool = False
@@ -138,6 +149,11 @@ class CommandAction(_ActionBase):
                 'pass the secret as a variable with secret_env = { CHILD_VAR = "NAME" }'
             )
         return value
+
+    @field_validator("argv", "verify_argv")
+    @classmethod
+    def _program_is_fixed(cls, argv: list[str] | None) -> list[str] | None:
+        return None if argv is None else program_argv(argv)
 
     @model_validator(mode="after")
     def _secret_env_names(self) -> CommandAction:
@@ -193,7 +209,7 @@ class HttpAction(_ActionBase):
 
 
 class BuiltinAction(_ActionBase):
-    type: Literal["finish", "ask", "notify", "sleep", "wait_event"]
+    type: Literal["finish", "ask", "notify", "sleep", "wait_event", "build"]
     max_sleep_s: float = Field(7 * 86400, gt=0)
     events: list[str] | None = None  # wait_event: names the model may wait for (None = any)
 

@@ -1,8 +1,15 @@
-"""The scheduler: turns committed rows into wake-ups — answers, events, due timers, expiries.
+"""The scheduler: turns committed rows into wake-ups — answers, events, due timers, expiries —
+and watched states into runs.
 
 It polls `PRAGMA data_version` (cheap) so a CLI commit is noticed within `poll_interval_s`;
 timers and expiries are checked every tick. It only writes rows (a WAKE step, a new run) and hands runs to the
 engine through `launch`; it never runs a model loop itself.
+
+Watching is level-triggered: a trigger naming a source's state (`health.unhealthy`) holds while
+the source is in that state, and an active goal whose trigger holds gets a run — at every poll,
+and when a goal appears or becomes active (noticed through `data_version`) — once per episode
+(one stretch of that state, `sources.episode_key`): the episode is recorded with the goal, so a
+run that ended while the service stays down is not started again at the next poll.
 """
 
 from __future__ import annotations
@@ -10,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,13 +26,15 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from agentd import control
+from agentd.config import Config
 from agentd.db import items as qi
 from agentd.db import meta
 from agentd.db import queries as q
+from agentd.db import world as worlds
 from agentd.deps import LEASE_S, Deps
 from agentd.errors import StateError
 from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
-from agentd.sources import observe_all, transitions
+from agentd.sources import episode_key, observe_all, state_changes, state_of, transitions
 
 log = structlog.get_logger("agentd.scheduler")
 Launch = Callable[[int, int], None]
@@ -47,6 +57,11 @@ class Scheduler:
         self._resolved_cursor = 0.0
         self._last_full_scan = 0.0
         self.ticks = 0
+        # Agents polled by this process: only their snapshots are fresh enough to start runs on
+        # (at start, the last snapshot may be from before a long stop).
+        self._polled: set[str] = set()
+        self._pollers: AsyncIOScheduler | None = None
+        self._pollers_for: object = None  # the config the poll jobs were made from
 
     def nudge(self) -> None:
         """Something was committed that may need matching now (a run started waiting)."""
@@ -54,47 +69,59 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         interval = self.deps.config.daemon.poll_interval_s
-        pollers = self._start_pollers()
+        self._pollers = AsyncIOScheduler(timezone="UTC")
+        self._sync_pollers()
+        self._pollers.start()
         try:
             await self._loop(stop, interval)
         finally:
-            if pollers is not None:
-                pollers.shutdown(wait=False)
+            self._pollers.shutdown(wait=False)
+            self._pollers = None
 
-    def _start_pollers(self) -> AsyncIOScheduler | None:
-        """One APScheduler interval job per watching agent. Missed looks are not caught up
-        (coalesce): a poll is a fresh look, not a debt."""
-        watching = {n: a.watch for n, a in self.deps.config.agents.items() if a.watch}
-        if not watching:
-            return None
-        jobs = AsyncIOScheduler(timezone="UTC")
-        for name, watch in watching.items():
-            jobs.add_job(
-                self.poll, "interval", seconds=watch.interval_s, args=[name], id=f"poll:{name}",
-                coalesce=True, max_instances=1, misfire_grace_time=None,
+    def _sync_pollers(self) -> None:
+        """One APScheduler interval job per watching agent, rebuilt when the config is reloaded.
+        Missed looks are not caught up (coalesce): a poll is a fresh look, not a debt."""
+        if self._pollers is None or self._pollers_for is self.deps.config:
+            return
+        self._pollers_for = self.deps.config
+        self._pollers.remove_all_jobs()
+        for name, agent in self.deps.config.agents.items():
+            if agent.watch is None:
+                continue
+            self._pollers.add_job(
+                self.poll, "interval", seconds=agent.watch.interval_s, args=[name],
+                id=f"poll:{name}", coalesce=True, max_instances=1, misfire_grace_time=None,
                 next_run_time=datetime.now(UTC),
             )  # fmt: skip
-        jobs.start()
-        return jobs
 
     async def poll(self, agent: str) -> None:
-        """Look at an agent's world between runs; a health flip becomes an event and wakes the
-        agent's runs that sleep or wait for an approval (withdrawing the approval)."""
+        """Look at an agent's world between runs; a change of state becomes an event, a health
+        flip wakes the agent's runs that sleep or wait for an approval (withdrawing the
+        approval), and goals whose state trigger now holds get their run (one per episode)."""
         try:
-            cfg = self.deps.config.agents[agent]
+            cfg = self.deps.config.agents.get(agent)
+            if cfg is None or cfg.watch is None:
+                return  # a reload removed it; its job goes at the next tick
             raw = await observe_all([self.deps.sources[n] for n in cfg.sources])
-            wake = cfg.watch.wake_runs if cfg.watch else False
+            wake = cfg.watch.wake_runs
             owner = self.deps.owner
             now = self.deps.clock.now()
-            woken = await self.deps.store.write(
-                lambda c: _record_poll(c, agent, raw, owner, now, wake_runs=wake)
-            )
+            fresh = self._polled | {agent}
+            plan = state_triggers(self.deps.config)  # per poll: a reloaded config applies
+
+            def work(c: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+                woken = _record_poll(c, agent, raw, owner, now, wake_runs=wake)
+                return woken, _start_due(c, _due(c, plan, fresh), owner)
+
+            woken, started = await self.deps.store.write(work)
+            self._polled.add(agent)
         except Exception:
             log.exception("poll.failed", agent=agent)
             return
         for run_id, epoch in woken:
             log.info("run.woken", run_id=run_id, by="world")
             self.launch(run_id, epoch)
+        self._launch_started(started)
         self.nudge()
 
     async def _loop(self, stop: asyncio.Event, interval: float) -> None:
@@ -115,6 +142,7 @@ class Scheduler:
 
     async def tick(self, force: bool = False) -> None:
         self.ticks += 1
+        self._sync_pollers()
         nudged = self._nudged.is_set()
         self._nudged.clear()
         version = await self.deps.store.data_version()
@@ -134,6 +162,7 @@ class Scheduler:
             await self._wake_answered(full)
             await self._wake_on_events()
             await self._start_triggered()
+            await self._start_on_states()
         await self._wake_timers(self.deps.clock.now())
 
     async def _wake(self, run_id: int, why: JSON, wait: JSON) -> None:
@@ -212,6 +241,25 @@ class Scheduler:
                 why["timed_out"] = f"no {wait.get('event')} event within {wait.get('timeout_s')}s"
             await self._wake(run_id, why, wait)
 
+    async def _start_on_states(self) -> None:
+        """A goal added or resumed while its trigger already holds gets its run now, not at the
+        next change. Read first: this runs on most ticks, and rarely finds anything."""
+        plan = state_triggers(self.deps.config)
+        if not plan or not self._polled:
+            return
+        fresh = set(self._polled)
+        if not await self.deps.store.read(lambda c: _due(c, plan, fresh)):
+            return
+        owner = self.deps.owner
+        self._launch_started(
+            await self.deps.store.write(lambda c: _start_due(c, _due(c, plan, fresh), owner))
+        )
+
+    def _launch_started(self, started: list[tuple[int, int]]) -> None:
+        for run_id, epoch in started:
+            log.info("run.triggered", run_id=run_id, by="state")
+            self.launch(run_id, epoch)
+
     async def _start_triggered(self) -> None:
         agents = {
             name: set(a.triggers) for name, a in self.deps.config.agents.items() if a.triggers
@@ -230,6 +278,8 @@ class Scheduler:
             events = qi.events_after(c, cursor)
             started: list[tuple[int, int]] = []
             for event in events:
+                if (event.dedupe_key or "").startswith("poll:"):
+                    continue  # a watched state: `_start_due` starts its runs, once per episode
                 for goal in q.list_goals(c, "active"):
                     if event.name not in agents.get(goal.agent, ()):
                         continue
@@ -303,17 +353,20 @@ def _matches(match: JSON, data: JSON) -> bool:
 def _record_poll(
     c: Any, agent: str, raw: JSON, owner: str, now: float, *, wake_runs: bool
 ) -> list[tuple[int, int]]:
-    """One transaction: the snapshot, an event per health flip, and the runs it wakes."""
+    """One transaction: the snapshot, an event per change of state (`SOURCE.STATE`), and the
+    runs a flip of health wakes. A broken check (`check_failed`) is an event but wakes nothing:
+    it says nothing about the service."""
     snapshot_id, world, _diff, before = control.record_world(c, agent, None, raw, now)
+    for source, state in state_changes(before, world):
+        data = _state_data(agent, source, world[source])
+        key = f"poll:{agent}:{snapshot_id}:{source}"
+        qi.add_event(c, f"{source}.{state}", data, key, source="poller")
+        # What operators alert on (`journalctl -p warning`): every flip, recovery included.
+        log.warning("health.changed", agent=agent, source=source, state=state)
     woken: list[tuple[int, int]] = []
-    for source, healthy in transitions(before, world):
-        obs = world[source]
+    for source, healthy in transitions(before, world) if wake_runs else []:
         name = f"{source}.{'healthy' if healthy else 'unhealthy'}"
-        data = {"agent": agent, "source": source, "healthy": healthy, "since": obs.get("since")}
-        data.update({k: obs[k] for k in ("status", "error") if k in obs})
-        qi.add_event(c, name, data, f"poll:{agent}:{snapshot_id}:{source}", source="poller")
-        if not wake_runs:
-            continue
+        data = _state_data(agent, source, world[source])
         for run_id, wait in q.waiting_runs_of_agent(c, agent):
             if wait.get("why") not in ("sleep", "approval"):
                 # Questions wait for a human; event waits match events themselves; a model
@@ -330,3 +383,86 @@ def _record_poll(
             if epoch is not None:
                 woken.append((run_id, epoch))
     return woken
+
+
+def _state_data(agent: str, source: str, obs: JSON) -> JSON:
+    """What an event or a run started by a watched state says about it."""
+    data: JSON = {"agent": agent, "source": source, "state": state_of(obs)}
+    data.update({k: obs[k] for k in ("healthy", "since", "status", "error") if k in obs})
+    return data
+
+
+@dataclass(frozen=True)
+class StateTrigger:
+    """One agent's trigger on a source's state, and the agent whose looks say what it is."""
+
+    trigger: str  # e.g. "health.unhealthy"
+    source: str
+    state: str
+    watcher: str  # the agent itself when it watches the source, else the first that does
+
+
+def state_triggers(cfg: Config) -> dict[str, list[StateTrigger]]:
+    """agent → its triggers that name a watched source's state (the config validates them)."""
+    plan: dict[str, list[StateTrigger]] = {}
+    for name, agent in cfg.agents.items():
+        for trigger in agent.triggers:
+            named = cfg.state_trigger(trigger)
+            watchers = cfg.watchers(named[0]) if named else []
+            if named and watchers:
+                watcher = name if name in watchers else watchers[0]
+                plan.setdefault(name, []).append(StateTrigger(trigger, *named, watcher))
+    return plan
+
+
+@dataclass(frozen=True)
+class _Due:
+    goal_id: int
+    agent: str
+    on: StateTrigger
+    episode: str
+    obs: JSON
+
+
+def _episode_mark(goal_id: int, trigger: str) -> str:
+    return f"episode:{goal_id}:{trigger}"
+
+
+def _due(c: Any, plan: Mapping[str, list[StateTrigger]], fresh: set[str]) -> list[_Due]:
+    """Active goals whose state trigger holds, in an episode not yet recorded for them."""
+    due: list[_Due] = []
+    looks: dict[str, JSON] = {}
+    for goal in q.list_goals(c, "active") if plan else []:
+        for on in plan.get(goal.agent, ()):
+            if on.watcher not in fresh:
+                continue
+            if on.watcher not in looks:
+                last = worlds.last_snapshot(c, on.watcher)
+                looks[on.watcher] = last[1] if last else {}
+            obs = looks[on.watcher].get(on.source)
+            if obs is None or state_of(obs) != on.state:
+                continue
+            episode = episode_key(on.watcher, on.source, obs)
+            if meta.get_meta(c, _episode_mark(goal.goal_id, on.trigger)) != episode:
+                due.append(_Due(goal.goal_id, goal.agent, on, episode, obs))
+    return due
+
+
+def _start_due(c: Any, due: list[_Due], owner: str) -> list[tuple[int, int]]:
+    """Record each due episode with its goal and start a run — unless the goal has a live run,
+    which then sees this episode itself (and answers for it: no second run once it ends)."""
+    started: list[tuple[int, int]] = []
+    for d in due:
+        meta.set_meta(c, _episode_mark(d.goal_id, d.on.trigger), d.episode)
+        if q.active_run_of_goal(c, d.goal_id) is not None:
+            continue
+        data: JSON = {
+            "event": d.on.trigger,
+            "episode": d.episode,
+            "data": _state_data(d.on.watcher, d.on.source, d.obs),
+        }
+        run_id = q.create_run(
+            c, goal_id=d.goal_id, agent=d.agent, trigger=f"state:{d.on.trigger}", data=data
+        )
+        started.append((run_id, q.claim_run(c, run_id, owner, LEASE_S)))
+    return started

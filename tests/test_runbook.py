@@ -279,7 +279,7 @@ def test_with_history_first_look_starts_a_streak() -> None:
     world = with_history(None, look(False, 500), T0)
     assert world["health"] == {
         "ok": False, "status": 500, "latency_ms": 3, "healthy": False, "streak": 1,
-        "consecutive_failures": 1, "since": "2026-01-01T10:00:00+00:00",
+        "consecutive_failures": 1, "since": "2026-01-01T10:00:00+00:00", "episode": 1,
     }  # fmt: skip
     assert world["log"] == {"lines": ["a"]}  # no `ok`: passed through untouched
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from agentd.config import CommandSource, FileTailSource, HttpSource
+from agentd.sources import episode_key, state_changes, state_of, transitions, with_history
 from agentd.sources.command import CommandSourceReader
 from agentd.sources.file_tail import FileTailReader, tail_lines
 from agentd.sources.http import HttpSourceReader
@@ -88,6 +89,14 @@ async def test_http_source_connection_refused_is_an_observation() -> None:
     assert seen["ok"] is False
     assert seen["error"].startswith("ConnectError")
     assert "status" not in seen
+    assert "check_failed" not in seen  # a valid URL nobody answers: the service is down
+
+
+async def test_http_source_unresolvable_host_is_a_failed_check() -> None:
+    seen = await http_source("http://agentd-no-such-host.invalid/health").observe()
+
+    assert seen["ok"] is False and seen["check_failed"] is True
+    assert "cannot resolve host 'agentd-no-such-host.invalid'" in seen["error"]
 
 
 async def test_http_source_timeout_is_an_observation(server: str) -> None:
@@ -96,10 +105,16 @@ async def test_http_source_timeout_is_an_observation(server: str) -> None:
     assert seen == {"ok": False, "error": "timed out after 0.3s"}
 
 
-async def test_http_source_invalid_url_is_an_observation() -> None:
-    seen = await http_source("http://127.0.0.1:abc/").observe()
+async def test_http_source_invalid_url_is_a_failed_check() -> None:
+    # The config refuses such a URL; a reader built around it still never raises.
+    cfg = HttpSource.model_construct(
+        type="http", url="http://127.0.0.1:abc/", method="GET", timeout_s=5.0,
+        body_excerpt_bytes=500,
+    )  # fmt: skip
 
-    assert seen == {"ok": False, "error": "InvalidURL: Invalid port: 'abc'"}
+    seen = await HttpSourceReader("site", cfg).observe()
+
+    assert seen == {"ok": False, "check_failed": True, "error": "InvalidURL: Invalid port: 'abc'"}
 
 
 async def test_http_source_uses_the_given_transport() -> None:
@@ -152,8 +167,21 @@ async def test_command_source_output_keeps_the_tail() -> None:
 async def test_command_source_missing_executable_is_an_observation() -> None:
     seen = await command_source(["/nonexistent/agentd-probe"]).observe()
 
-    assert seen["ok"] is False
+    assert seen["ok"] is False and seen["check_failed"] is True
     assert "agentd-probe" in seen["error"]
+
+
+async def test_command_source_shell_that_cannot_find_its_program_is_a_failed_check() -> None:
+    seen = await command_source(["sh", "-c", "agentd-no-such-curl -f http://x/"]).observe()
+
+    assert seen["ok"] is False and seen["check_failed"] is True
+    assert seen["error"].startswith("exit 127")
+
+
+async def test_command_source_failing_probe_is_unhealthy_not_a_failed_check() -> None:
+    seen = await command_source(["sh", "-c", "exit 2"]).observe()
+
+    assert seen["ok"] is False and "check_failed" not in seen
 
 
 async def test_command_source_timeout_is_an_observation() -> None:
@@ -263,7 +291,7 @@ async def test_file_tail_missing_file_is_an_observation(tmp_path: Path) -> None:
 
     seen = await file_tail(log).observe()
 
-    assert seen == {"ok": False, "error": f"no such file: {log}"}
+    assert seen == {"ok": False, "check_failed": True, "error": f"no such file: {log}"}
 
 
 async def test_file_tail_directory_is_an_observation(tmp_path: Path) -> None:
@@ -285,3 +313,59 @@ def test_file_tail_reads_only_the_end_of_a_huge_sparse_file(tmp_path: Path) -> N
 
     assert lines == ["first", "second"]
     assert size_bytes == 8 * 1024**3 + 14
+
+
+# --- states and episodes --------------------------------------------------------------------------
+
+
+def _look(**obs: Any) -> dict[str, Any]:
+    return {"health": obs}
+
+
+UP, DOWN = _look(ok=True, status=200), _look(ok=False, status=503)
+BROKEN = _look(ok=False, check_failed=True, error="cannot resolve host 'x'")
+
+
+def _chain(*looks: dict[str, Any]) -> list[dict[str, Any]]:
+    worlds: list[dict[str, Any]] = []
+    for n, look in enumerate(looks):
+        worlds.append(with_history(worlds[-1] if worlds else None, look, 1_800_000_000.0 + n))
+    return worlds
+
+
+def test_state_of_tells_a_broken_check_from_an_outage() -> None:
+    assert [state_of(w["health"]) for w in _chain(UP, DOWN, BROKEN)] == [
+        "healthy", "unhealthy", "check_failed",
+    ]  # fmt: skip
+    assert state_of({"lines": []}) is None
+
+
+def test_with_history_a_broken_check_has_no_health_and_keeps_the_last_one() -> None:
+    broken = _chain(DOWN, BROKEN)[-1]["health"]
+
+    assert "healthy" not in broken  # nothing a decider could read as "down"
+    assert broken["last_healthy"] is False and broken["streak"] == 1
+
+
+def test_transitions_a_broken_check_neither_flips_nor_hides_a_flip() -> None:
+    w = _chain(UP, BROKEN, UP, BROKEN, DOWN)
+
+    assert transitions(w[0], w[1]) == []  # check_failed is no health flip
+    assert transitions(w[1], w[2]) == []  # healthy before it broke: still healthy
+    assert transitions(w[3], w[4]) == [("health", False)]  # healthy before, down now
+
+
+def test_state_changes_name_every_state_once() -> None:
+    w = _chain(UP, UP, BROKEN, BROKEN, DOWN)
+
+    moves = [state_changes(a, b) for a, b in zip([None, *w], w, strict=False)]
+
+    assert moves == [[], [], [("health", "check_failed")], [], [("health", "unhealthy")]]
+
+
+def test_episode_key_holds_through_a_stretch_and_moves_with_each_new_one() -> None:
+    w = _chain(DOWN, DOWN, DOWN, UP, DOWN)
+    keys = [episode_key("a", "health", x["health"]) for x in w]
+
+    assert keys[0] == keys[1] == keys[2]
+    assert len({keys[0], keys[3], keys[4]}) == 3

@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Protocol
 
-from agentd.config import CommandSource, FileTailSource, HttpSource, SourceConfig
+from agentd.config import (
+    CHECK_FAILED,
+    HEALTHY,
+    UNHEALTHY,
+    CommandSource,
+    FileTailSource,
+    HttpSource,
+    SourceConfig,
+)
 from agentd.models import JSON
 
 
@@ -54,44 +62,83 @@ async def observe_all(sources: list[Source], timeout_s: float = 30.0) -> JSON:
 
 
 # Fields that move on every look by design; a change in them alone is not news.
-COUNTERS = frozenset({"streak", "since", "consecutive_failures"})
+COUNTERS = frozenset({"streak", "since", "consecutive_failures", "episode"})
+
+
+def state_of(obs: object) -> str | None:
+    """`healthy`, `unhealthy`, `check_failed` (the look itself could not be made: a bad URL, an
+    unresolvable host, a missing binary — it says nothing about the service), or None for a
+    source that reports no health (no `ok`)."""
+    if not isinstance(obs, dict) or "ok" not in obs:
+        return None
+    if obs.get("check_failed"):
+        return CHECK_FAILED
+    return HEALTHY if obs["ok"] else UNHEALTHY
 
 
 def with_history(previous: JSON | None, current: JSON, now: float) -> JSON:
-    """Each source that reports `ok` gains its health history from the previous snapshot:
-    `healthy`, `streak` (looks in a row in this state), `consecutive_failures` and `since` (when
-    this state began, ISO 8601 UTC)."""
+    """Each source that reports `ok` gains its history from the previous snapshot: `streak`
+    (looks in a row in this state), `since` (when this state began, ISO 8601 UTC) and `episode`
+    (a number that moves on each change of state: with `since` it names the stretch, so a
+    trigger fires once per stretch). A source with health also gains `healthy` and
+    `consecutive_failures`; a broken check gains `last_healthy` (the health before it broke)."""
     out: JSON = {}
     for name, obs in current.items():
-        if not isinstance(obs, dict) or "ok" not in obs:
+        state = state_of(obs)
+        if state is None:
             out[name] = obs
             continue
         before = (previous or {}).get(name) or {}
-        healthy = bool(obs["ok"])
-        same = before.get("healthy") == healthy and "since" in before
+        same = state_of(before) == state and "since" in before
         streak = int(before.get("streak", 0)) + 1 if same else 1
-        out[name] = {
+        seen: JSON = {
             **obs,
-            "healthy": healthy,
             "streak": streak,
-            "consecutive_failures": 0 if healthy else streak,
             "since": before["since"]
             if same
             else datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
+            "episode": int(before.get("episode", 1)) if same else int(before.get("episode", 0)) + 1,
         }
+        if state == CHECK_FAILED:
+            seen["last_healthy"] = before.get("healthy", before.get("last_healthy"))
+        else:
+            seen["healthy"] = state == HEALTHY
+            seen["consecutive_failures"] = 0 if state == HEALTHY else streak
+        out[name] = seen
     return out
 
 
 def transitions(previous: JSON | None, current: JSON) -> list[tuple[str, bool]]:
-    """(source, healthy) for each source whose health flipped — or that is first seen failing."""
+    """(source, healthy) for each source whose health flipped — or that is first seen failing.
+    A broken check is no reading: the health before it counts, so unhealthy → check_failed →
+    unhealthy is no flip, and check_failed itself never is one."""
     flips = []
     for name, obs in current.items():
         if not isinstance(obs, dict) or "healthy" not in obs:
             continue
         before = (previous or {}).get(name) or {}
-        if before.get("healthy", True) != obs["healthy"]:
+        was = before["healthy"] if "healthy" in before else before.get("last_healthy")
+        if (True if was is None else was) != obs["healthy"]:
             flips.append((name, bool(obs["healthy"])))
     return flips
+
+
+def state_changes(previous: JSON | None, current: JSON) -> list[tuple[str, str]]:
+    """(source, state) for each source whose state changed since the previous look; a source
+    first seen healthy is no change (nothing happened), first seen otherwise is."""
+    moved = []
+    for name, obs in current.items():
+        state = state_of(obs)
+        if state is None:
+            continue
+        if (state_of((previous or {}).get(name)) or HEALTHY) != state:
+            moved.append((name, state))
+    return moved
+
+
+def episode_key(watcher: str, source: str, obs: JSON) -> str:
+    """Names one stretch of a source's state as seen by the agent `watcher` that polls it."""
+    return f"{watcher}/{source}/{obs.get('episode', 1)}@{obs.get('since', '')}"
 
 
 def changes(previous: JSON | None, current: JSON) -> JSON:

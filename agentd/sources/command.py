@@ -1,7 +1,10 @@
 """The command source: run a configured argv (no shell) and report its exit code and output tail.
 
-A command that cannot start or runs over its timeout is an observation (`ok: false`), never an
-exception; the child's environment is the scrubbed base the daemon passes, nothing more.
+A command that runs over its timeout or exits non-zero is an observation (`ok: false`), never an
+exception. One that cannot start (no such program, not executable) — or that a shell reports it
+could not run (exit 126 "cannot execute", 127 "command not found") — is `check_failed`: the
+probe is broken, which says nothing about what it probes. The child's environment is the
+scrubbed base the daemon passes, nothing more.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from collections.abc import Mapping
 from agentd.config import CommandSource
 from agentd.models import JSON
 from agentd.process import DEFAULT_ENV, run_argv
+
+# The exit codes by which a shell says it could not run the command at all (POSIX).
+CANNOT_RUN = {126: "a program it runs is not executable", 127: "a program it runs was not found"}
 
 
 class CommandSourceReader:
@@ -30,9 +36,12 @@ class CommandSourceReader:
             output_bytes=self.cfg.output_bytes,
         )
         if done.error is not None:
-            return {"ok": False, "error": done.error}
+            return {"ok": False, "check_failed": True, "error": done.error}
         if done.timed_out:
             return {"ok": False, "error": f"timed out after {self.cfg.timeout_s:g}s"}
+        if done.exit_code in CANNOT_RUN:
+            error = f"exit {done.exit_code}: {CANNOT_RUN[done.exit_code]}"
+            return {"ok": False, "check_failed": True, "error": error, "stderr": done.stderr}
         return {
             "exit_code": done.exit_code,
             "ok": done.exit_code == 0,

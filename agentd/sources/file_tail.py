@@ -28,10 +28,12 @@ class FileTailReader:
         path = self.cfg.path
         try:
             lines, size_bytes = await asyncio.to_thread(tail_lines, path, self.cfg.lines)
+        # A log that cannot be read is a broken check, not a sign about the service.
         except FileNotFoundError:
-            return {"ok": False, "error": f"no such file: {path}"}
+            return {"ok": False, "check_failed": True, "error": f"no such file: {path}"}
         except OSError as e:
-            return {"ok": False, "error": f"cannot read {path}: {e.strerror or e}"}
+            error = f"cannot read {path}: {e.strerror or e}"
+            return {"ok": False, "check_failed": True, "error": error}
         return {"ok": True, "lines": lines, "size_bytes": size_bytes}
 
 
