@@ -1,32 +1,35 @@
-"""The CLI's text, out and in: tables, a run's timeline, detail views, --json; typed-in times and JSON.
+"""The CLI's text, out and in: neutralising, tables, detail views, --json; typed-in JSON.
 
 Pure functions between domain records and text; nothing here reads the database or the environment.
 Tables keep one line per row (long cells are cut with …); --json always carries the full values,
-with datetimes as ISO 8601 in UTC. Malformed input raises UsageError (exit 2) with an example.
+with datetimes as ISO 8601 in UTC (`Z`); times on screen follow `render_time`, a run's timeline
+is `render_runs`. Malformed input raises UsageError (exit 2) with an example.
 Text from a model, the world or a person passes through `safe()` before it reaches a terminal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import itertools
 import json
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from agentd.config import Config
 from agentd.errors import UsageError
-from agentd.models import JSON, Event, Goal, InboxItem, InboxKind, Run, Step, StepKind, StepStatus
+from agentd.models import JSON, Event, Goal, InboxItem, InboxKind, Run, Step, StepKind
+from agentd.render_time import iso, local, relative, stamp
+from agentd.render_time import parse_when as parse_when  # `goal add --deadline` reads it here
 
 Row = Sequence[object]
 
 # ── help text, and the text `agentd init` writes ─────────────────────────────────────────────
 
 HOME_HELP = (
-    "State directory with config.toml and agentd.db "
+    "State directory with config.toml and agentd.db; allowed anywhere on the line "
     "[default: $AGENTD_HOME, else $XDG_DATA_HOME/agentd or ~/.local/share/agentd]."
 )
 
@@ -114,12 +117,26 @@ def canonical(value: Any) -> str:
 # ── primitives ───────────────────────────────────────────────────────────────────────────────
 
 
+def _wait_json(wait: Any) -> Any:
+    """A wait's `until` (unix seconds inside) as ISO 8601, like every other --json time."""
+    if isinstance(wait, dict) and isinstance(wait.get("until"), int | float):
+        with contextlib.suppress(ValueError, OverflowError, OSError):
+            return {**wait, "until": iso(datetime.fromtimestamp(wait["until"], UTC))}
+    return wait
+
+
 def jsonable(value: Any) -> Any:
-    """Dataclasses as objects, datetimes as `2026-03-01T17:00:00Z`, everything else as is."""
+    """Dataclasses as objects, datetimes as `2026-03-01T17:00:00Z` (a run's wait time too),
+    everything else as is."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, Run):
+            out["wait"] = _wait_json(out["wait"])
+        elif isinstance(value, Step) and value.kind == StepKind.WAIT:
+            out["data"] = _wait_json(out["data"])
+        return out
     if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return iso(value)
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -162,33 +179,6 @@ def table(headers: Row, rows: Sequence[Row], widths: dict[str, int], empty: str 
     )
 
 
-def stamp(dt: datetime | None) -> str:
-    return "-" if dt is None else dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def span(seconds: float) -> str:
-    """A duration in its two largest units: 45s, 12m30s, 5h12m, 2d23h."""
-    left = int(abs(seconds))
-    units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
-    for (unit, size), (small, small_size) in itertools.pairwise(units):
-        if left >= size:
-            major, rest = divmod(left, size)
-            minor = rest // small_size
-            return f"{major}{unit}{minor}{small}" if minor else f"{major}{unit}"
-    return f"{left}s"
-
-
-def ago(dt: datetime | None, now: datetime) -> str:
-    return "-" if dt is None else f"{span((now - dt).total_seconds())} ago"
-
-
-def until(dt: datetime | None, now: datetime) -> str:
-    if dt is None:
-        return "-"
-    left = (dt - now).total_seconds()
-    return f"in {span(left)}" if left >= 0 else f"{span(left)} overdue"
-
-
 def _fields(pairs: Sequence[tuple[str, object]]) -> str:
     """`label:  value` lines; a multi-line value continues under the value column.
 
@@ -205,23 +195,6 @@ def _fields(pairs: Sequence[tuple[str, object]]) -> str:
 
 
 # ── input ───────────────────────────────────────────────────────────────────────────────────
-
-_DELAY = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_when(value: str, now: datetime) -> datetime:
-    """ISO 8601 (a date or a datetime; naive means UTC) or a delay from now: 90m, 12h, 3d, 2w."""
-    try:
-        if m := _DELAY.match(value.strip().lower()):
-            return now + timedelta(seconds=float(m[1]) * _UNIT_S[m[2]])
-        when = datetime.fromisoformat(value.strip())
-    except (ValueError, OverflowError):
-        raise UsageError(
-            f"--deadline {value!r} is not a time; use ISO 8601 (2026-03-01, 2026-03-01T17:00, "
-            "2026-03-01T17:00+02:00) or a delay like 90m, 12h, 3d"
-        ) from None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def parse_object(option: str, text: str) -> JSON:
@@ -258,14 +231,16 @@ def pick_agent(cfg: Config, wanted: str | None, path: Path) -> str:
 
 
 def goals_table(goals: Sequence[Goal], now: datetime) -> str:
-    rows = [(g.goal_id, g.status, g.agent, until(g.deadline, now), g.title) for g in goals]
+    rows = [(g.goal_id, g.status, g.agent, relative(g.deadline, now), g.title) for g in goals]
     hint = "no goals; add one with `agentd goal add TITLE --why TEXT`"
     return table(("id", "status", "agent", "deadline", "title"), rows, {"title": 60}, hint)
 
 
 def goal_view(goal: Goal, runs: Sequence[Run], tokens: JSON, now: datetime) -> str:
     criteria = "\n".join(f"- {safe(c)}" for c in goal.criteria) or "-"
-    deadline = f"{stamp(goal.deadline)} ({until(goal.deadline, now)})" if goal.deadline else "-"
+    deadline = stamp(goal.deadline, now)
+    if goal.deadline and goal.deadline <= now and goal.status in ("active", "paused"):
+        deadline += "  passed"
     head = _fields(
         [
             ("goal", f"{goal.goal_id}  [{goal.status}]  agent {safe(goal.agent)}"),
@@ -273,21 +248,23 @@ def goal_view(goal: Goal, runs: Sequence[Run], tokens: JSON, now: datetime) -> s
             ("why", safe(goal.why, multiline=True)),
             ("criteria", criteria),
             ("deadline", deadline),
-            ("created", f"{stamp(goal.created_at)} ({ago(goal.created_at, now)})"),
+            ("created", stamp(goal.created_at, now)),
             (
                 "spend",
                 f"{tokens['tokens']} tokens ({tokens['tokens_in']} in, {tokens['tokens_out']} out)",
             ),
         ]
     )
-    hint = f"no runs yet; start one with `agentd run start {goal.goal_id}`"
+    hint = f"no runs yet; start one with `agentd runs start {goal.goal_id}`"
     return f"{head}\n\nruns:\n{runs_table(runs, now) if runs else hint}"
 
 
 # ── runs ─────────────────────────────────────────────────────────────────────────────────────
 
 
-def describe_wait(wait: JSON | None, wake_at: datetime | None = None) -> str:
+def describe_wait(
+    wait: JSON | None, wake_at: datetime | None = None, now: datetime | None = None
+) -> str:
     """What a waiting run waits for, in words (one line, neutralised)."""
     if not wait:
         return "-"
@@ -300,7 +277,9 @@ def describe_wait(wait: JSON | None, wake_at: datetime | None = None) -> str:
         text = f"retry after model error: {wait.get('error', '')}"
     else:
         text = f"timer ({why})"
-    return _line(f"{text} until {stamp(wake_at)}" if wake_at else text)
+    if wake_at is None:
+        return _line(text)
+    return _line(f"{text} until {stamp(wake_at, now) if now else local(wake_at, wake_at)}")
 
 
 def runs_table(runs: Sequence[Run], now: datetime) -> str:
@@ -312,95 +291,48 @@ def runs_table(runs: Sequence[Run], now: datetime) -> str:
             r.trigger,
             r.step_count,
             describe_wait(r.wait) if r.wait else "-",
-            ago(r.updated_at, now),
+            relative(r.updated_at, now),
             r.summary or "",
         )
         for r in runs
     ]
     headers = ("id", "goal", "status", "trigger", "steps", "waiting for", "updated", "summary")
-    hint = "no runs; start one with `agentd run start GOAL_ID`"
+    hint = "no runs; start one with `agentd runs start GOAL_ID`"
     return table(headers, rows, {"waiting for": 36, "summary": 50}, hint)
 
 
-def run_spend(steps: Sequence[Step]) -> JSON:
-    """Tokens and cost of a run's model calls, from its journal."""
-    costs = [s.data.get("cost_usd") for s in steps]
-    return {
-        "tokens_in": sum(s.tokens_in for s in steps),
-        "tokens_out": sum(s.tokens_out for s in steps),
-        "usd": round(sum(c for c in costs if isinstance(c, int | float)), 6),
-    }
+# ── status ───────────────────────────────────────────────────────────────────────────────────
 
 
-def run_header(run: Run, goal: Goal, now: datetime, steps: Sequence[Step] = ()) -> str:
-    spend = run_spend(steps)
-    return _fields(
-        [
-            ("run", f"{run.run_id}  [{run.status}]  agent {safe(run.agent)}"),
-            ("goal", f"{goal.goal_id}: {safe(goal.title)}"),
-            ("trigger", safe(run.trigger)),
-            ("started", f"{stamp(run.created_at)} ({ago(run.created_at, now)})"),
-            ("waiting for", describe_wait(run.wait, run.next_wake_at)),
-            (
-                "spend",
-                f"{spend['tokens_in']} in + {spend['tokens_out']} out tokens, "
-                f"{spend['usd']:.4f} USD",
-            ),
-            ("summary", safe(run.summary or "-", multiline=True)),
-        ]
-    )
-
-
-def step_detail(step: Step) -> str:
-    """What happened in a step, in one neutralised line: its result, reason, wait or outcome."""
-    return _line(_step_text(step))
-
-
-def _step_text(step: Step) -> str:
-    d = step.data
-    if step.result is not None:
-        err = step.result.get("error")
-        return f"error: {err}" if err else compact(step.result)
-    if step.kind == StepKind.ACT and step.status == StepStatus.STARTED:
-        return "started; no result journaled yet"
-    texts: dict[StepKind, str] = {
-        StepKind.START: f"trigger {d.get('trigger', '')}",
-        StepKind.OBSERVE: f"refused: {d['refused']}" if "refused" in d else _changes(d),
-        StepKind.DECIDE: f"invalid: {d['error']}" if "error" in d else d.get("reason", ""),
-        StepKind.WAIT: describe_wait(d),
-        StepKind.WAKE: compact(d),
-        StepKind.FINISH: f"{d.get('status', '')}: {d.get('summary', '')}",
-    }
-    return texts.get(step.kind, "")
-
-
-def _changes(data: JSON) -> str:
-    changes = data.get("changes")
-    return f"changed: {compact(changes)}" if changes else "no change"
-
-
-def step_line(step: Step) -> str:
-    """One step as one line (for live narration): seq, kind, action, verdict, what happened."""
-    parts = [f"#{step.seq:<3}", f"{step.kind:<7}"]
-    if step.action:
-        parts.append(one_line(f"{step.action} {compact(step.args or {})}", 60))
-    if step.verdict:
-        parts.append(f"→ {step.verdict} ({_line(step.data.get('rule', ''))})")
-    if detail := step_detail(step):
-        parts.append(f"— {one_line(detail, 100)}")
-    return " ".join(parts)
-
-
-def timeline(steps: Sequence[Step]) -> str:
-    rows = []
-    for s in steps:
-        verdict = f"{s.verdict} ({s.data.get('rule', '')})" if s.verdict else ""
-        action = f"{s.action} {compact(s.args or {})}" if s.action else ""
-        tokens = f"{s.tokens_in}/{s.tokens_out}" if s.tokens_in or s.tokens_out else ""
-        when = s.created_at.astimezone(UTC).strftime("%m-%d %H:%M:%S")
-        rows.append((s.seq, when, s.kind, action, verdict, step_detail(s), tokens))
-    headers = ("#", "time (utc)", "kind", "action", "verdict", "result", "tokens in/out")
-    return table(headers, rows, {"action": 40, "verdict": 36, "result": 60})
+def status_view(data: JSON, now: datetime) -> str:
+    """`agentd status`: the daemon, runs by state, the inbox, the next check-ins."""
+    pid = data["daemon"]["pid"]
+    if data["daemon"]["up"]:
+        daemon = f"up (pid {pid})" if pid else "up"
+    else:
+        daemon = "down; start it with `agentd serve` (runs and check-ins wait until it runs)"
+    runs = " · ".join(f"{n} {s}" for s, n in data["runs"].items())
+    inbox = data["inbox"]
+    kinds = ", ".join(f"{inbox[str(k)]} {k}" for k in InboxKind if inbox[str(k)])
+    if inbox["open"]:
+        waiting = f"{inbox['open']} open ({kinds}), oldest {relative(inbox['oldest'], now)}"
+        waiting += "; see `agentd inbox list`"
+    else:
+        waiting = "nothing open"
+    head = _fields([("home", safe(data["home"])), ("daemon", daemon), ("runs", runs),
+                    ("inbox", waiting)])  # fmt: skip
+    parts = [head]
+    if data["active_runs"]:
+        parts.append("active runs:\n" + runs_table(data["active_runs"], now))
+    home_now = data["now"]
+    looks = [
+        (x["goal_id"], local(x["at"], home_now), relative(x["at"], home_now), x["why"], x["title"])
+        for x in data["next_checkins"]
+    ]
+    hint = "none planned (no active goal, or the daemon has not planned one yet)"
+    looks_table = table(("goal", "at", "in", "why", "title"), looks, {"why": 40, "title": 40}, hint)
+    parts.append(f"next check-ins:\n{looks_table}")
+    return "\n\n".join(parts)
 
 
 # ── inbox and events ─────────────────────────────────────────────────────────────────────────
@@ -411,7 +343,7 @@ AUTHORITATIVE = "AUTHORITATIVE —"  # starts the heading of the block the model
 
 
 def items_table(items: Sequence[InboxItem], now: datetime, *, with_status: bool) -> str:
-    headers: tuple[str, ...] = ("id", "kind", "goal", "run", "title", "age", "expires")
+    headers: tuple[str, ...] = ("id", "kind", "goal", "run", "title", "created", "expires")
     rows: list[tuple[object, ...]] = [
         (
             i.item_id,
@@ -419,8 +351,8 @@ def items_table(items: Sequence[InboxItem], now: datetime, *, with_status: bool)
             i.goal_id or "-",
             i.run_id or "-",
             i.title,
-            span((now - i.created_at).total_seconds()),
-            until(i.expires_at, now),
+            relative(i.created_at, now),
+            relative(i.expires_at, now),
         )
         for i in items
     ]
@@ -439,17 +371,14 @@ def item_view(item: InboxItem, goal: Goal | None, now: datetime) -> str:
         ("title", safe(item.title)),
         ("goal", f"{goal.goal_id}: {safe(goal.title)}" if goal else "-"),
         ("run", f"{item.run_id} (agentd runs show {item.run_id})" if item.run_id else "-"),
-        ("created", f"{stamp(item.created_at)} ({ago(item.created_at, now)})"),
-        (
-            "expires",
-            f"{stamp(item.expires_at)} ({until(item.expires_at, now)})" if item.expires_at else "-",
-        ),
+        ("created", stamp(item.created_at, now)),
+        ("expires", stamp(item.expires_at, now)),
     ]
     if item.rule:
         pairs.append(("rule", safe(item.rule)))
     pairs.append(("answer", safe(item.answer or "-", multiline=True)))
     if item.resolved_at:
-        pairs.append(("closed", stamp(item.resolved_at)))
+        pairs.append(("closed", stamp(item.resolved_at, now)))
     parts = [_fields(pairs), f"{WRITTEN}\n{_written(item)}"]
     if item.kind == InboxKind.APPROVAL:
         parts.append(_authoritative(item))
@@ -497,11 +426,11 @@ def _next_moves(item: InboxItem) -> str:
 
 def events_table(events: Sequence[Event], now: datetime) -> str:
     rows = [
-        (e.event_id, e.name, e.dedupe_key or "-", ago(e.created_at, now), compact(e.data))
+        (e.event_id, e.name, e.dedupe_key or "-", relative(e.created_at, now), compact(e.data))
         for e in events
     ]
     hint = "no events; send one with `agentd event send NAME`"
-    return table(("id", "name", "key", "age", "data"), rows, {"key": 24, "data": 60}, hint)
+    return table(("id", "name", "key", "created", "data"), rows, {"key": 24, "data": 60}, hint)
 
 
 # ── doctor ───────────────────────────────────────────────────────────────────────────────────

@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
+from agentd import render_time
 from agentd.models import JSON
-from agentd.render import _fields, jsonable, one_line, safe, span, table
+from agentd.render import _fields, jsonable, one_line, safe, table
+from agentd.render_time import span
 
 TIME_KEYS = frozenset(
     ("now", "at", "next_at", "snoozed_until", "last_fired_at", "next_fire_at", "runs_at",
@@ -41,23 +43,34 @@ def _iso(v: Any) -> Any:
     return v
 
 
-def local(t: float | None, tz: str = "UTC") -> str:
-    """`Tue 2026-03-03 09:00 CET`, in `tz` (UTC when the zone is unknown)."""
+def local(t: float | None, tz: str | None = None, now: float | None = None) -> str:
+    """`Tue Mar 3 09:00 CET` in `tz` (None: the local zone; UTC when the zone is unknown), the
+    year only when it is not `now`'s — the style of every other view (`render_time.local`)."""
     if t is None:
         return "-"
-    zone: tzinfo = UTC
-    with contextlib.suppress(zoneinfo.ZoneInfoNotFoundError, ValueError):
-        zone = zoneinfo.ZoneInfo(tz)
+    zone: tzinfo | None = None
+    if tz is not None:
+        zone = UTC
+        with contextlib.suppress(zoneinfo.ZoneInfoNotFoundError, ValueError):
+            zone = zoneinfo.ZoneInfo(tz)
     try:
-        return datetime.fromtimestamp(t, zone).strftime("%a %Y-%m-%d %H:%M %Z")
+        at = datetime.fromtimestamp(t, UTC)
+        ref = datetime.fromtimestamp(t if now is None else now, UTC)
     except (ValueError, OverflowError, OSError):  # a time beyond what a datetime holds
         return f"{t:.0f} (unix seconds)"
+    return render_time.local(at, ref, zone=zone, weekday=True)
 
 
 def relative(t: float | None, now: float) -> str:
+    """`in 2h`, `5m ago`, `now`: the one style of `render_time.relative`."""
     if t is None:
         return "-"
-    return f"in {span(t - now)}" if t >= now else f"{span(now - t)} ago"
+    try:
+        return render_time.relative(
+            datetime.fromtimestamp(t, UTC), datetime.fromtimestamp(now, UTC)
+        )
+    except (ValueError, OverflowError, OSError):  # a time beyond what a datetime holds
+        return "-"
 
 
 def duration(seconds: float) -> str:
@@ -83,7 +96,7 @@ def _cadence_line(out: JSON) -> str:
             f"backed off ×{2 ** out['backoff']} after {out['backoff']} unanswered nudge(s)"
         )
     if out["snoozed_until"] and out["snoozed_until"] > out["now"]:
-        notes.append(f"snoozed until {local(out['snoozed_until'], cad['tz'])}")
+        notes.append(f"snoozed until {local(out['snoozed_until'], cad['tz'], out['now'])}")
     return "\n".join([line, *notes])
 
 
@@ -105,7 +118,7 @@ def next_line(out: JSON) -> str:
         return "- (planned when the daemon next runs: `agentd serve`)"
     t, why = min(nexts, key=lambda n: n[0])
     due = " — due: the daemon runs it at its next tick" if t <= out["now"] else ""
-    return f"{local(t, tz)} ({relative(t, out['now'])}){due}\nwhy: {why}"
+    return f"{local(t, tz, out['now'])} ({relative(t, out['now'])}){due}\nwhy: {why}"
 
 
 def _when(s: JSON) -> str:
@@ -124,7 +137,8 @@ def schedules_table(out: JSON) -> str:
             s["misfire"] + (f" (cap {s['misfire_cap']})" if s["misfire"] == "all" else ""),
             duration(s["max_lateness_s"]),
             s.get("error")
-            or f"{local(s['next_fire_at'], s['tz'])} ({relative(s['next_fire_at'], out['now'])})",
+            or f"{local(s['next_fire_at'], s['tz'], out['now'])} "
+            f"({relative(s['next_fire_at'], out['now'])})",
         )
         for s in out["schedules"]
     ]
@@ -132,12 +146,11 @@ def schedules_table(out: JSON) -> str:
     return table(headers, rows, {"when": 30, "next fire": 50}, "none (the cadence alone decides)")
 
 
-def memory_lines(entries: Sequence[JSON]) -> str:
+def memory_lines(entries: Sequence[JSON], now: float | None = None) -> str:
     if not entries:
         return "nothing yet"
     return "\n".join(
-        f"{datetime.fromtimestamp(float(e['at']), UTC):%Y-%m-%d %H:%M}  {safe(e['kind']):<9} "
-        f"{one_line(e['text'], 100)}"
+        f"{local(float(e['at']), None, now)}  {safe(e['kind']):<9} {one_line(e['text'], 100)}"
         for e in entries
     )
 
@@ -149,7 +162,11 @@ def outlook_view(out: JSON) -> str:
             ("cadence", _cadence_line(out)),
         ]
     )
-    parts = [head, f"schedules:\n{schedules_table(out)}", f"memory:\n{memory_lines(out['memory'])}"]
+    parts = [
+        head,
+        f"schedules:\n{schedules_table(out)}",
+        f"memory:\n{memory_lines(out['memory'], out['now'])}",
+    ]
     if out["recent"]:
         parts.append(f"recent check-ins:\n{checkins_table(out['recent'], out['now'])}")
     return "\n\n".join(parts)
@@ -176,7 +193,7 @@ def checkins_table(rows: Sequence[JSON], now: float) -> str:
             x["checkin_id"],
             x["goal_id"],
             "cadence" if x["schedule_id"] is None else f"schedule {x['schedule_id']}",
-            local(x["due_at"]),
+            local(x["due_at"], None, now),
             relative(x["due_at"], now),
             x["status"],
             x["model"] or "-",

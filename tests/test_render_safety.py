@@ -14,7 +14,7 @@ import pytest
 import structlog
 from typer.testing import CliRunner, Result
 
-from agentd import log, render
+from agentd import log, render, render_runs
 from agentd.cli import app
 from agentd.db import items as qi
 from agentd.db import queries as q
@@ -112,7 +112,7 @@ def test_step_line_for_live_narration_is_one_inert_line() -> None:
         run_id=1, seq=3, kind=StepKind.DECIDE, status=StepStatus.DONE, created_at=utcnow(),
         completed_at=None, action="deploy", args={"v": "\u202ex"}, data={"reason": HOSTILE},
     )  # fmt: skip
-    line = render.step_line(step)
+    line = render_runs.step_line(step)
     assert "\n" not in line
     assert_inert(line)
 
@@ -186,8 +186,11 @@ def test_runs_show_neutralises_reasons_summaries_and_waits(cli_home: Any) -> Non
     cli_home.store.write(journal)
     out = agentd(cli_home.root, "runs", "show", str(run_id)).stdout
     assert_inert(out)
-    rows = out[out.index("TIME (UTC)") :].splitlines()
-    assert len(rows) == 4  # the header and three steps: no forged rows
+    timeline = out[out.index("\n\n") + 2 :].splitlines()
+    heads = [line for line in timeline if line.startswith("#")]
+    assert len(heads) == 3  # start, decide, wait: no forged entries
+    # under the day heading: entries, their indented lines, and agentd's own note on cut lines
+    assert all(line.startswith(("#", " ", "(cut to fit: ")) for line in timeline[1:])
     listed = agentd(cli_home.root, "runs", "list").stdout
     assert_inert(listed)
 

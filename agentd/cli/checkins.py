@@ -232,7 +232,7 @@ def goal_snooze(
     with open_store(ctx) as store:
         out = plan.snooze(store, cfg, goal_id, seconds)
     tz = (out.get("cadence") or {}).get("tz", "UTC")
-    until = render_outer.local(out["snoozed_until"], tz) if seconds else ""
+    until = render_outer.local(out["snoozed_until"], tz, out["now"]) if seconds else ""
     _shown(as_json, out, f"goal {goal_id} snoozed until {until}" if seconds else "snooze ended")
 
 

@@ -1,5 +1,9 @@
 """The root `agentd` command, its options, and the edge helpers every command group shares: the
 home's paths, its database (never created here), `--json` or text output, the error boundary.
+
+`--home` may come anywhere on the line (`agentd runs list --home /var/lib/agentd`): the root
+group moves it to the front before click parses, walking the command tree so that an option's
+value, a command's own `--home` (`demo --home`) and everything after `--` are left alone.
 """
 
 from __future__ import annotations
@@ -12,17 +16,72 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
+import agentd
 from agentd import config, daemon, render
 from agentd.config import Config, Paths
+from agentd.db import safety
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, StateError, UsageError
 from agentd.outer import cadence
 
+HOME = "--home"
+
+
+def _option(command: Any, arg: str) -> TyperOption | None:
+    name = arg.split("=", 1)[0]
+    for param in command.params:
+        if isinstance(param, TyperOption) and name in (*param.opts, *param.secondary_opts):
+            return param
+    return None
+
+
+def _takes_value(option: TyperOption | None, arg: str) -> int:
+    """How many of the next tokens are this option's value (0 for a flag or `--opt=value`)."""
+    if option is None or option.is_flag or option.count or "=" in arg:
+        return 0
+    return max(option.nargs, 1)
+
+
+def hoist_home(root: TyperGroup, ctx: Any, args: list[str]) -> list[str]:
+    """`args` with every root `--home PATH` / `--home=PATH` moved to the front (the last one
+    given still wins). Follows the subcommands as click will, so an option's value that reads
+    `--home`, a command with its own `--home`, and whatever follows `--` stay where they are."""
+    front: list[str] = []
+    rest: list[str] = []
+    command: Any = root
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        option = _option(command, arg)
+        if arg.split("=", 1)[0] == HOME and (command is root or option is None):
+            take = 1 if "=" in arg else 2
+            if i + take > len(args):
+                if getattr(ctx, "resilient_parsing", False):  # completing the PATH: let be
+                    rest.extend(args[i:])
+                    break
+                raise typer.BadParameter("--home needs a PATH, e.g. --home /var/lib/agentd", ctx)
+            front.extend(args[i : i + take])
+            i += take
+            continue
+        if option is None and isinstance(command, TyperGroup) and not arg.startswith("-"):
+            command = command.get_command(ctx, arg) or command
+        take = 1 + _takes_value(option, arg)
+        rest.extend(args[i : i + take])
+        i += take
+    return front + rest
+
 
 class _Group(TyperGroup):
-    """The root command: turns expected errors into one line on stderr and the error's exit code."""
+    """The root command: `--home` anywhere on the line; expected errors become one line on
+    stderr and the error's exit code."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_home(self, ctx, args))
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -52,28 +111,49 @@ app = sub_app(
       agentd init                      write config.toml, replies.json and the database
       agentd serve                     run the daemon (leave it running)
       agentd goal add "Keep checkout healthy" --why "it is where revenue happens"
-      agentd run start 1               pursue goal 1 now
+      agentd runs start 1              pursue goal 1 now
+      agentd status                    is the daemon up, what runs, what waits for you
       agentd inbox list                what the agents need from you
-      agentd runs show 1               what run 1 did, step by step
+      agentd runs show 1 --follow      what run 1 does, step by step, as it happens
       agentd goal cadence 1 --every 3d check in on goal 1 every three days
       agentd checkins                  what the check-ins looked at and decided
+
+    \b
+    --home PATH may be given anywhere on the line. Times: --json gives ISO 8601 in UTC
+    (2026-03-01T17:00:00Z); tables give local time with its zone.
+    Shell completion: `agentd --install-completion` (bash, zsh, fish; restart the shell),
+    or `agentd --show-completion` to see the script.
     """,
     cls=_Group,
     pretty_exceptions_enable=False,
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 Opt = typer.Option
-JsonFlag = Annotated[bool, Opt("--json", help="Machine output on stdout (times: ISO 8601, UTC).")]
+JsonFlag = Annotated[
+    bool, Opt("--json", help="Machine output on stdout (times: ISO 8601 in UTC, with Z).")
+]
 GoalId = Annotated[int, typer.Argument(metavar="GOAL_ID", help="A goal id (`agentd goal list`).")]
 RunId = Annotated[int, typer.Argument(metavar="RUN_ID", help="A run id (`agentd runs list`).")]
 ItemId = Annotated[int, typer.Argument(metavar="ID", help="An item id (`agentd inbox list`).")]
 Limit = Annotated[int, Opt("--limit", min=1, help="At most this many, newest first.")]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"agentd {agentd.__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
     home: Annotated[Path | None, Opt(metavar="PATH", help=render.HOME_HELP)] = None,
+    version: Annotated[
+        bool,
+        Opt("--version", callback=_print_version, is_eager=True, help="Print the version; exit."),
+    ] = False,
 ) -> None:
     ctx.obj = Paths((home or config.default_home()).expanduser())
 
@@ -88,6 +168,7 @@ def paths_of(ctx: typer.Context) -> Paths:
 def open_store(ctx: typer.Context) -> Iterator[SyncStore]:
     """The home's database, migrated; never created here (that is `agentd init`)."""
     paths = paths_of(ctx)
+    safety.check_not_lost(paths.db)  # a lost database is said so, not "run init"
     if not paths.db.exists():
         raise StateError(f"{paths.db}: no database here; run `agentd --home {paths.home} init`")
     store = SyncStore(paths.db)

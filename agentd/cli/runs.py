@@ -1,33 +1,59 @@
-"""Runs: `run start` pursues a goal now; `runs list|show|cancel` follow and stop them."""
+"""Runs: `runs start` pursues a goal now; `runs list|show|cancel` follow and stop them.
+
+`run start` is the old spelling of `runs start`: hidden, it still works for a release and says so.
+"""
 
 from __future__ import annotations
 
+import shutil
+import time
 from typing import Annotated
 
 import typer
 
-from agentd import daemon, goals, render
+from agentd import daemon, goals, render, render_runs
 from agentd.cli.root import GoalId, JsonFlag, Limit, Opt, RunId, emit, open_store, paths_of, sub_app
 from agentd.db import queries as q
+from agentd.db.store import SyncStore
+from agentd.errors import NotFound, UsageError
 from agentd.models import RunStatus, utcnow
 
-run_app = sub_app(help="Start a run of a goal now.")
-runs_app = sub_app(help="Runs: list them, show one's step-by-step timeline, cancel one.")
+runs_app = sub_app(
+    help="Runs: start one, list them, show one's timeline (or follow it live), cancel one."
+)
+run_app = sub_app(help="Deprecated: use `agentd runs start`.", hidden=True)
+
+FOLLOW_POLL_S = 0.5  # how often `runs show --follow` looks for new steps
+FOLLOW_SEQ_W = 7  # the step column while following: `#99-101` fits; longer labels push the line
+FALLBACK_WIDTH = 100  # when the width of the terminal is unknown (output is not a terminal)
 
 
-@run_app.command("start")
-def run_start(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) -> None:
-    """Start a run of an active goal now; prints the run id.
-
-    Example: agentd run start 1
-    """
+def _start(ctx: typer.Context, goal_id: int, as_json: bool) -> None:
     with open_store(ctx) as store:
         run = goals.start_run(store, goal_id)
     emit(as_json, run, lambda: str(run.run_id))
     if not as_json:
-        typer.echo(f"run {run.run_id} started; follow it: agentd runs show {run.run_id}", err=True)
+        typer.echo(
+            f"run {run.run_id} started; follow it: agentd runs show {run.run_id} --follow", err=True
+        )
     if daemon.daemon_pid(paths_of(ctx)) is None:
         typer.echo("note: no daemon serves this home; the run starts with `agentd serve`", err=True)
+
+
+@runs_app.command("start")
+def runs_start(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) -> None:
+    """Start a run of an active goal now; prints the run id.
+
+    Example: agentd runs start 1
+    """
+    _start(ctx, goal_id, as_json)
+
+
+@run_app.command("start")
+def run_start(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) -> None:
+    """Deprecated spelling of `agentd runs start` (kept for a release)."""
+    typer.echo("note: `agentd run start` is deprecated; use `agentd runs start`", err=True)
+    _start(ctx, goal_id, as_json)
 
 
 @runs_app.command("list")
@@ -44,21 +70,82 @@ def runs_list(
     emit(as_json, runs, lambda: render.runs_table(runs, utcnow()))
 
 
-@runs_app.command("show")
-def runs_show(ctx: typer.Context, run_id: RunId, as_json: JsonFlag = False) -> None:
-    """Show a run's timeline: each step's action, verdict (and rule), result and tokens.
+def terminal_width() -> int:
+    return shutil.get_terminal_size((FALLBACK_WIDTH, 24)).columns
 
-    Table cells are cut to one line; --json carries every value in full.
+
+@runs_app.command("show")
+def runs_show(
+    ctx: typer.Context,
+    run_id: RunId,
+    step: Annotated[
+        int | None, Opt("--step", metavar="N", min=1, help="Show step N in full (seq #N).")
+    ] = None,
+    follow: Annotated[
+        bool, Opt("--follow", "-f", help="Keep printing steps as they happen, until the run ends.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a run's timeline: what it saw change, each action once (why, verdict, result),
+    its waits and its end. Lines fit the terminal ($COLUMNS); --step N shows one step in full,
+    --json every value.
+
+    \b
+    Examples:
+      agentd runs show 1
+      agentd runs show 1 --follow
+      agentd runs show 1 --step 5
     """
+    if follow and (as_json or step is not None):
+        raise UsageError(
+            "--follow prints the timeline as it grows; use it without --json and --step"
+        )
     with open_store(ctx) as store:
+        if follow:
+            _follow(store, run_id, terminal_width())
+            return
         run, goal, steps = goals.run_details(store, run_id)
-    data = {**render.jsonable(run), "goal": goal, "spend": render.run_spend(steps), "steps": steps}
     now = utcnow()
+    if step is not None:
+        one = next((s for s in steps if s.seq == step), None)
+        if one is None:
+            raise NotFound(f"run {run_id} has no step {step}; its steps are 1 to {len(steps)}")
+        emit(as_json, one, lambda: render_runs.step_view(one, now))
+        return
+    width = terminal_width()
     emit(
         as_json,
-        data,
-        lambda: f"{render.run_header(run, goal, now, steps)}\n\n{render.timeline(steps)}",
+        render_runs.show_json(run, goal, steps),
+        lambda: (
+            f"{render_runs.run_header(run, goal, now, steps, width)}\n\n"
+            f"{render_runs.timeline(steps, now, width)}"
+        ),
     )
+
+
+def _follow(store: SyncStore, run_id: int, width: int) -> None:
+    """The header, then each entry of the timeline once it is settled, until the run ends."""
+    run, goal, steps = goals.run_details(store, run_id)
+    header = render_runs.run_header(run, goal, utcnow(), steps, width)
+    typer.echo(render.screen(header) + "\n")
+    printed, heading = 0, None
+    try:
+        while True:
+            shown = render_runs.entries(steps)
+            if not run.status.finished and shown and not shown[-1].settled:
+                shown = shown[:-1]  # its check or result is still to come
+            lines, heading = render_runs.entries_lines(
+                shown[printed:], utcnow(), width, FOLLOW_SEQ_W, heading
+            )
+            if lines:
+                typer.echo(render.screen("\n".join(lines)))
+            printed = len(shown)
+            if run.status.finished:
+                return
+            time.sleep(FOLLOW_POLL_S)
+            run, _goal, steps = goals.run_details(store, run_id)
+    except KeyboardInterrupt:  # Ctrl-C ends following, not the run
+        raise typer.Exit(130) from None
 
 
 @runs_app.command("cancel")
