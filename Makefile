@@ -1,19 +1,41 @@
 # The README's two commands: `make demo` and `make test`. Both set everything up from a fresh clone.
-PYTHON ?= python3
-VENV   := .venv
-BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+#
+# Python: agentd needs 3.11 or newer. Without PYTHON=, the first of python3.14 … python3.11 and
+# then python3 on PATH that is new enough is used; name another with
+# `make PYTHON=/path/to/python3.12 demo`. A .venv made by an older (or a vanished) Python is
+# rebuilt.
+PY_OK   := -c 'import sys; sys.exit(sys.version_info < (3, 11))'
+ifeq ($(origin PYTHON),undefined)
+PYTHON  := $(firstword $(foreach p,python3.14 python3.13 python3.12 python3.11 python3,\
+             $(shell command -v $(p) >/dev/null 2>&1 && $(p) $(PY_OK) 2>/dev/null && echo $(p))))
+endif
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
 
 .PHONY: demo test check lint format bench clean
 
+# A venv whose Python is too old or gone is stale whatever its stamp says.
+ifneq ($(shell $(BIN)/python $(PY_OK) 2>/dev/null && echo ok),ok)
+$(STAMP): .FORCE
+endif
+.FORCE:
+
 $(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" && $(PYTHON) $(PY_OK) 2>/dev/null || { \
+	  echo "agentd needs Python >= 3.11; $(if $(PYTHON),$(PYTHON) is not one,none was found on PATH)."; \
+	  echo "Install one, or name it: make PYTHON=/path/to/python3.11 $(or $(MAKECMDGOALS),demo)"; \
+	  exit 2; }
+	@$(BIN)/python $(PY_OK) 2>/dev/null || { \
+	  test ! -e $(VENV) || echo "$(VENV) was made by a Python older than 3.11 (or one that is gone): rebuilding it"; \
+	  rm -rf $(VENV); }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/agentd demo --yes
+	$(BIN)/agentd demo --yes --keep
 
 test: $(STAMP) check
 	$(BIN)/pytest -q
@@ -36,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/memory.py --runs 10000 --workdir .bench
 	$(BIN)/python bench/prompt_size.py --decisions 1000 --workdir .bench
 	$(BIN)/python bench/outer_loop.py --seeds 20 --workdir .bench
+	$(BIN)/python bench/inner_loop.py --workdir .bench
 
 clean:
 	rm -rf $(VENV) .bench .mypy_cache .ruff_cache .pytest_cache

@@ -4,7 +4,10 @@ Creates a throw-away home, starts the demo service and a daemon as real processe
 version and narrates the run the watcher starts. The rollback is gated: it waits in the inbox until
 approved (from another terminal, by typing `y` here, or by `--yes`); with `--recover` the service
 heals while the approval waits, and the approval is withdrawn. Every process the demo started is
-stopped on exit or Ctrl-C; the home is left for exploring.
+stopped on exit, Ctrl-C, SIGTERM or SIGHUP (a closed terminal: the children run in their own
+sessions, so only the demo hears it). A temporary home is removed at the end unless `keep`; a home
+the operator named is always kept. Commands it prints name the `agentd` that is running, so they
+work as printed (`.venv/bin/agentd` after `make demo`).
 """
 
 from __future__ import annotations
@@ -13,16 +16,19 @@ import contextlib
 import functools
 import os
 import select
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentd import config, inbox, render
+from agentd import config, demo_build, inbox, render_runs
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
@@ -146,7 +152,7 @@ class Demo:
             "service.out",
         )
         port_file = self.service_dir / "port"
-        _until(port_file.exists, "the demo service to listen")
+        _until(lambda: port_file.exists() and port_file.read_text().strip(), "the service's port")
         port = int(port_file.read_text())
         _until(
             lambda: _http_status(f"http://127.0.0.1:{port}/health") == 200, "the service to answer"
@@ -174,28 +180,93 @@ class Demo:
         _until(lambda: log.exists() and "daemon.ready" in log.read_text(), "the daemon to be ready")
 
 
-def main(home: Path | None, yes: bool, recover: bool = False, out: TextIO = sys.stdout) -> int:
-    """Run the demo; `recover` is the variant where the service heals while approval waits."""
+def agentd_command() -> str:
+    """How to run this same agentd from the operator's shell: `agentd` when that is what PATH
+    finds, else the script's path (`.venv/bin/agentd`), else `python -m agentd`."""
+    script = Path(sys.argv[0])
+    if script.name != "agentd" or not script.exists():
+        return f"{shlex.quote(sys.executable)} -m agentd"
+    on_path = shutil.which("agentd")
+    if on_path and Path(on_path).resolve() == script.resolve():
+        return "agentd"
+    shown = os.path.relpath(script) if not script.is_absolute() else str(script)
+    return shlex.quote(shown)
+
+
+class Signalled(Exception):
+    """SIGTERM or SIGHUP reached the demo: stop its processes as Ctrl-C does."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    raise Signalled(signum)
+
+
+def main(
+    home: Path | None,
+    yes: bool,
+    recover: bool = False,
+    out: TextIO = sys.stdout,
+    keep: bool = False,
+    build: bool = False,
+) -> int:
+    """Run the demo; `recover` is the variant where the service heals while approval waits.
+    A temporary home (no `home` given) is removed at the end unless `keep`."""
+    temporary = home is None
     home = home or Path(tempfile.mkdtemp(prefix="agentd-demo-"))
     home.mkdir(parents=True, exist_ok=True)
     demo = Demo(home, out)
+    handlers = threading.current_thread() is threading.main_thread()
+    if handlers:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, _on_signal)
     try:
-        return _run(demo, yes=yes and not recover, recover=recover)
+        return _run(demo, yes=yes and not recover, recover=recover, build=build)
     except KeyboardInterrupt:
         demo.say("\ninterrupted; stopping the demo's processes")
         return 130
+    except Signalled as e:
+        demo.say(f"\n{e}; stopping the demo's processes")
+        return 128 + e.signum
     finally:
+        if handlers:  # a second signal must not cut the clean-up short
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
         demo.stop_all()
-        demo.say(f"\nThe demo's home is kept: explore it with  agentd --home {home} runs show 1")
+        _leave(demo, remove=temporary and not keep)
+        if handlers:
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_DFL)
 
 
-def _run(demo: Demo, *, yes: bool, recover: bool) -> int:
+def _leave(demo: Demo, *, remove: bool) -> None:
+    if remove:
+        shutil.rmtree(demo.home, ignore_errors=True)
+        demo.say(
+            f"\nRemoved the demo's home {demo.home} (`{agentd_command()} demo --keep` keeps it)"
+        )
+        return
+    demo.say(
+        f"\nThe demo's home is kept: explore it with  {agentd_command()} --home "
+        f"{shlex.quote(str(demo.home))} runs show 1"
+    )
+
+
+def _run(demo: Demo, *, yes: bool, recover: bool, build: bool = False) -> int:
     t0 = time.monotonic()
     demo.say(f"agentd demo — home {demo.home}")
     port = demo.start_service()
     health = f"http://127.0.0.1:{port}/health"
     demo.say(f"• checkout service up on 127.0.0.1:{port} (version v1, /health = 200)")
-    demo.paths.config.write_text(demo_config(demo.service_dir, port))
+    demo.paths.config.write_text(
+        demo_config(demo.service_dir, port) + demo_build.BUILD_CONFIG.format(agent=AGENT)
+    )
     store = SyncStore(demo.paths.db)
     demo.start_daemon()
     demo.say("• daemon started; the embedded runbook decides (no API key needed)")
@@ -215,10 +286,12 @@ def _run(demo: Demo, *, yes: bool, recover: bool) -> int:
     demo.say(f"• bad deploy v2-bad: /health now {_http_status(health)}; the watcher will notice\n")
     run = _narrate(demo, store, goal_id, t0, yes=yes, recover=recover)
     notice = _final_notice(store, run)
-    store.close()
     ok = run is not None and run.status == "succeeded"
     if notice:
         demo.say(f"\n  inbox notice: {notice}")
+    if build and run is not None:
+        ok = demo_build.run(store, goal_id, run, demo.say, t0) and ok
+    store.close()
     demo.say(
         f"\nrun {'succeeded' if ok else 'did not succeed'}; /health = {_http_status(health)}; "
         f"{time.monotonic() - t0:.1f}s in all"
@@ -252,7 +325,7 @@ def _narrate(
         steps: list[Step] = store.read(functools.partial(q.list_steps, run_id=run.run_id))
         for step in steps:
             if shown.get(step.seq) != step.status:
-                demo.say(f"  {time.monotonic() - t0:5.1f}s  {render.step_line(step)}")
+                demo.say(f"  {time.monotonic() - t0:5.1f}s  {render_runs.step_line(step)}")
                 shown[step.seq] = step.status
         if run.status.finished:
             return run
@@ -286,7 +359,8 @@ def _show_approval(demo: Demo, item: InboxItem) -> None:
     demo.say(f"     deploy: {world.get('deployed', {}).get('output', '').strip()}")
     for line in world.get("service_log", {}).get("lines", [])[-3:]:
         demo.say(f"     log: {line}")
-    demo.say(f"     answer it:  agentd --home {demo.home} inbox approve {item.item_id}")
+    home = shlex.quote(str(demo.home))
+    demo.say(f"     answer it:  {agentd_command()} --home {home} inbox approve {item.item_id}")
 
 
 def _answer_approval(demo: Demo, store: SyncStore, item_id: int, yes: bool) -> None:

@@ -5,6 +5,7 @@ AgentdError                      base; `str(e)` is a complete message for a huma
 ├── UsageError                   fix the command line or its input (bad JSON, bad time) → exit 2
 ├── NotFound                     an id that does not exist → exit 1
 ├── Refused                      a valid request the current state forbids → exit 1
+│   └── Unchanged                what was asked already holds (pause a paused goal) → exit 0
 ├── StateError                   the database cannot be used (read-only, locked, newer schema)
 │   └── DaemonRunning            another daemon holds the state directory
 ├── ModelError                   the model call failed; the run sleeps and retries durably
@@ -46,6 +47,14 @@ class Refused(AgentdError):
     exit_code = 1
 
 
+class Unchanged(Refused):
+    """What was asked already holds (pause a paused goal, dismiss a dismissed item): nothing
+    changed and nothing is wrong. The command line prints the message as a note and exits 0; a
+    caller that counts refusals may treat it as one (nothing new was granted)."""
+
+    exit_code = 0
+
+
 class StateError(AgentdError):
     """The state directory or database cannot be used as it is (permissions, lock, schema version)."""
 
@@ -78,3 +87,14 @@ class ModelOutputInvalid(AgentdError):
 
 class ActionFailed(AgentdError):
     """An action could not be carried out; the run sees this message as the action's result."""
+
+
+def require_utf8(what: str, value: str, where: str = "the terminal's locale (LANG)") -> None:
+    """UsageError when `value` holds bytes Python could not decode (surrogate-escaped argv)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UsageError(
+            f"{what} is not valid UTF-8 (an undecodable byte at character {e.start + 1}); "
+            f"agentd takes UTF-8 text: check {where}"
+        ) from None

@@ -1,11 +1,16 @@
 """The operator's side of the inbox: answer questions, approve (optionally with edits) or deny
 approvals, dismiss notices, accept or dismiss a check-in's nudge. Each is one short transaction;
 the daemon applies it within a second, or at its next start if it is stopped.
+
+Repeating what already holds (dismissing a dismissed notice, approving an approved item, the same
+answer twice) raises `Unchanged` (a note, exit 0); anything else on a closed item is refused with
+what closed it and why. Texts the operator writes are bounded by TEXT_MAX_CHARS (they reach prompts).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agentd import harness
@@ -15,28 +20,67 @@ from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.decide import Menu
-from agentd.errors import ModelOutputInvalid, Refused, UsageError
+from agentd.errors import ModelOutputInvalid, Refused, Unchanged, UsageError, require_utf8
 from agentd.models import JSON, Goal, GoalStatus, InboxItem, InboxKind, InboxStatus, action_digest
 
+TEXT_MAX_CHARS = 4000  # an answer, a reason or a note: the run's prompt quotes it
 
-def _open_item(c: Any, item_id: int, kind: InboxKind | None = None) -> InboxItem:
+
+def check_text(what: str, text: str, *, required: bool) -> str:
+    """An operator's text: valid Unicode, at most TEXT_MAX_CHARS, not blank when `required`."""
+    require_utf8(what, text)
+    if required and not text.strip():
+        raise UsageError(f"{what} is empty; say something the run can use")
+    if len(text) > TEXT_MAX_CHARS:
+        raise UsageError(f"{what} is {len(text):,} characters; at most {TEXT_MAX_CHARS:,} fit")
+    return text
+
+
+def _an(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
+def _closed(item: InboxItem) -> str:
+    """Why a closed item cannot take what was asked: its status, and what closed it."""
+    said = (item.answer or "").strip().removeprefix("expired: ")
+    quoted = f" ({said[:120]}{'…' if len(said) > 120 else ''})" if said else ""
+    if item.status == InboxStatus.CONSUMED:
+        return f"inbox item {item.item_id} was approved and its action has run"
+    if item.status == InboxStatus.EXPIRED:
+        return f"inbox item {item.item_id} is closed as expired{quoted}"
+    return f"inbox item {item.item_id} is already {item.status}{quoted}"
+
+
+def _answered(text: str) -> Callable[[InboxItem], bool]:
+    return lambda item: item.status == InboxStatus.ANSWERED and item.answer == text
+
+
+def _open_item(
+    c: Any,
+    item_id: int,
+    kind: InboxKind | None = None,
+    repeats: Callable[[InboxItem], bool] = lambda item: False,
+) -> InboxItem:
+    """The item, if open; closed, `repeats(item)` tells whether it already holds what the caller
+    would set (then a no-op: Unchanged), else it is refused with what closed it."""
     item = qi.get_item(c, item_id)
     if kind is not None and item.kind != kind:
-        raise Refused(f"inbox item {item_id} is a {item.kind}, not a {kind}")
+        raise Refused(f"inbox item {item_id} is {_an(item.kind)}, not {_an(kind)}")
     if item.status != InboxStatus.OPEN:
-        raise Refused(f"inbox item {item_id} is already {item.status}")
+        if repeats(item):
+            raise Unchanged(f"{_closed(item)}; nothing changed")
+        raise Refused(_closed(item))
     return item
 
 
 def answer(store: SyncStore, item_id: int, text: str, now: float | None = None) -> InboxItem:
     """Answer a question. A check-in's clarifying question (rule `clarify`) becomes part of the
     goal's memory; answering yes to an `achieved` question closes the goal as achieved."""
-    if not text.strip():
-        raise UsageError("the answer is empty; say something the run can use")
+    check_text("the answer", text, required=True)
     at = time.time() if now is None else now
 
     def work(c: Any) -> InboxItem:
-        item = _open_item(c, item_id, InboxKind.QUESTION)
+        item = _open_item(c, item_id, InboxKind.QUESTION, _answered(text))
         resolved = qi.resolve(c, item_id, InboxStatus.ANSWERED, answer=text)
         if item.goal_id is not None and item.rule == "clarify":
             said = f"Q: {item.title}{memory.ANSWER_MARK}{text}"
@@ -79,8 +123,15 @@ def approve(
     """Grant an approval for exactly its action and arguments — or for edited arguments, which
     are validated against the action's schema and bound by a new digest."""
 
+    check_text("the note", note, required=False)
+
     def work(c: Any) -> InboxItem:
-        item = _open_item(c, item_id, InboxKind.APPROVAL)
+        item = _open_item(
+            c,
+            item_id,
+            InboxKind.APPROVAL,
+            lambda i: edit is None and i.status in (InboxStatus.APPROVED, InboxStatus.CONSUMED),
+        )
         if item.expires_at is not None and item.expires_at.timestamp() <= time.time():
             # Expired while nobody (or no daemon) closed it: too late to grant, whatever the
             # daemon's state; it will be closed as expired.
@@ -116,8 +167,10 @@ def approve(
 
 
 def deny(store: SyncStore, item_id: int, reason: str = "") -> InboxItem:
+    check_text("the reason", reason, required=False)
+
     def work(c: Any) -> InboxItem:
-        _open_item(c, item_id, InboxKind.APPROVAL)
+        _open_item(c, item_id, InboxKind.APPROVAL, lambda i: i.status == InboxStatus.DENIED)
         return qi.resolve(c, item_id, InboxStatus.DENIED, answer=reason or "denied by the operator")
 
     return store.write(work)
@@ -128,10 +181,11 @@ def dismiss(
 ) -> InboxItem:
     """Put a notice away. A dismissed nudge teaches the cadence: the goal's check-ins back off
     one step, and the dismissal (with its reason) joins the goal's memory."""
+    check_text("the reason", reason, required=False)
     at = time.time() if now is None else now
 
     def work(c: Any) -> InboxItem:
-        item = _open_item(c, item_id, InboxKind.NOTICE)
+        item = _open_item(c, item_id, InboxKind.NOTICE, lambda i: i.status == InboxStatus.DISMISSED)
         resolved = qi.resolve(
             c, item_id, InboxStatus.DISMISSED, answer=reason or None, extra={"resolved_at": at}
         )
@@ -154,7 +208,7 @@ def accept(store: SyncStore, config: Config, item_id: int, now: float | None = N
     at = time.time() if now is None else now
 
     def work(c: Any) -> InboxItem:
-        item = _open_item(c, item_id, InboxKind.NOTICE)
+        item = _open_item(c, item_id, InboxKind.NOTICE, _answered("accepted"))
         if item.rule != "nudge" or item.goal_id is None:
             raise Refused(
                 f"inbox item {item_id} is not a nudge; only nudges can be accepted "

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import importlib.resources
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,10 +17,12 @@ from agentd import config, daemon, doctor, log, render
 from agentd.cli.root import JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
 from agentd.config import Paths, ScriptedModel
 from agentd.db import accounting
+from agentd.db import backup as backups
 from agentd.db import items as qi
+from agentd.db import queries as q
 from agentd.db.store import SyncStore
-from agentd.errors import Refused, StateError, UsageError
-from agentd.models import utcnow
+from agentd.errors import AgentdError, ConfigError, StateError, UsageError, require_utf8
+from agentd.models import JSON, GoalStatus, RunStatus, utcnow
 
 event_app = sub_app(help="Events: tell agentd something happened (starts or wakes runs).")
 
@@ -37,45 +40,85 @@ def _write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
-def _write_home(paths: Paths) -> list[Path]:
-    """Write config.toml, a placeholder replies file and a migrated database; returns what is new.
+def _keep_copy(path: Path) -> Path:
+    """Copy `path` to the first free `NAME.bak`, `NAME.bak.1`, … (0600) before it is replaced."""
+    n = 0
+    while (bak := path.with_name(f"{path.name}.bak{f'.{n}' if n else ''}")).exists():
+        n += 1
+    _write_private(bak, path.read_text())
+    return bak
+
+
+def _write_config(paths: Paths, force: bool) -> list[str]:
+    """config.toml from the template, unless one is there (then it is kept, or with `force`
+    replaced after a .bak copy). Returns what happened, one line each."""
+    if not paths.config.exists():
+        _write_private(paths.config, _template())
+        return [f"created {paths.config}"]
+    if not force:
+        return [
+            f"kept {paths.config} (`init --force` replaces it with the template, keeping a .bak)"
+        ]
+    bak = _keep_copy(paths.config)
+    _write_private(paths.config, _template())
+    return [f"saved {paths.config} as {bak}", f"created {paths.config}"]
+
+
+def _write_home(paths: Paths, force: bool = False) -> tuple[list[str], str | None]:
+    """Write config.toml (a hand-written one is kept), a placeholder replies file and a migrated
+    database; returns what happened, one line each, and a problem with the config, if any.
 
     Only the owner may read what agentd creates here (the database keeps observations, answers and
     raw model replies): a new home is 0700, its files 0600 (the store creates the database so).
     """
     try:
         paths.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write_private(paths.config, _template())
+        done = _write_config(paths, force)
     except OSError as e:
         raise StateError(f"{paths.home}: cannot create the home: {e.strerror or e}") from None
-    created = [paths.config]
-    for model in config.load(paths.config).models.values():
+    problem = None
+    models: list[config.ModelConfig] = []
+    try:
+        models = list(config.load(paths.config).models.values())
+    except ConfigError as e:  # a hand-written config: the database is still made; doctor shows it
+        models, problem = [], str(e)
+    for model in models:
         if not isinstance(model, ScriptedModel) or model.replies.exists():
             continue
         if model.replies.parent == paths.home:
             _write_private(model.replies, render.PLACEHOLDER_REPLIES)
-            created.append(model.replies)
-    existed = paths.db.exists()
-    SyncStore(paths.db).close()
-    return created if existed else [*created, paths.db]
+            done.append(f"created {model.replies}")
+    existed = paths.db.exists() and paths.db.stat().st_size > 0
+    store = SyncStore(paths.db)
+    try:
+        store.write(lambda c: None)  # the first write migrates (an empty file included)
+    finally:
+        store.close()
+    done.append(f"kept {paths.db}" if existed else f"created {paths.db}")
+    return done, problem
 
 
 @app.command("init")
 def init_cmd(
     ctx: typer.Context,
-    force: Annotated[bool, Opt("--force", help="Overwrite an existing config.toml.")] = False,
+    force: Annotated[
+        bool, Opt("--force", help="Replace an existing config.toml (kept as config.toml.bak).")
+    ] = False,
 ) -> None:
     """Create a home: config.toml, a placeholder replies.json and the database.
 
-    The database and an existing replies file are kept, even with --force.
+    A config.toml already there (written by hand) is kept, and the database is made beside it;
+    --force replaces it with the template and keeps the old one as config.toml.bak. The database
+    and an existing replies file are always kept.
 
     Example: agentd --home ~/agentd-try init
     """
     paths = paths_of(ctx)
-    if paths.config.exists() and not force:
-        raise Refused(f"{paths.config} already exists; keep it, or replace it with `init --force`")
-    for path in _write_home(paths):
-        typer.echo(render.screen(f"created {path}"))
+    done, problem = _write_home(paths, force)
+    for line in done:
+        typer.echo(render.screen(line))
+    if problem is not None:
+        typer.echo(render.screen(f"note: the config does not load yet: {problem}"), err=True)
     if paths.home.stat().st_mode & 0o077:  # an existing home: its mode is the operator's choice
         typer.echo(
             f"note: other users may open {paths.home}, which holds what the agents saw and were "
@@ -121,10 +164,60 @@ def serve_cmd(
       agentd --home /tmp/try serve --clock-speed 3600
     """
     paths = paths_of(ctx)
-    cfg = config.load(paths.config)
-    speed = check_speed(clock_speed)
-    log.configure(cfg.daemon.log_level)
-    raise typer.Exit(asyncio.run(daemon.serve(paths, cfg, clock_speed=speed)))
+    try:
+        cfg = config.load(paths.config)  # a ConfigError exits 2: systemd does not restart it
+        speed = check_speed(clock_speed)
+        log.configure(cfg.daemon.log_level)
+        code = asyncio.run(daemon.serve(paths, cfg, clock_speed=speed))
+    except AgentdError as e:
+        if not log.to_journal(sys.stderr):
+            raise
+        # Under systemd the message gets its priority too (each line is an entry of its own),
+        # so `journalctl -p err` shows it.
+        lines = render.screen(f"agentd: {e}").splitlines()
+        typer.echo("\n".join(f"<{log.PRIORITY['error']}>{ln}" for ln in lines), err=True)
+        raise typer.Exit(e.exit_code) from None
+    raise typer.Exit(code)
+
+
+@app.command("backup")
+def backup_cmd(
+    ctx: typer.Context,
+    target: Annotated[
+        Path, typer.Argument(metavar="PATH", help="The backup file to write (not a folder).")
+    ],
+    force: Annotated[bool, Opt("--force", help="Replace PATH if it exists.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Copy the database to PATH, consistent while the daemon runs (SQLite's online backup).
+
+    The copy is one self-contained file, checked with `PRAGMA quick_check` before it takes its
+    name; an existing PATH is refused unless --force. Restore: README, "Backups and restore".
+
+    \b
+    Example:
+      agentd --home /var/lib/agentd backup /var/backups/agentd/agentd-$(date +%F).db
+    """
+    paths = paths_of(ctx)
+    live = sys.stderr.isatty() and not as_json
+
+    def progress(copied: int, total: int) -> None:
+        if live:
+            typer.echo(f"\rcopied {copied} of {total} pages", nl=False, err=True)
+
+    made = backups.backup(paths.db, target.expanduser(), force=force, progress=progress)
+    if live:
+        typer.echo("", err=True)
+    counts = ", ".join(f"{n} {table}" for table, n in made.counts.items())
+    emit(
+        as_json,
+        made,
+        lambda: (
+            f"backed up {paths.db} to {made.path}: {made.bytes / 1e6:.1f} MB "
+            f"({made.pages} pages) in {made.seconds:.2f} s; quick_check ok; schema version "
+            f"{made.schema_version}; {counts}"
+        ),
+    )
 
 
 # ── demo: agentd/demo.py provides main(home, yes, recover) -> exit code ──────────────────────
@@ -134,12 +227,24 @@ def demo_cmd(
     recover: Annotated[
         bool, Opt("--recover", help="The service heals while the approval waits: it is withdrawn.")
     ] = False,
-    home: Annotated[Path | None, Opt(metavar="PATH", help="Use this home, not a temp dir.")] = None,
+    home: Annotated[
+        Path | None, Opt(metavar="PATH", help="Use (and keep) this home, not a temp dir.")
+    ] = None,
+    keep: Annotated[
+        bool, Opt("--keep", help="Keep the temporary home at the end, to explore it.")
+    ] = False,
+    build: Annotated[
+        bool,
+        Opt("--build", help="Then build the incident report from the run's journal (inner loop)."),
+    ] = False,
 ) -> None:
     """Watch a background agent keep a real service healthy, in a throw-away home.
 
     A demo checkout service gets a bad deploy; the agent notices, investigates, and asks you to
-    approve a rollback. Example: agentd demo --yes   (or: agentd demo --recover)
+    approve a rollback. Its processes stop at the end, on Ctrl-C, SIGTERM or SIGHUP, and its
+    temporary home is removed unless --keep. Example: agentd demo --yes --keep
+    (or: agentd demo --recover). With --build, the inner loop follows: the incident report is
+    drafted from the run's journal, judged, revised and shown with its verdicts.
     """
     try:
         demo = importlib.import_module("agentd.demo")  # lazily: the demo is optional
@@ -147,7 +252,7 @@ def demo_cmd(
         if e.name != "agentd.demo":
             raise
         raise StateError("the demo is not part of this build") from None
-    raise typer.Exit(int(demo.main(home, yes, recover)))
+    raise typer.Exit(int(demo.main(home, yes, recover, keep=keep, build=build)))
 
 
 @app.command("usage")
@@ -167,36 +272,105 @@ def usage_cmd(
 
 
 # ── events ───────────────────────────────────────────────────────────────────────────────────
+EVENT_NAME_MAX_CHARS = 100
+EVENT_KEY_MAX_CHARS = 200
+EVENT_DATA_MAX_BYTES = 65_536  # --data as UTF-8 JSON; it reaches the prompts of the runs it starts
+
+
+def _event_text(option: str, value: str, max_chars: int) -> str:
+    require_utf8(option, value)
+    if not value.strip():
+        raise UsageError(f"{option} is empty; e.g. agentd event send deploy --key deploy-1.4.2")
+    if len(value) > max_chars:
+        raise UsageError(f"{option} is {len(value):,} characters; at most {max_chars:,} fit")
+    return value
+
+
+def _event_fields(data: str | None) -> JSON:
+    if data is None:
+        return {}
+    _event_text("--data", data, max_chars=EVENT_DATA_MAX_BYTES * 4)  # UTF-8 and not blank
+    size = len(data.encode("utf-8"))
+    if size > EVENT_DATA_MAX_BYTES:
+        raise UsageError(
+            f"--data is {size:,} bytes; an event carries at most {EVENT_DATA_MAX_BYTES:,} "
+            "(64 KiB): send a reference (a path, a URL, an id) instead of the content"
+        )
+    return render.parse_object("--data", data)
+
+
+def _nobody_listens(cfg: config.Config, c: Any, name: str) -> str | None:
+    """Why an event named `name` would start or wake nothing, or None when something listens."""
+    waiting = q.list_runs(c, status=RunStatus.WAITING, limit=100_000)
+    if any(run.wait and run.wait.get("event") == name for run in waiting):
+        return None
+    agents = sorted(a for a, agent in cfg.agents.items() if name in agent.triggers)
+    if not agents:
+        return (
+            f"no agent triggers on {name!r} and no run waits for it, so it starts nothing; add it "
+            "to an agent's `triggers` in config.toml, then reload the daemon (`systemctl reload "
+            "agentd`, or `kill -HUP` its pid)"
+        )
+    goals = q.list_goals(c, GoalStatus.ACTIVE)
+    if not any(g.agent in agents for g in goals):
+        return (
+            f"{', '.join(agents)} {'triggers' if len(agents) == 1 else 'trigger'} on {name!r} "
+            "but no active goal uses it, so it starts nothing; add one with `agentd goal add`"
+        )
+    return None
+
+
 @event_app.command("send")
 def event_send(
     ctx: typer.Context,
     name: Annotated[
         str, typer.Argument(metavar="NAME", help="The event name agents trigger or wait on.")
     ],
-    data: Annotated[str | None, Opt(metavar="JSON", help="Fields (a JSON object).")] = None,
-    key: Annotated[str | None, Opt(metavar="DEDUPE", help="Recorded once per key.")] = None,
+    data: Annotated[
+        str | None, Opt(metavar="JSON", help="Fields (a JSON object, at most 64 KiB).")
+    ] = None,
+    key: Annotated[
+        str | None,
+        Opt(metavar="DEDUPE", help="Recorded once per key; a repeat prints the first one's id."),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Record an event; prints its id.
+    """Record an event; prints its id. It starts a run for each active goal whose agent lists
+    it in `triggers` (config.toml), and wakes runs waiting for it; a warning says when nothing
+    does.
 
     \b
     Example:
       agentd event send deploy --data '{"service": "checkout"}' --key deploy-1.4.2
     """
-    fields = render.parse_object("--data", data) if data is not None else {}
+    _event_text("NAME", name, EVENT_NAME_MAX_CHARS)
+    if key is not None:
+        _event_text("--key", key, EVENT_KEY_MAX_CHARS)
+    fields = _event_fields(data)
+    try:  # only for the warning below: an event is recorded whatever state the config is in
+        cfg: config.Config | None = config.load(paths_of(ctx).config)
+    except ConfigError:
+        cfg = None
 
-    def work(c: Any) -> Any:
+    def work(c: Any) -> tuple[Any, bool, str | None]:
         event_id = qi.add_event(c, name, fields, key, source="cli")
-        return None if event_id is None else qi.events_after(c, event_id - 1, 1)[0]
+        if event_id is None:
+            assert key is not None  # only a dedupe key makes an insert a no-op
+            return qi.event_by_key(c, key), True, None
+        unheard = _nobody_listens(cfg, c, name) if cfg is not None else None
+        return qi.events_after(c, event_id - 1, 1)[0], False, unheard
 
     with open_store(ctx) as store:
-        event = store.write(work)
-    if event is None:
-        if as_json:
-            typer.echo(render.to_json({"event_id": None, "duplicate": True, "dedupe_key": key}))
-        typer.echo("duplicate key, ignored", err=True)
+        event, duplicate, unheard = store.write(work)
+    if duplicate:
+        out = {**render.jsonable(event), "duplicate": True}
+        emit(as_json, out, lambda: str(event.event_id))
+        first = f"event {event.event_id} ({event.name})"
+        typer.echo(render.screen(f"note: key {key!r} was already recorded as {first}"), err=True)
         return
     emit(as_json, event, lambda: str(event.event_id))
+    if unheard:
+        typer.echo(render.screen(f"warning: {unheard}"), err=True)
 
 
 @event_app.command("list")
@@ -214,15 +388,15 @@ def doctor_cmd(
     ping: Annotated[bool, Opt("--ping", help="Also ask each model for a tiny reply.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Check the home: config, database, daemon, models and their API keys (never printed).
+    """Check what would fail at run time: config, database, daemon, models and their API keys
+    (never printed), each source looked at once, the programs actions run, triggers, goals.
 
-    Exits 0 when every required check passes; a stopped daemon is only reported.
+    Exits 0 when every required check passes, 2 when the config is invalid, else 1; a stopped
+    daemon, a service that is down and a config not yet reloaded are only reported.
     Example: agentd doctor --ping
     """
     paths = paths_of(ctx)
     report = doctor.examine(paths, daemon.daemon_pid(paths))
-    if ping and report.ok:
-        pings = asyncio.run(doctor.ping(config.load(paths.config)))
-        report = doctor.Report(report.home, report.checks + pings)
+    report = asyncio.run(doctor.probe(report, with_ping=ping))
     emit(as_json, report.as_json(), lambda: render.checks_text(report.checks))
-    raise typer.Exit(0 if report.ok else 1)
+    raise typer.Exit(report.exit_code)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 
 from agentd import config, goals, render, render_outer
 from agentd.cli.root import GoalId, JsonFlag, Opt, config_of, emit, open_store, paths_of, sub_app
+from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db.store import SyncStore
+from agentd.errors import Unchanged
 from agentd.models import GoalStatus, utcnow
 from agentd.outer import plan
 
@@ -21,13 +27,33 @@ goal_app = sub_app(
 @goal_app.command("add")
 def goal_add(
     ctx: typer.Context,
-    title: Annotated[str, typer.Argument(metavar="TITLE", help="What you want done, in a line.")],
-    why: Annotated[str, Opt("--why", metavar="TEXT", help="Why it matters; the agent reads this.")],
+    title: Annotated[
+        str,
+        typer.Argument(
+            metavar="TITLE",
+            help=f"What you want done, in a line (at most {goals.TITLE_MAX_CHARS} characters).",
+        ),
+    ],
+    why: Annotated[
+        str,
+        Opt(
+            "--why",
+            metavar="TEXT",
+            help=f"Why it matters; the agent reads this (at most {goals.WHY_MAX_CHARS} characters).",
+        ),
+    ],
     agent: Annotated[str | None, Opt(metavar="NAME", help="An agent in config.toml.")] = None,
     criterion: Annotated[
         list[str] | None, Opt(metavar="TEXT", help="A success criterion (repeatable).")
     ] = None,
-    deadline: Annotated[str | None, Opt(metavar="WHEN", help="2026-03-01T17:00, 3d, 12h…")] = None,
+    deadline: Annotated[
+        str | None,
+        Opt(
+            metavar="WHEN",
+            help="When it is due: 2026-03-01, 2026-03-01T17:00 (no zone: your local time; or "
+            "add one, e.g. +02:00 or Z), or a delay from now: 3d, 12h. Not in the past.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Add a goal; prints its id.
@@ -37,16 +63,17 @@ def goal_add(
       agentd goal add "Keep checkout healthy" --why "it is where revenue happens" \\
         --criterion "p95 latency under 300 ms" --deadline 7d
     """
-    when = render.parse_when(deadline, utcnow()) if deadline else None
     paths = paths_of(ctx)
     name = render.pick_agent(config.load(paths.config), agent, paths.config)
     with open_store(ctx) as store:
+        now = datetime.fromtimestamp(plan.home_now(store), UTC)  # a test clock, if the home has one
+        when = goals.parse_deadline(deadline, now) if deadline is not None else None
         goal = goals.add(
             store, title=title, why=why, agent=name, criteria=criterion or [], deadline=when
         )
     emit(as_json, goal, lambda: str(goal.goal_id))
     if not as_json:
-        hint = f"added for agent {name}; start it with `agentd run start {goal.goal_id}`"
+        hint = f"added for agent {name}; start it with `agentd runs start {goal.goal_id}`"
         typer.echo(f"goal {goal.goal_id} {hint}", err=True)
 
 
@@ -87,21 +114,36 @@ def goal_show(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) ->
     )
 
 
+@contextlib.contextmanager
+def unchanged_is_a_note(
+    as_json: bool = False, store: SyncStore | None = None, item_id: int | None = None
+) -> Iterator[None]:
+    """Asking again for a state that already holds succeeds: a note on stderr, exit 0 (with
+    --json, the inbox item as it is on stdout, as a first call would have printed it)."""
+    try:
+        yield
+    except Unchanged as e:
+        if as_json and store is not None and item_id is not None:
+            typer.echo(render.to_json(store.read(lambda c: qi.get_item(c, item_id))))
+        typer.echo(render.screen(f"note: {e}"), err=True)
+        raise typer.Exit(0) from None
+
+
 def _move_goal(ctx: typer.Context, goal_id: int, status: GoalStatus) -> None:
-    with open_store(ctx) as store:
+    with open_store(ctx) as store, unchanged_is_a_note():
         goals.set_status(store, goal_id, status)
 
 
 @goal_app.command("pause")
 def goal_pause(ctx: typer.Context, goal_id: GoalId) -> None:
-    """Pause a goal: no new runs start for it until it is resumed."""
+    """Pause a goal: no new runs start for it until it is resumed (already paused: a note)."""
     _move_goal(ctx, goal_id, GoalStatus.PAUSED)
     typer.echo(f"goal {goal_id} paused; `agentd goal resume {goal_id}` picks it up again")
 
 
 @goal_app.command("resume")
 def goal_resume(ctx: typer.Context, goal_id: GoalId) -> None:
-    """Resume a paused goal."""
+    """Resume a paused goal (already active: a note)."""
     _move_goal(ctx, goal_id, GoalStatus.ACTIVE)
     typer.echo(f"goal {goal_id} active again")
 
@@ -116,7 +158,7 @@ def goal_close(
 ) -> None:
     """Close a goal as achieved (or --abandoned) and cancel its active runs."""
     status = GoalStatus.ABANDONED if abandoned else GoalStatus.ACHIEVED
-    with open_store(ctx) as store:
+    with open_store(ctx) as store, unchanged_is_a_note():
         cancelled = goals.close(store, goal_id, status)
     extra = f"; cancelled run {', '.join(map(str, cancelled))}" if cancelled else ""
     typer.echo(f"goal {goal_id} closed as {status}{extra}")

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from agentd import config, inbox, render
+from agentd.cli.goals import unchanged_is_a_note
 from agentd.cli.root import ItemId, JsonFlag, Opt, emit, open_store, paths_of, resume_note, sub_app
 from agentd.db import items as qi
 from agentd.db import queries as q
@@ -50,7 +51,7 @@ def inbox_answer(
 
     Example: agentd inbox answer 4 "yes, the 14:00 deploy was mine"
     """
-    with open_store(ctx) as store:
+    with open_store(ctx) as store, unchanged_is_a_note():
         item = inbox.answer(store, item_id, text)
     typer.echo(f"answered item {item_id}{resume_note(ctx, item.run_id)}")
 
@@ -69,9 +70,11 @@ def inbox_approve(
       agentd inbox approve 4
       agentd inbox approve 4 --edit '{"unit": "checkout.service"}' --note "the real unit"
     """
+    if edit is not None:
+        inbox.check_text("--edit", edit, required=True)
     changes = render.parse_object("--edit", edit) if edit is not None else None
     cfg = config.load(paths_of(ctx).config)
-    with open_store(ctx) as store:
+    with open_store(ctx) as store, unchanged_is_a_note():
         item = inbox.approve(store, cfg, item_id, changes, note)
     what = render.safe(f"{item.action} {render.compact(item.args or {})}")
     typer.echo(f"approved item {item_id}: {what}{resume_note(ctx, item.run_id)}")
@@ -84,7 +87,7 @@ def inbox_deny(
     reason: Annotated[str, Opt(metavar="TEXT", help="Told to the run.")] = "",
 ) -> None:
     """Deny an approval item; the run is told (with your reason) and picks another way."""
-    with open_store(ctx) as store:
+    with open_store(ctx) as store, unchanged_is_a_note():
         item = inbox.deny(store, item_id, reason)
     typer.echo(f"denied item {item_id}{resume_note(ctx, item.run_id)}")
 
@@ -103,7 +106,7 @@ def inbox_dismiss(
 
     Example: agentd inbox dismiss 12 --reason "I already applied there"
     """
-    with open_store(ctx) as store:
+    with open_store(ctx) as store, unchanged_is_a_note(as_json, store, item_id):
         item = inbox.dismiss(store, item_id, reason, now=plan.home_now(store))
     note = "; the goal will check in less often" if item.rule == "nudge" else ""
     emit(as_json, item, lambda: f"dismissed item {item_id}{note}")
@@ -117,7 +120,7 @@ def inbox_accept(ctx: typer.Context, item_id: ItemId, as_json: JsonFlag = False)
     Example: agentd inbox accept 12
     """
     cfg = config.load(paths_of(ctx).config)
-    with open_store(ctx) as store:
+    with open_store(ctx) as store, unchanged_is_a_note(as_json, store, item_id):
         item = inbox.accept(store, cfg, item_id, now=plan.home_now(store))
     run_id = item.data.get("run_id")
     if run_id is None:

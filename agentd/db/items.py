@@ -205,6 +205,13 @@ def add_event(
     return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
 
 
+def event_by_key(c: sqlite3.Connection, dedupe_key: str) -> Event | None:
+    """The event recorded under a dedupe key, if any (what a duplicate `event send` names)."""
+    row = c.execute(f"SELECT {EVENT_COLS} FROM events WHERE dedupe_key = ?", (dedupe_key,))
+    found = row.fetchone()
+    return None if found is None else event_from_row(found)
+
+
 def events_after(c: sqlite3.Connection, event_id: int, limit: int = 500) -> list[Event]:
     rows = c.execute(
         f"SELECT {EVENT_COLS} FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?",
