@@ -50,12 +50,14 @@ def material(store: SyncStore, run: Run) -> str:
     """The incident, as facts from the run's journal and inbox (nothing invented)."""
     steps: list[Step] = store.read(functools.partial(q.list_steps, run_id=run.run_id))
     items = store.read(functools.partial(qi.list_items, status=None, run_id=run.run_id))
-    lines: list[str] = []
-    deployed, errors = "", []
+    lines: list[str] = [f"Summary: run {run.run_id} {run.status}: {run.summary or ''}"[:300]]
     for s in steps:
-        if s.kind == StepKind.OBSERVE:
+        if s.kind == StepKind.START:
+            lines.append(f"Timeline: {_at(s.created_at)} run {run.run_id} started ({run.trigger})")
+        elif s.kind == StepKind.OBSERVE:
             for name, change in (s.data.get("changes") or {}).items():
-                lines.append(f"Timeline: {_at(s.created_at)} {name} changed: {change}"[:200])
+                if said := _change(name, change):
+                    lines.append(f"Timeline: {_at(s.created_at)} {said}")
         elif s.kind == StepKind.ACT and s.status != StepStatus.STARTED:
             ok = "ok" if (s.result or {}).get("ok", s.status == StepStatus.DONE) else "failed"
             lines.append(f"Timeline: {_at(s.created_at)} {s.action} ran: {ok}")
@@ -65,7 +67,7 @@ def material(store: SyncStore, run: Run) -> str:
         elif s.kind == StepKind.FINISH:
             lines.append(f"Timeline: {_at(s.created_at)} run {s.data.get('status')}")
     world = _world_at_approval(items)
-    deployed = str((world.get("deployed") or {}).get("output", "")).strip()
+    deployed: str = str((world.get("deployed") or {}).get("output", "")).strip()
     errors = [x for x in (world.get("service_log") or {}).get("lines", []) if "ERROR" in x]
     if deployed or errors:
         cause = f"the deploy {deployed!r} shortly before /health failed" if deployed else ""
@@ -77,8 +79,20 @@ def material(store: SyncStore, run: Run) -> str:
             if item.resolved_at is not None:
                 lines.append(f"Approved by: the operator — {item.answer or item.status} — at "
                              f"{_at(item.resolved_at)}")  # fmt: skip
-    lines.append(f"Summary: run {run.run_id} {run.status}: {run.summary or ''}"[:300])
     return "\n".join(lines)
+
+
+def _change(name: str, change: Any) -> str:
+    """A health or deploy change in words; other changes (log lines) are left to the log."""
+    if not isinstance(change, dict):
+        return ""
+    status = change.get("status")
+    if isinstance(status, list) and len(status) == 2:
+        return f"{name}: HTTP {status[0]} → {status[1]}"
+    output = change.get("output")
+    if isinstance(output, list) and len(output) == 2:
+        return f"{name}: {str(output[1]).split()[0] if str(output[1]).split() else output[1]}"
+    return ""
 
 
 def _world_at_approval(items: list[Any]) -> dict[str, Any]:

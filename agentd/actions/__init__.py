@@ -1,7 +1,8 @@
 """Actions that touch the outside world: the Executor protocol and the registry of built-in types.
 
-Control actions (finish, ask, notify, sleep, wait_event, build) change the run or the inbox and are carried out
-by the engine; the executors here (command, http) reach outside systems and know nothing of the database.
+Control actions (finish, ask, notify, sleep, wait_event, build) change the run or the inbox and are
+carried out by the engine; the executors here (command, http) reach outside systems and know nothing
+of the database.
 """
 
 from __future__ import annotations

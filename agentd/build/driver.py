@@ -28,9 +28,10 @@ from agentd.db import artifacts as qa
 from agentd.db import memory as qm
 from agentd.db import queries as q
 from agentd.decide import MAX_REPLY_CHARS
-from agentd.engine import MODEL_TIMEOUT_S, RunDriver
+from agentd.engine import RunDriver
 from agentd.errors import ModelError, ModelRejected
 from agentd.llm import ModelReply, ModelRequest
+from agentd.model_calls import MODEL_TIMEOUT_S
 from agentd.models import (
     JSON,
     GoalStatus,

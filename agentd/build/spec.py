@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd.errors import UsageError
+from agentd.errors import UsageError, require_utf8
 from agentd.models import JSON
 
 MAX_REQUEST = 4000  # characters of a request
@@ -30,6 +30,9 @@ JUDGEMENT_WORDS = ("use your judgement", "use your judgment", "your call", "go o
 
 def make_spec(request: str, requirements: list[str], material: str | None = None) -> JSON:
     """A validated spec for a new build, or UsageError saying what to fix."""
+    require_utf8("the request", request)
+    for r in requirements:
+        require_utf8("a --require", r)
     request = request.strip()
     if not request:
         raise UsageError('the request is empty: say what to build, e.g. "a one-page résumé"')
