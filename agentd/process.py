@@ -151,7 +151,7 @@ async def run_argv(
     started = time.monotonic()
     if not argv:
         return Completed.not_started(argv, "cannot start an empty argv", 0.0)
-    not_before = _ticks_since_boot()
+    not_before = _ticks_since_boot() - 1
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -277,8 +277,9 @@ def spawn_record(pid: int, not_before: int) -> JSON:
     """What recovery needs to find a child's session again: `{"pgid", "start", "boot_id"}`.
 
     The child leads its own session, so `pgid` is also the session id. `start` is the child's start
-    time; when the child is already gone (reaped), `not_before`, taken just before the fork, is an
-    equally good lower bound for everything the session holds.
+    time; when the child is already gone (reaped, its pid maybe reused), `not_before`, taken just
+    before the fork — one tick early, as the kernel's start time and CLOCK_BOOTTIME round apart by
+    a tick —, is an equally good lower bound for everything the session holds.
     """
     proc = _stat(pid)
     start = proc.start if proc is not None and proc.start >= not_before else not_before
