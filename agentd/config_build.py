@@ -69,7 +69,7 @@ class Regex(_CheckBase):
 
 def search_pattern(pattern: str) -> TypeAdapter[str]:
     """A validator that passes text containing a match of `pattern` anywhere (any line)."""
-    return whole_match(f"(?s).*?(?:{pattern}).*")
+    return whole_match(f"(?sm).*?(?:{pattern}).*")  # ^ and $ match at each line
 
 
 class CommandCheck(_CheckBase):
@@ -100,9 +100,12 @@ class BuildConfig(Strict):
     model: str | None = None  # the generator; default: the agent's model
     judge_model: str | None = None  # the judge (may be stronger); default: the generator's
     max_revisions: int = Field(3, ge=0, le=20)  # revisions after the first draft, then ask
-    max_artifact_chars: int = Field(20_000, ge=100, le=1_000_000)  # a longer draft is cut
+    max_artifact_chars: int = Field(20_000, ge=100, le=60_000)  # a longer draft is cut
     plan: bool = True  # a model call before the first draft: extract requirements, maybe ask
     max_invalid: int = Field(3, ge=1, le=10)  # invalid replies in a row before the run asks
+    # Output tokens a draft or a verdict may use (a model's own max_tokens, if higher, wins):
+    # a decision fits in 1024, a résumé does not.
+    max_tokens: int = Field(8192, ge=256, le=128_000)
     checks: list[CheckConfig] = Field(default_factory=list)
     workdir: Path | None = None  # where command checks run; default: a temporary directory
     # Delivering the passed version is an ordinary action on the agent's menu, checked by the

@@ -57,11 +57,17 @@ def control(
     result: JSON = {"ok": True}
     if cfg.type == "build":  # a build run beside this one; this run goes on
         goal = q.get_goal(c, ref.goal_id)
-        spec = {"request": args["request"], "requirements": list(args.get("requirements", []))}
-        result["build_run"] = artifacts.create_build(
-            c, goal_id=ref.goal_id, agent=goal.agent, spec=spec,
-            parent={"run_id": ref.run_id, "seq": ref.seq},
-        )  # fmt: skip
+        live = artifacts.live_builds(c, ref.goal_id)
+        if live >= artifacts.MAX_LIVE_BUILDS:
+            result = {"ok": False, "error": f"goal {ref.goal_id} has {live} builds under way "
+                      f"(at most {artifacts.MAX_LIVE_BUILDS}); wait for one to finish"}  # fmt: skip
+        else:  # requirements a run chose are the run's, not the operator's
+            spec = {"request": args["request"], "requirements": list(args.get("requirements", [])),
+                    "by": "run"}  # fmt: skip
+            result["build_run"] = artifacts.create_build(
+                c, goal_id=ref.goal_id, agent=goal.agent, spec=spec,
+                parent={"run_id": ref.run_id, "seq": ref.seq},
+            )  # fmt: skip
     if cfg.type in ("notify", "ask"):
         kind = InboxKind.NOTICE if cfg.type == "notify" else InboxKind.QUESTION
         text = str(args.get("message") or args.get("question") or "")

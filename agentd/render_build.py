@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from datetime import datetime
 
-from agentd.models import JSON
+from agentd.models import JSON, Run
 from agentd.render import one_line, safe, screen, table
 from agentd.render_time import stamp
 
@@ -127,3 +127,22 @@ def diff_view(a: JSON, b: JSON) -> str:
     if not lines:
         return f"v{a['version']} and v{b['version']} are the same"
     return "\n".join(safe(line) for line in lines)
+
+
+def pending_view(run: Run, request: str, requirements: Sequence[JSON], now: datetime) -> str:
+    """A build with no draft yet: its state, what it waits for, its requirements so far."""
+    wait = run.wait or {}
+    waiting = (
+        f" — waiting for your answer to inbox item {wait.get('item_id')}"
+        f" (agentd inbox show {wait.get('item_id')})"
+        if wait.get("kind") == "inbox"
+        else ""
+    )
+    lines = [
+        f"artifact {run.run_id}: no version yet — build {run.status}{waiting}",
+        f"request: {one_line(request, 200)}",
+        f"started: {stamp(run.created_at, now)}",
+    ]
+    if requirements:
+        lines += ["requirements:", requirements_text(requirements)]
+    return screen("\n".join(lines))

@@ -328,7 +328,7 @@ async def test_delivering_the_passed_version_is_an_ordinary_gated_action(
         [actions.save]
         type = "command"
         argv = ["sh", "-c", 'printf "%s" "$1" > {out}', "save", "{{text}}"]
-        params = {{ text = {{ pattern = "(?s)#.*" }} }}
+        params = {{ text = {{ pattern = "(?s)#.*", max_length = 20000 }} }}
 
         [agents.default]
         actions = ["save", "finish"]
@@ -393,7 +393,8 @@ def test_cli_build_artifact_list_show_diff_and_clear_errors(home: Home, tmp_path
     run = start_build(home, goal, "a report", "has a timeline")
     for v, text in ((1, "# R\\nline one"), (2, "# R\\nline one\\n## Timeline\\n- 12:00 \\x1b[31m")):
         home.store.write(lambda c, v=v, text=text: qa.add_version(
-            c, run_id=run, goal_id=goal, version=v, seq=v + 1, text=text.encode().decode(
+            c, run_id=run, goal_id=goal, version=v, seq=v + 1, request="a report",
+            text=text.encode().decode(
                 "unicode_escape"), chars=len(text), model="m"))  # fmt: skip
     shown = cli(home, "artifact", "show", str(run))
     assert shown.exit_code == 0 and "v2 of 2" in shown.output and "not judged yet" in shown.output
@@ -487,3 +488,79 @@ async def test_after_a_clarifying_answer_the_first_draft_is_still_no_revision(
     # The judge is told what the operator said; memory is not (a build answer is no check-in's).
     assert "the payments role" in requests(home, "judge")[0]["prompt"]
     assert not any("payments" in m["text"] for m in home.store.read(lambda c: qm.recall(c, goal)))
+
+
+async def test_deterministic_checks_sections_regex_and_a_validator_command() -> None:
+    from agentd.build import checks
+    from agentd.config_build import CommandCheck, Regex, Sections
+
+    text = "# CV\n## The root cause\n```\n## Skills\n```\nSummary: Go at Acme\n"
+    sections = checks.run_pure(Sections(kind="sections", sections=["Root cause", "Skills"]), text)
+    assert not sections["pass"] and sections["evidence"] == "missing: Skills"  # fenced: no heading
+    assert checks.run_pure(Regex(kind="regex", pattern="^Summary"), text)["pass"]
+    assert not checks.run_pure(Regex(kind="regex", pattern="Acme", absent=True), text)["pass"]
+    ok = CommandCheck(kind="command", argv=["grep", "-q", "Acme", "{file}"])
+    bad = CommandCheck(kind="command", argv=["sh", "-c", "echo no Initech >&2; exit 3", "{file}"])
+    assert (await checks.run_command(ok, text, None))["pass"]
+    failed = await checks.run_command(bad, text, None)
+    assert not failed["pass"] and failed["evidence"] == "exit 3: no Initech"
+    missing = CommandCheck(kind="command", argv=["/nonexistent/lint", "{file}"])
+    assert "could not start" in (await checks.run_command(missing, text, None))["evidence"]
+
+
+async def test_a_failed_call_after_an_answer_resumes_where_it_was_not_from_the_plan(
+    home: Home, serve: Any
+) -> None:
+    plan = {"reason": "r", "question": "Which role?", "requirements": []}
+    goal = setup(home, {
+        "plan": [plan],
+        "generate": [{"error": "overloaded", "retry_after_s": 0.1, "attempts": 1,
+                      "reply": draft("v1")}],
+        "judge": [verdict(n=1)],
+    }, build_extra="")  # fmt: skip
+    run = start_build(home, goal, "a CV", "mentions Go")
+    await serve()
+    await wait_for(waiting(home, run))
+    [q] = open_questions(home, run)
+    await answer(home, q.item_id, "backend")
+    await wait_for(finished(home, run))
+    assert home.run(run).status == RunStatus.SUCCEEDED
+    assert [r["purpose"] for r in requests(home)] == ["plan", "generate", "generate", "judge"]
+    assert len(home.store.read(lambda c: qi.list_items(c, status=None))) == 2  # question, notice
+
+
+async def test_a_delivery_its_action_refuses_fails_clearly_and_keeps_the_artifact(
+    home: Home, serve: Any
+) -> None:
+    home.write_config(
+        """
+        [daemon]
+        poll_interval_s = 0.05
+
+        [models.default]
+        provider = "scripted"
+        replies = "replies.json"
+
+        [actions.save]
+        type = "command"
+        argv = ["true", "{text}"]
+        params = { text = { pattern = "(?s).*" } }
+
+        [agents.default]
+        actions = ["save", "finish"]
+
+        [agents.default.build]
+        deliver = "save"
+        """,
+        replies={"plan": [PLAN], "generate": [draft("# Report\\n" + "x" * 300)],  # type: ignore[arg-type]
+                 "judge": [verdict(n=1)]},
+    )  # fmt: skip
+    goal = home.add_goal(title="keep web healthy")
+    run = start_build(home, goal, "an incident report", "short")
+    await serve()
+    await wait_for(finished(home, run))
+    assert home.run(run).status == RunStatus.FAILED
+    summary = home.run(run).summary or ""
+    assert "passed" in summary and "not delivered" in summary and "max_length" in summary
+    assert [v["status"] for v in versions(home, run)] == ["passed"]
+    assert not any(s.kind == StepKind.ACT for s in home.steps(run))

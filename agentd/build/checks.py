@@ -50,8 +50,19 @@ def requirements(checks: list[CheckConfig]) -> list[JSON]:
     return [{"text": describe(c), "check": i} for i, c in enumerate(checks)]
 
 
+_FENCE = re.compile(r"^\s{0,3}(```|~~~).*?^\s{0,3}\1", re.MULTILINE | re.DOTALL)
+
+
 def headings(text: str) -> list[str]:
-    return [m.group(1).strip() for m in _HEADING.finditer(text)]
+    """Markdown headings, outside fenced code blocks."""
+    return [m.group(1).strip() for m in _HEADING.finditer(_FENCE.sub("", text))]
+
+
+def _has_section(name: str, have: list[str]) -> bool:
+    """A heading names the section: its words in order, as whole words ("Root cause" in
+    "The root cause", not in "Rootcauses")."""
+    want = re.compile(r"\b" + r"\W+".join(map(re.escape, name.lower().split())) + r"\b")
+    return any(want.search(h.lower()) for h in have)
 
 
 def run_pure(check: CheckConfig, text: str) -> JSON:
@@ -63,8 +74,8 @@ def run_pure(check: CheckConfig, text: str) -> JSON:
         ok = len(text) >= check.limit
         return _result(ok, f"{len(text)} characters", f"expand it to at least {check.limit}")
     if isinstance(check, Sections):
-        have = [h.lower() for h in headings(text)]
-        missing = [s for s in check.sections if not any(s.lower() in h for h in have)]
+        have = headings(text)
+        missing = [s for s in check.sections if not _has_section(s, have)]
         return _result(
             not missing,
             f"missing: {', '.join(missing)}" if missing else "all sections present",
@@ -93,6 +104,7 @@ def run_pure(check: CheckConfig, text: str) -> JSON:
 async def run_command(check: CommandCheck, text: str, workdir: Path | None) -> JSON:
     """The validator's verdict on the artifact in a temporary file (removed after)."""
     fd, name = tempfile.mkstemp(prefix="agentd-artifact-", suffix=check.suffix, dir=workdir)
+    workdir = workdir or Path(name).parent  # the temporary directory, as documented
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

@@ -29,7 +29,7 @@ from agentd.db import memory as qm
 from agentd.db import queries as q
 from agentd.decide import MAX_REPLY_CHARS
 from agentd.engine import RunDriver
-from agentd.errors import ModelError, ModelRejected
+from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected
 from agentd.llm import ModelReply, ModelRequest
 from agentd.model_calls import MODEL_TIMEOUT_S
 from agentd.models import (
@@ -108,8 +108,8 @@ class BuildDriver(RunDriver):
             await self.recover_act(last)
         elif kind == StepKind.ACT:
             await self._delivered(last)
-        elif kind == StepKind.WAKE:  # a model retry's wake with nothing before it: start over
-            await self.plan()
+        elif kind == StepKind.WAKE:  # an answer whose next call failed and was retried
+            await self.after_wake(last)
         else:
             await self.finish(RunStatus.FAILED, f"build cannot go on after a {kind} step")
 
@@ -256,7 +256,8 @@ class BuildDriver(RunDriver):
             step = q.append_step(c, self.run_id, self.epoch, StepKind.GENERATE, seq=seq,
                                  data=data, **self._tokens(reply))  # fmt: skip
             qa.add_version(c, run_id=self.run_id, goal_id=self.goal_id, version=version, seq=seq,
-                           text=artifact[:bound], chars=len(artifact), model=reply.model)  # fmt: skip
+                           request=str(self.spec.get("request", "")), text=artifact[:bound],
+                           chars=len(artifact), model=reply.model)  # fmt: skip
             return step
 
         self.steps.append(await self._write(write))
@@ -369,6 +370,17 @@ class BuildDriver(RunDriver):
             return
         row = await self.deps.store.read(lambda c: qa.get_version(c, self.run_id, version))
         args = {self.bcfg.deliver_param: row["text"]}
+        try:  # the action's own parameter rules (length, pattern) hold for a delivery too
+            args = self.menu.validate_args(deliver, args)
+        except (ModelOutputInvalid, KeyError) as e:
+            await self.finish(
+                RunStatus.FAILED,
+                f"{self._ready()} — not delivered: {deliver}'s parameter "
+                f"{self.bcfg.deliver_param!r} refuses this text ({e}); raise its max_length "
+                "(and allow_leading_dash) in the config, then deliver it by hand: "
+                f"agentd artifact show {self.run_id} --json",
+            )
+            return
         digest = action_digest(deliver, args)
         reply = f"build: deliver artifact {self.run_id} v{version}"
         step = await self._append(
@@ -422,7 +434,7 @@ class BuildDriver(RunDriver):
         request = ModelRequest(
             run_id=self.run_id, goal_id=self.goal_id, decision_no=self._calls(kind) + 1,
             attempt=1 + self._retries(), system=system, prompt=text, schema=schema,
-            context=context, purpose=purpose,
+            context=context, purpose=purpose, max_tokens=self.bcfg.max_tokens,
         )  # fmt: skip
         try:
             async with asyncio.timeout(MODEL_TIMEOUT_S):

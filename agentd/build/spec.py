@@ -22,7 +22,7 @@ MAX_EXTRACTED = 10
 MAX_MATERIAL = 100_000  # characters of --from material (quoted as data in the prompts)
 MAX_GUIDANCE = 5  # operator answers kept as guidance (newest)
 MAX_FINDING_TEXT = 600  # characters of one evidence or fix
-SOURCES = ("operator", "request", "memory", "goal", "check")
+SOURCES = ("operator", "run", "request", "memory", "goal", "check")  # "run": a run's build action
 
 STOP_WORDS = ("stop", "cancel", "abort")
 JUDGEMENT_WORDS = ("use your judgement", "use your judgment", "your call", "go on", "continue")
@@ -60,8 +60,9 @@ def make_spec(request: str, requirements: list[str], material: str | None = None
 def requirement_list(spec: JSON, why: str, extracted: list[JSON], checks: list[JSON]) -> list[JSON]:
     """The run's requirements with stable ids: R1… (explicit, extracted, the why), C1… (checks)."""
     out: list[JSON] = []
+    given_by = "run" if spec.get("by") == "run" else "operator"
     for text in spec.get("requirements", []):
-        out.append({"text": text, "source": "operator"})
+        out.append({"text": text, "source": given_by})
     seen = {r["text"].lower() for r in out}
     for r in extracted[:MAX_EXTRACTED]:
         text = " ".join(str(r.get("text", "")).split())[:MAX_REQUIREMENT]

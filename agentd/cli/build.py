@@ -28,7 +28,7 @@ from agentd.cli.root import (
 from agentd.db import artifacts as qa
 from agentd.db import queries as q
 from agentd.errors import NotFound, UsageError
-from agentd.models import JSON, StepKind, utcnow
+from agentd.models import JSON, Run, StepKind, utcnow
 
 artifact_app = sub_app(help="What builds made: every version, with the judge's verdict.")
 ArtifactId = Annotated[
@@ -45,7 +45,8 @@ def _material(path: Path | None) -> str | None:
         raise UsageError(f"--from {path}: {e.strerror or e}") from None
     if len(data) > build_spec.MAX_MATERIAL * 4:
         raise UsageError(
-            f"--from {path}: {len(data)} bytes; the limit is {build_spec.MAX_MATERIAL}"
+            f"--from {path}: {len(data)} bytes; material is at most "
+            f"{build_spec.MAX_MATERIAL} characters"
         )
     try:
         return data.decode("utf-8")
@@ -117,18 +118,23 @@ def artifact_list(
     emit(as_json, rows, lambda: render_build.artifacts_table(rows, utcnow()))
 
 
-def _plan(c: Any, run_id: int) -> tuple[str, list[JSON]]:
-    """The build's request and its requirements (as fixed by its PLAN step)."""
+def _plan(c: Any, run_id: int, art: JSON | None) -> tuple[str, list[JSON]]:
+    """The build's request and its requirements (as fixed by its PLAN step; once its journal has
+    aged out, as the version and its verdict recorded them)."""
     steps = q.list_steps(c, run_id)
     start_data = steps[0].data.get("build", {}) if steps else {}
     plans = [s for s in steps if s.kind == StepKind.PLAN and "requirements" in s.data]
     reqs = list(plans[-1].data["requirements"]) if plans else []
+    verdict = (art or {}).get("verdict") or {}
+    if not reqs and verdict:
+        keys = ("id", "text", "source")
+        reqs = [{k: f[k] for k in keys} for f in verdict.get("findings", []) if f["id"] != "size"]
     if not reqs:
         reqs = [
             {"id": f"R{i}", "text": t, "source": "operator"}
             for i, t in enumerate(start_data.get("requirements", []), 1)
         ]
-    return str(start_data.get("request", "")), reqs
+    return str(start_data.get("request") or (art or {}).get("request", "")), reqs
 
 
 @artifact_app.command("show")
@@ -146,15 +152,21 @@ def artifact_show(
     """
     with open_store(ctx) as store:
 
-        def read(c: Any) -> tuple[JSON, int, str, list[JSON]]:
+        def read(c: Any) -> tuple[Run, JSON | None, int, str, list[JSON]]:
             run = q.get_run(c, artifact)
             if run.trigger != qa.BUILD_TRIGGER:
                 raise NotFound(f"run {artifact} is not a build; see `agentd artifact list`")
-            art = qa.get_version(c, artifact, version)
-            return art, qa.versions(c, artifact), *_plan(c, artifact)
+            of = qa.versions(c, artifact)
+            art = qa.get_version(c, artifact, version) if of or version else None
+            return run, art, of, *_plan(c, artifact, art)
 
-        art, of, request, reqs = store.read(read)
+        run, art, of, request, reqs = store.read(read)
     width = shutil.get_terminal_size((120, 40)).columns
+    if art is None:  # planned (or asking) but no draft yet: say what it is waiting for
+        pending = {"artifact": artifact, "versions": 0, "run_status": run.status,
+                   "wait": run.wait, "request": request, "requirements": reqs}  # fmt: skip
+        emit(as_json, pending, lambda: render_build.pending_view(run, request, reqs, utcnow()))
+        return
     out = {**art, "versions": of, "request": request, "requirements": reqs}
     emit(as_json, out, lambda: render_build.artifact_view(art, reqs, request, of, utcnow(), width))
 

@@ -17,11 +17,15 @@ from agentd.errors import NotFound
 from agentd.models import JSON, from_ts
 
 BUILD_TRIGGER = "build"  # runs.trigger of a build run
-_COLS = "run_id, version, goal_id, seq, text, chars, status, verdict, model, created_at, judged_at"
+MAX_LIVE_BUILDS = 3  # builds of one goal under way at once that a run may start
+_COLS = (
+    "run_id, version, goal_id, seq, request, text, chars, status, verdict, model, created_at,"
+    " judged_at"
+)
 
 
 def _row(r: tuple[Any, ...]) -> JSON:
-    keys = _COLS.split(", ")
+    keys = [k.strip() for k in _COLS.split(",")]
     out = dict(zip(keys, r, strict=True))
     out["verdict"] = None if out["verdict"] is None else json.loads(out["verdict"])
     out["created_at"], out["judged_at"] = from_ts(out["created_at"]), from_ts(out["judged_at"])
@@ -36,6 +40,16 @@ def create_build(
     return create_run(c, goal_id=goal_id, agent=agent, trigger=BUILD_TRIGGER, data=data)
 
 
+def live_builds(c: sqlite3.Connection, goal_id: int) -> int:
+    return int(
+        c.execute(
+            "SELECT count(*) FROM runs WHERE goal_id = ? AND trigger = ?"
+            " AND status IN ('running', 'waiting')",
+            (goal_id, BUILD_TRIGGER),
+        ).fetchone()[0]
+    )
+
+
 def add_version(
     c: sqlite3.Connection,
     *,
@@ -43,13 +57,14 @@ def add_version(
     goal_id: int,
     version: int,
     seq: int,
+    request: str,
     text: str,
     chars: int,
     model: str,
 ) -> None:
     c.execute(
-        f"INSERT INTO artifacts ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, 'draft', NULL, ?, ?, NULL)",
-        (run_id, version, goal_id, seq, text, chars, model, time.time()),
+        f"INSERT INTO artifacts ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'draft', NULL, ?, ?, NULL)",
+        (run_id, version, goal_id, seq, request, text, chars, model, time.time()),
     )
 
 
@@ -95,7 +110,8 @@ def list_artifacts(
     """Build runs, newest first, each with its latest version (if any) and the run's status."""
     sql = (
         "SELECT r.run_id, r.goal_id, r.status, r.summary, r.created_at, r.updated_at,"
-        " s.data ->> '$.build.request',"
+        " coalesce(s.data ->> '$.build.request',"
+        " (SELECT request FROM artifacts a WHERE a.run_id = r.run_id LIMIT 1)),"
         " (SELECT max(version) FROM artifacts a WHERE a.run_id = r.run_id),"
         " (SELECT status FROM artifacts a WHERE a.run_id = r.run_id ORDER BY version DESC LIMIT 1)"
         " FROM runs r LEFT JOIN steps s ON s.run_id = r.run_id AND s.seq = 1"

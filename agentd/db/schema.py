@@ -227,6 +227,7 @@ MIGRATIONS: list[str] = [
         version     INTEGER NOT NULL,
         goal_id     INTEGER NOT NULL REFERENCES goals(goal_id),
         seq         INTEGER NOT NULL,  -- the GENERATE step that made it
+        request     TEXT NOT NULL,     -- what was asked (kept when the build's journal ages out)
         text        TEXT NOT NULL,
         chars       INTEGER NOT NULL,  -- the length the model wrote (text is cut to the bound)
         status      TEXT NOT NULL CHECK (status IN ('draft','passed','failed')),

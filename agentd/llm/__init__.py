@@ -42,6 +42,9 @@ class ModelRequest:
     # (schema SUMMARY_SCHEMA; context["history"] holds the steps to fold, context["previous"]
     # the summary so far).
     purpose: str = "decide"
+    # An output cap for this call, above the model's configured max_tokens (a build's draft is
+    # longer than a decision); None: the model's own.
+    max_tokens: int | None = None
 
 
 SUMMARY_SCHEMA: JSON = {

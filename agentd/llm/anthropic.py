@@ -92,7 +92,7 @@ class AnthropicProvider:
             async with asyncio.timeout(self.cfg.timeout_s):
                 message = await client.messages.create(
                     model=self.cfg.model,
-                    max_tokens=self.cfg.max_tokens,
+                    max_tokens=max(self.cfg.max_tokens, request.max_tokens or 0),
                     # The system text is the stable prefix: mark it for the prompt cache (ignored
                     # while it is shorter than the model's minimum cacheable length).
                     system=[

@@ -86,6 +86,7 @@ class OpenAIProvider:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         client = self._sdk()
+        cap = max(self.cfg.max_tokens, request.max_tokens or 0)
         # OpenAI's own API wants max_completion_tokens (reasoning models reject max_tokens);
         # compatible servers (vLLM, llama.cpp, Ollama) all understand the older max_tokens.
         local = self.cfg.base_url is not None
@@ -106,8 +107,8 @@ class OpenAIProvider:
                             "strict": True,
                         },
                     },
-                    max_tokens=self.cfg.max_tokens if local else openai.omit,
-                    max_completion_tokens=openai.omit if local else self.cfg.max_tokens,
+                    max_tokens=cap if local else openai.omit,
+                    max_completion_tokens=openai.omit if local else cap,
                 )
         except (openai.OpenAIError, TimeoutError) as e:
             failure = self._translate(e)

@@ -157,5 +157,6 @@ def judge(ctx: JSON) -> JSON:
             "reason": f"names {', '.join(named[:5])}" if named else "names nothing of the goal",
             "fix": "" if named else "tie the text to the goal's why",
         },
-        "summary": f"{passed} of {len(findings)} requirements met (template judge).",
+        "summary": f"{passed} of {len(findings)} judged requirements met (template judge; "
+        "checks and the why are shown apart).",
     }
