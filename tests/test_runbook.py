@@ -279,7 +279,7 @@ def test_with_history_first_look_starts_a_streak() -> None:
     world = with_history(None, look(False, 500), T0)
     assert world["health"] == {
         "ok": False, "status": 500, "latency_ms": 3, "healthy": False, "streak": 1,
-        "consecutive_failures": 1, "since": "2026-01-01T10:00:00+00:00", "episode": 1,
+        "consecutive_failures": 1, "since": "2026-01-01T10:00:00Z", "episode": 1,
     }  # fmt: skip
     assert world["log"] == {"lines": ["a"]}  # no `ok`: passed through untouched
 
@@ -290,7 +290,7 @@ def test_with_history_counts_the_streak_and_keeps_since_while_the_state_holds() 
         world = with_history(world, look(False, 503), T0 + 60)
     assert world["health"]["streak"] == 4
     assert world["health"]["consecutive_failures"] == 4
-    assert world["health"]["since"] == "2026-01-01T10:00:00+00:00"
+    assert world["health"]["since"] == "2026-01-01T10:00:00Z"
 
 
 def test_with_history_flip_restarts_the_streak_and_since() -> None:
@@ -299,9 +299,9 @@ def test_with_history_flip_restarts_the_streak_and_since() -> None:
     assert recovered["health"]["healthy"] is True
     assert recovered["health"]["streak"] == 1
     assert recovered["health"]["consecutive_failures"] == 0
-    assert recovered["health"]["since"] == "2026-01-01T10:01:30+00:00"
+    assert recovered["health"]["since"] == "2026-01-01T10:01:30Z"
     again = with_history(recovered, look(True, 200), T0 + 120)
-    assert (again["health"]["streak"], again["health"]["since"]) == (2, "2026-01-01T10:01:30+00:00")
+    assert (again["health"]["streak"], again["health"]["since"]) == (2, "2026-01-01T10:01:30Z")
 
 
 def test_transitions_first_seen_failing_is_a_flip() -> None:

@@ -365,3 +365,21 @@ def test_config_program_is_fixed_and_paths_are_relative_to_the_config(tmp_path: 
     path.write_text(HEAD + '\n[sources.log]\ntype = "file_tail"\npath = "logs/app.log"\n')
 
     assert config.load(path).sources["log"].path == tmp_path / "logs" / "app.log"  # type: ignore[union-attr]
+
+
+def test_a_broken_check_in_the_middle_of_an_outage_is_the_same_episode() -> None:
+    """unhealthy → check_failed (a DNS blip) → unhealthy is one stretch: same episode and since,
+    so a goal whose run the operator stopped gets no new run (review finding: it restarted the
+    service again)."""
+    from agentd.sources import episode_key, with_history
+
+    down = {"health": {"ok": False, "status": 500}}
+    broken = {"health": {"ok": False, "check_failed": True, "error": "cannot resolve host"}}
+    w1 = with_history(None, down, 1000.0)
+    w2 = with_history(w1, down, 1001.0)
+    w3 = with_history(w2, broken, 1002.0)
+    w4 = with_history(w3, down, 1003.0)
+    assert episode_key("a", "health", w4["health"]) == episode_key("a", "health", w1["health"])
+    assert w4["health"]["streak"] == 3 and w4["health"]["since"].endswith("Z")
+    up = with_history(w4, {"health": {"ok": True, "status": 200}}, 1004.0)
+    assert up["health"]["episode"] == w4["health"]["episode"] + 1

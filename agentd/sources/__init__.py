@@ -18,6 +18,7 @@ from agentd.config import (
     CommandSource,
     FileTailSource,
     HttpSource,
+    McpSource,
     SourceConfig,
 )
 from agentd.models import JSON
@@ -44,6 +45,10 @@ def build(name: str, cfg: SourceConfig, base_env: Mapping[str, str]) -> Source:
         from agentd.sources.file_tail import FileTailReader
 
         return FileTailReader(name, cfg)
+    if isinstance(cfg, McpSource):
+        from agentd.sources.mcp import McpSourceReader
+
+        return McpSourceReader(name, cfg, base_env=base_env)
     raise TypeError(f"unknown source config {type(cfg).__name__}")
 
 
@@ -62,7 +67,17 @@ async def observe_all(sources: list[Source], timeout_s: float = 30.0) -> JSON:
 
 
 # Fields that move on every look by design; a change in them alone is not news.
-COUNTERS = frozenset({"streak", "since", "consecutive_failures", "episode"})
+COUNTERS = frozenset(
+    {
+        "streak",
+        "since",
+        "consecutive_failures",
+        "episode",
+        "last_state",
+        "last_since",
+        "last_streak",
+    }
+)
 
 
 def state_of(obs: object) -> str | None:
@@ -89,23 +104,42 @@ def with_history(previous: JSON | None, current: JSON, now: float) -> JSON:
             out[name] = obs
             continue
         before = (previous or {}).get(name) or {}
-        same = state_of(before) == state and "since" in before
-        streak = int(before.get("streak", 0)) + 1 if same else 1
+        # A broken check is no reading: look through it to the state before, so healthy or
+        # unhealthy → check_failed → the same state again is one stretch (one episode).
+        prior, prior_since, prior_streak = (
+            state_of(before),
+            before.get("since"),
+            before.get("streak"),
+        )
+        if prior == CHECK_FAILED and state != CHECK_FAILED:
+            prior = before.get("last_state")
+            prior_since, prior_streak = before.get("last_since"), before.get("last_streak")
+        same = prior == state and prior_since is not None
+        streak = int(prior_streak or 0) + 1 if same else 1
+        episode = int(before.get("episode", 0))
         seen: JSON = {
             **obs,
             "streak": streak,
-            "since": before["since"]
-            if same
-            else datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
-            "episode": int(before.get("episode", 1)) if same else int(before.get("episode", 0)) + 1,
+            "since": prior_since if same else _iso(now),
+            # A broken check keeps the episode of the state it interrupts.
+            "episode": max(episode, 1) if same or state == CHECK_FAILED else episode + 1,
         }
         if state == CHECK_FAILED:
             seen["last_healthy"] = before.get("healthy", before.get("last_healthy"))
+            broke = state_of(before) == CHECK_FAILED
+            seen["last_state"] = before.get("last_state") if broke else state_of(before)
+            seen["last_since"] = before.get("last_since") if broke else before.get("since")
+            seen["last_streak"] = before.get("last_streak") if broke else before.get("streak")
         else:
             seen["healthy"] = state == HEALTHY
             seen["consecutive_failures"] = 0 if state == HEALTHY else streak
         out[name] = seen
     return out
+
+
+def _iso(now: float) -> str:
+    """`2026-03-01T17:00:00Z`: the one JSON time format (render_time.iso)."""
+    return datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def transitions(previous: JSON | None, current: JSON) -> list[tuple[str, bool]]:
