@@ -21,6 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -245,6 +246,7 @@ async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> Non
     vouching for the process and end it with exit code 1: logging the same error ten times a
     second while systemd hears all is well helps nobody."""
     interval = config.watchdog_interval_s() or deps.config.daemon.watchdog_interval_s
+    inode = _inode(deps.store.path)
     while not stop.is_set():
         try:
             async with asyncio.timeout(interval):
@@ -252,8 +254,18 @@ async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> Non
         except (TimeoutError, StateError) as e:
             log.error("daemon.unhealthy", error=str(e) or "database read timed out")
         else:
-            if not deps.store.errors.failing():
+            if not deps.store.errors.failing() and _inode(deps.store.path) == inode:
                 sdnotify.notify("WATCHDOG=1")
+        if _inode(deps.store.path) != inode:  # deleted or replaced: our writes would be lost
+            failures.append(f"{deps.store.path} was removed or replaced under the daemon")
+            log.critical(
+                "daemon.database_gone", error=failures[-1],
+                note="stopping before more is written to a file nobody can open; restore the "
+                "latest backup (README: Backups and restore)",
+            )  # fmt: skip
+            sdnotify.notify(f"STATUS=database gone: {failures[-1]}"[:200])
+            stop.set()
+            return
         if deps.store.errors.failing():
             failures.append(deps.store.errors.last)
             log.critical(
@@ -269,6 +281,13 @@ async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> Non
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
 
 
 def _sha256(paths: Paths) -> str:
@@ -308,6 +327,18 @@ async def reload(paths: Paths, deps: Deps, models: dict[str, Model]) -> bool:
         fresh = build_deps(cfg, deps.store, deps.owner)
     except AgentdError as e:
         log.error("config.reload_failed", error=str(e), note="the config loaded before is kept")
+        return False
+    # An agent that still pursues goals cannot vanish by a reload: its runs would be abandoned
+    # and its goals orphaned without anyone deciding so. Close or move those goals first.
+    in_use = await deps.store.read(
+        lambda c: sorted({g.agent for g in q.list_goals(c, status="active")} - set(cfg.agents))
+    )
+    if in_use:
+        log.error(
+            "config.reload_failed",
+            error=f"agents {', '.join(in_use)} are gone from the config but have active goals",
+            note="the config loaded before is kept; close or pause those goals, or keep the agent",
+        )
         return False
     old = deps.config
     keep_models = {n: m for n, m in deps.models.items() if old.models.get(n) == cfg.models.get(n)}

@@ -370,6 +370,10 @@ async def check_sources(cfg: Config) -> list[Check]:
         limit_s = getattr(cfg.sources[name], "timeout_s", 0.0) + SOURCE_GRACE_S
         raw = await sources.observe_all([built[name]], timeout_s=limit_s)
         check = _source_check(name, raw[name])
+        url = getattr(cfg.sources[name], "url", None)
+        if not check.ok and url and "unhealthy" in check.message:  # down — or a wrong port
+            check = check._replace(message=f"{check.message} at {url}: if the service is up, "
+                                   "check the URL and port (a watch would act on this)")  # fmt: skip
         if name in in_use or check.ok:
             return check
         return check._replace(message=check.message + " (no agent uses it yet)", required=False)

@@ -79,6 +79,11 @@ def add(
         TITLE_MAX_CHARS,
         'say what you want done in a line, e.g. "Keep checkout healthy"',
     )
+    if any(ch in title for ch in "\r\n") or not title.isprintable():
+        raise UsageError(
+            "the title is one line of text (no line breaks or control characters); "
+            "put the rest in --why"
+        )
     why = check_text(
         "--why", why, WHY_MAX_CHARS, 'say why it matters, e.g. --why "5xx loses orders"'
     )

@@ -143,3 +143,22 @@ def configure(level: str = "info", *, fmt: str | None = None, stream: Any = None
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
+    _route_stdlib("apscheduler", _LEVELS[level])
+
+
+class _ToStructlog(logging.Handler):
+    """A library's stdlib log records as structlog lines: the same format, level, journald
+    priority and throttle as ours (APScheduler's "job skipped" lines repeat while a lock is held)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            structlog.get_logger(record.name).log(record.levelno, record.getMessage())
+        except Exception:  # a log line must never break the daemon
+            self.handleError(record)
+
+
+def _route_stdlib(name: str, level: int) -> None:
+    lib = logging.getLogger(name)
+    lib.handlers = [_ToStructlog()]
+    lib.setLevel(max(level, logging.WARNING))  # its info lines (jobs added) are noise here
+    lib.propagate = False

@@ -140,3 +140,14 @@ def test_goal_add_deadline_as_a_delay_is_from_now_and_zero_is_refused(cli_home: 
 def test_goal_add_help_says_a_deadline_without_a_zone_is_local(cli_home: Any) -> None:
     text = " ".join(agentd(cli_home.root, "goal", "add", "--help").stdout.split())
     assert "no zone: your local time" in text and "Not in the past" in text
+
+
+def test_a_title_is_one_line(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from agentd.cli import app
+
+    home = tmp_path / "home"
+    assert CliRunner().invoke(app, ["--home", str(home), "init"]).exit_code == 0
+    two = CliRunner().invoke(app, ["--home", str(home), "goal", "add", "two\nlines", "--why", "w"])
+    assert two.exit_code == 2 and "one line" in two.output

@@ -98,7 +98,7 @@ class Walk:
         assert done.returncode == 0, f"README command failed: {line}\n{done.stdout}{done.stderr}"
         assert "Traceback" not in done.stderr, f"{line}\n{done.stderr}"
         self.ran[line] = done
-        if "kill -HUP" in line:  # as a person would: the next command after the reload is seen
+        if re.match(r"^agentd reload\b", line):  # as a person would: the reload is seen next
             self.until(lambda: self.logged("config.reloaded") > reloads, f"a reload after {line}")
 
     def serve(self, line: str) -> None:

@@ -118,3 +118,39 @@ def test_the_loaded_config_sha256_is_recorded_at_start_and_at_reload(daemon: Dae
     hup(daemon, proc, '"config.reloaded"')
     assert loaded_sha(daemon) == hashlib.sha256(daemon.paths.config.read_bytes()).hexdigest()
     assert daemon.terminate(proc)[0] == 0
+
+
+def test_agentd_reload_checks_the_config_first_and_never_signals_a_stale_pid(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from agentd.cli import app
+
+    home = tmp_path / "home"
+    assert CliRunner().invoke(app, ["--home", str(home), "init"]).exit_code == 0
+    (home / "agentd.lock").write_text("1\n")  # a pid left behind: no daemon holds the lock
+    no_daemon = CliRunner().invoke(app, ["--home", str(home), "reload"])
+    assert no_daemon.exit_code == 1 and "no daemon serves" in no_daemon.output
+    (home / "config.toml").write_text("[agents.x]\nactions = 3\n")
+    bad = CliRunner().invoke(app, ["--home", str(home), "reload"])
+    assert bad.exit_code == 2 and "line 2" in bad.output
+
+
+def test_a_reload_that_drops_an_agent_with_active_goals_is_refused(daemon: Daemon) -> None:
+    daemon.write([act("append"), FINISH])
+    out = configure(daemon, "approve")  # the run waits for an approval, its goal active
+    proc = daemon.serve()
+    good = loaded_sha(daemon)
+    run_id = daemon.new_run()
+    daemon.until("the run to wait", lambda: daemon.run(run_id).status == RunStatus.WAITING)
+
+    daemon.paths.config.write_text(
+        CONFIG.format(out=out, rule="approve").replace("[agents.default]", "[agents.renamed]")
+    )
+    hup(daemon, proc, '"config.reload_failed"')
+    failed = [ln for ln in daemon.logs().splitlines() if '"config.reload_failed"' in ln][-1]
+    assert "default" in failed and "active goals" in failed
+    assert loaded_sha(daemon) == good
+    assert daemon.run(run_id).status == RunStatus.WAITING  # still served, untouched
+    assert daemon.terminate(proc)[0] == 0

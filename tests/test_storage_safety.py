@@ -257,6 +257,26 @@ def test_a_database_corrupted_under_the_daemon_stops_the_watchdog_and_exits_non_
     assert logs.count('"scheduler.tick_failed"') <= 2, logs[-3000:]
 
 
+def test_a_database_deleted_under_the_daemon_stops_it_before_writes_are_lost(
+    daemon: Daemon, notify: NotifySocket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemon.write([FINISH])
+    monkeypatch.setenv("NOTIFY_SOCKET", str(notify.path))
+    monkeypatch.setenv("WATCHDOG_USEC", "400000")
+    proc = daemon.serve()
+    daemon.until("the watchdog to be petted", lambda: notify.count("WATCHDOG=1") >= 2)
+    removed = time.monotonic()
+    for suffix in ("", "-wal", "-shm"):  # `rm agentd.db*` while it runs: it writes to nothing
+        daemon.paths.db.with_name(daemon.paths.db.name + suffix).unlink(missing_ok=True)
+    try:
+        code = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the daemon kept writing to a deleted database:\n{daemon.logs()[-2000:]}")
+    assert code != 0
+    assert notify.count("WATCHDOG=1", since=removed + 0.3) == 0, notify.messages
+    assert '"daemon.database_gone"' in daemon.logs()
+
+
 # ── 8. the SQLite library is new enough ──────────────────────────────────────────────────────
 def test_an_sqlite_older_than_the_schema_needs_is_refused_clearly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import importlib.resources
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -178,6 +179,25 @@ def serve_cmd(
         typer.echo("\n".join(f"<{log.PRIORITY['error']}>{ln}" for ln in lines), err=True)
         raise typer.Exit(e.exit_code) from None
     raise typer.Exit(code)
+
+
+@app.command("reload")
+def reload_cmd(ctx: typer.Context) -> None:
+    """Check config.toml, then ask the daemon serving this home to reload it (SIGHUP).
+
+    A config that does not validate is refused here (exit 2) and the daemon keeps the one it
+    runs. The pid comes from the home's lock, and only while a daemon holds it: a stale pid is
+    never signalled. Under systemd, `systemctl reload agentd` does the same.
+    """
+    paths = paths_of(ctx)
+    config.load(paths.config)  # raises ConfigError (file:line) before anything is signalled
+    pid = daemon.daemon_pid(paths)
+    if pid is None:
+        raise StateError(f"no daemon serves {paths.home}; the config applies when it starts")
+    if pid <= 0:
+        raise StateError(f"a daemon serves {paths.home} but its pid is unknown; restart it")
+    os.kill(pid, signal.SIGHUP)
+    typer.echo(f"reload requested (pid {pid}); its log says config.reloaded, or why not")
 
 
 @app.command("backup")

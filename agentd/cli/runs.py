@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from agentd import daemon, goals, render, render_runs
+from agentd.cli.goals import unchanged_is_a_note
 from agentd.cli.root import GoalId, JsonFlag, Limit, Opt, RunId, emit, open_store, paths_of, sub_app
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
@@ -157,6 +158,6 @@ def runs_cancel(
     ] = "cancelled by the operator",
 ) -> None:
     """Cancel a running or waiting run (its open questions and approvals are withdrawn)."""
-    with open_store(ctx) as store:
+    with open_store(ctx) as store, unchanged_is_a_note():
         goals.cancel_run(store, run_id, reason)
     typer.echo(f"run {run_id} cancelled")
