@@ -33,7 +33,10 @@ ActionConfig = config_actions.ActionConfig
 BuiltinAction = config_actions.BuiltinAction
 CommandAction = config_actions.CommandAction
 HttpAction = config_actions.HttpAction
+McpServerRef = config_actions.McpServerRef
+McpToolAction = config_actions.McpToolAction
 Param = config_actions.Param
+schema_mismatch = config_actions.schema_mismatch
 whole_match = config_actions.whole_match
 BuildConfig = config_build.BuildConfig  # [agents.X.build]: the inner loop
 # The source tables live in config_sources; re-exported likewise.
@@ -47,6 +50,7 @@ http_url = config_sources.http_url
 CommandSource = config_sources.CommandSource
 FileTailSource = config_sources.FileTailSource
 HttpSource = config_sources.HttpSource
+McpSource = config_sources.McpSource
 SourceConfig = config_sources.SourceConfig
 Watch = config_sources.Watch
 
@@ -278,8 +282,17 @@ class AgentConfig(_Strict):
     build: BuildConfig = BuildConfig()
 
 
+class McpConfig(_Strict):
+    """[mcp]: agentd as an MCP server (`agentd mcp`)."""
+
+    # An MCP client is often a model, which must never approve its own gated action: with this
+    # on, an `approve` tool asks the person at the client through elicitation; off, none exists.
+    approvals: bool = False
+
+
 class Config(_Strict):
     daemon: DaemonConfig = DaemonConfig()
+    mcp: McpConfig = McpConfig()
     models: dict[str, ModelConfig] = {}
     sources: dict[str, SourceConfig] = {}
     actions: dict[str, ActionConfig] = {}
@@ -472,7 +485,7 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
                     model[key] = str(base / Path(model[key]).expanduser())
     # As documented in `load`: a log file or working directory given relative to the config
     # file, not to wherever the daemon happens to start.
-    for table, key in (("sources", "path"), ("actions", "cwd")):
+    for table, key in (("sources", "path"), ("sources", "cwd"), ("actions", "cwd")):
         for entry in (raw.get(table) or {}).values():
             if isinstance(entry, dict) and isinstance(entry.get(key), str) and entry[key]:
                 entry[key] = str(base / Path(entry[key]).expanduser())

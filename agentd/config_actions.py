@@ -95,6 +95,26 @@ def _matches(pattern: str, value: str) -> bool:
     return True
 
 
+def http_url(value: str | None) -> str | None:
+    """A URL agentd can request: http or https, a host, a numeric port. A URL that cannot even
+    be requested would otherwise look like an outage at every poll."""
+    if value is None:
+        return None
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname or value != value.strip():
+        raise ValueError(
+            f"{value!r} is not an http(s) URL; write it as http://HOST[:PORT]/PATH, "
+            'e.g. "http://127.0.0.1:8080/health"'
+        )
+    try:
+        _ = parts.port  # raises for a port that is not a number in 0-65535
+    except ValueError:
+        raise ValueError(f"{value!r}: the port is not a number from 0 to 65535") from None
+    if any(c.isspace() for c in value):
+        raise ValueError(f"{value!r}: a URL has no spaces (write them as %20)")
+    return value
+
+
 def program_argv(argv: list[str]) -> list[str]:
     """argv[0] names the program and is fixed by the config. Whether it exists is checked when
     it runs (a source then reports `check_failed`) and by `agentd doctor`, not here: a config is
@@ -104,6 +124,87 @@ def program_argv(argv: list[str]) -> list[str]:
     if argv and PARAM_PLACEHOLDER.search(argv[0]):
         raise ValueError("argv[0] is the program: a {param} may fill later arguments only")
     return argv
+
+
+class McpServerRef(Strict):
+    """How agentd reaches an MCP server: a command it starts and talks to over stdio (`argv`, no
+    shell; the child gets the scrubbed base environment, `env`, and `secret_env` read at each
+    connection), or a URL it talks streamable HTTP to, with a bearer token read from the
+    variable (or systemd credential) `token_env` names. One connection per look or call."""
+
+    argv: list[str] | None = None
+    url: str | None = None
+    token_env: str | None = None  # the NAME of the variable holding the token, never the token
+    env: dict[str, str] = {}
+    secret_env: dict[str, str] = {}  # child variable → the daemon's variable it is copied from
+    cwd: Path | None = None  # the command's working directory (relative to the config file)
+    timeout_s: float = Field(10.0, gt=0)  # the whole connection: start, handshake, calls
+
+    @field_validator("argv")
+    @classmethod
+    def _program_is_fixed(cls, argv: list[str] | None) -> list[str] | None:
+        if argv is not None and not argv:
+            raise ValueError('argv must name the server program, e.g. ["python", "server.py"]')
+        return None if argv is None else program_argv(argv)
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_usable(cls, url: str | None) -> str | None:
+        http_url(url)
+        if url is not None and urllib.parse.urlsplit(url).username is not None:
+            raise ValueError(
+                "the URL holds credentials; remove them and name the token's variable "
+                'in token_env = "..."'
+            )
+        return url
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> McpServerRef:
+        if (self.argv is None) == (self.url is None):
+            raise ValueError(
+                'give exactly one of argv = ["program", ...] (a stdio server agentd starts) '
+                'or url = "https://HOST/mcp" (a streamable HTTP server)'
+            )
+        if self.url is not None and (self.env or self.secret_env or self.cwd):
+            raise ValueError("env, secret_env and cwd are for a stdio server (argv), not a url")
+        if self.argv is not None and self.token_env is not None:
+            raise ValueError(
+                "token_env is sent as a bearer token to a url; a stdio server gets "
+                'its secrets through secret_env = { CHILD_VAR = "NAME" }'
+            )
+        names = [self.token_env] if self.token_env is not None else []
+        for child, source in [*self.secret_env.items(), *(("token_env", n) for n in names)]:
+            if not (_ENV_NAME.fullmatch(child) and _ENV_NAME.fullmatch(source)):
+                raise ValueError(
+                    f"{child} = {source!r}: name a variable (letters, digits and _), never "
+                    "the secret itself"
+                )
+        return self
+
+    def secret_names(self) -> list[str]:
+        """The daemon's variables a connection reads."""
+        return sorted({*self.secret_env.values(), *([self.token_env] if self.token_env else [])})
+
+    def where(self) -> str:
+        """The server as an operator recognises it (the URL, or the command line)."""
+        return self.url if self.url is not None else " ".join(self.argv or [])
+
+
+def schema_mismatch(schema: dict[str, Any], instance: Any) -> str | None:
+    """Why `instance` does not validate against the JSON Schema `schema` (the most relevant
+    error, with where), or None. Used for an mcp_tool's arguments, at decision and execution."""
+    # The MCP SDK's own dependency (no type stubs); loaded only where mcp_tool is used.
+    import jsonschema  # type: ignore[import-untyped]
+
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    except jsonschema.SchemaError as e:
+        return f"the schema itself is invalid ({e.message[:200]})"
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path) or "arguments"
+    return f"{where}: {error.message[:300]}"
 
 
 class _ActionBase(Strict):
@@ -208,10 +309,55 @@ class HttpAction(_ActionBase):
         return self
 
 
+class McpToolAction(_ActionBase, McpServerRef):
+    """Call one tool of an MCP server. The model gives `arguments`, a JSON object: checked at
+    decision time against `input_schema` when the config declares one, and always at execution
+    against the tool's own input schema (fetched from the server then). `idempotency_arg` names
+    the tool argument agentd fills with the execution's idempotency key (the model cannot set
+    it); declare `idempotent = true` only when the server dedupes on that key, so a call a crash
+    interrupted is re-sent with the same key instead of asking the operator."""
+
+    type: Literal["mcp_tool"]
+    tool: str = Field(min_length=1)
+    idempotency_arg: str | None = None
+    input_schema: dict[str, Any] | None = None  # JSON Schema of `arguments` shown to the model
+    output_bytes: int = Field(4000, ge=0)  # of the tool's result kept in the journal
+    timeout_s: float = Field(30.0, gt=0)
+
+    @field_validator("input_schema")
+    @classmethod
+    def _is_an_object_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is None:
+            return None
+        import jsonschema  # as in schema_mismatch (whose import mypy checks)
+
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except jsonschema.SchemaError as e:
+            raise ValueError(f"input_schema is not a JSON Schema: {e.message}") from None
+        if schema.get("type") != "object":
+            raise ValueError('input_schema describes the arguments object: type = "object"')
+        return schema
+
+    @model_validator(mode="after")
+    def _fits_the_tool(self) -> McpToolAction:
+        if self.params:
+            raise ValueError("an mcp_tool takes `arguments` (see input_schema), not params")
+        props = (self.input_schema or {}).get("properties", {})
+        if self.idempotency_arg is not None and self.idempotency_arg in props:
+            raise ValueError(
+                f"input_schema offers {self.idempotency_arg!r} to the model, but agentd fills "
+                "it (idempotency_arg): remove it from input_schema"
+            )
+        return self
+
+
 class BuiltinAction(_ActionBase):
     type: Literal["finish", "ask", "notify", "sleep", "wait_event", "build"]
     max_sleep_s: float = Field(7 * 86400, gt=0)
     events: list[str] | None = None  # wait_event: names the model may wait for (None = any)
 
 
-ActionConfig = Annotated[CommandAction | HttpAction | BuiltinAction, Field(discriminator="type")]
+ActionConfig = Annotated[
+    CommandAction | HttpAction | McpToolAction | BuiltinAction, Field(discriminator="type")
+]

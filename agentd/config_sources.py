@@ -4,38 +4,18 @@ the rest of the config (`agentd.config` re-exports every name here)."""
 
 from __future__ import annotations
 
-import urllib.parse
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from agentd.config_actions import McpServerRef, program_argv
 from agentd.config_actions import Strict as _Strict
-from agentd.config_actions import program_argv
+from agentd.config_actions import http_url as http_url  # re-exported: it lived here
 
 # The states a source with health is in; a watching agent emits `SOURCE.STATE` when one begins.
 HEALTHY, UNHEALTHY, CHECK_FAILED = "healthy", "unhealthy", "check_failed"
 SOURCE_STATES = (HEALTHY, UNHEALTHY, CHECK_FAILED)
-
-
-def http_url(value: str | None) -> str | None:
-    """A URL agentd can request: http or https, a host, a numeric port. A URL that cannot even
-    be requested would otherwise look like an outage at every poll."""
-    if value is None:
-        return None
-    parts = urllib.parse.urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname or value != value.strip():
-        raise ValueError(
-            f"{value!r} is not an http(s) URL; write it as http://HOST[:PORT]/PATH, "
-            'e.g. "http://127.0.0.1:8080/health"'
-        )
-    try:
-        _ = parts.port  # raises for a port that is not a number in 0-65535
-    except ValueError:
-        raise ValueError(f"{value!r}: the port is not a number from 0 to 65535") from None
-    if any(c.isspace() for c in value):
-        raise ValueError(f"{value!r}: a URL has no spaces (write them as %20)")
-    return value
 
 
 class HttpSource(_Strict):
@@ -70,7 +50,33 @@ class FileTailSource(_Strict):
         return value
 
 
-SourceConfig = Annotated[HttpSource | CommandSource | FileTailSource, Field(discriminator="type")]
+class McpSource(McpServerRef):
+    """Read an MCP server's resources (by URI) and call its read-only tools (name → fixed
+    arguments) on each look. What they return is world state (JSON when it parses, else text),
+    cut to `max_bytes` in all. A look that cannot be made (the server does not start or answer,
+    a read fails, a tool is not marked read-only) is `check_failed`: it says nothing of the
+    world, and a watch emits `SOURCE.check_failed`."""
+
+    type: Literal["mcp"]
+    resources: list[str] = Field(default_factory=list)
+    tools: dict[str, dict[str, Any]] = Field(default_factory=dict)  # name → fixed arguments
+    max_bytes: int = Field(8000, ge=1)
+
+    @model_validator(mode="after")
+    def _reads_something(self) -> McpSource:
+        if not self.resources and not self.tools:
+            raise ValueError(
+                'name what to read: resources = ["app://..."] and/or '
+                "tools = { TOOL = { ARG = VALUE } } (tools the server marks read-only)"
+            )
+        if any(not uri.strip() or "\0" in uri for uri in self.resources):
+            raise ValueError('resources: each is a resource URI, e.g. "jobsearch://roles"')
+        return self
+
+
+SourceConfig = Annotated[
+    HttpSource | CommandSource | FileTailSource | McpSource, Field(discriminator="type")
+]
 
 
 class Watch(_Strict):

@@ -34,7 +34,9 @@ from agentd.config import (
     CommandAction,
     Config,
     HttpAction,
+    McpToolAction,
     Param,
+    schema_mismatch,
 )
 from agentd.errors import ModelOutputInvalid
 from agentd.models import JSON, action_digest
@@ -106,9 +108,28 @@ def _fields_for(name: str, cfg: Any) -> dict[str, Any]:
         fields["url"] = (Literal[tuple(cfg.url_templates)], ...)
         fields["method"] = (Literal[tuple(cfg.methods)], cfg.methods[0])
         fields["body"] = (str | None, None)
+    elif isinstance(cfg, McpToolAction):
+        fields["arguments"] = (_tool_arguments(cfg), Field(default_factory=dict))
     elif isinstance(cfg, BuiltinAction):
         fields.update(_builtin_fields(cfg))
     return fields
+
+
+def _tool_arguments(cfg: McpToolAction) -> Any:
+    """An mcp_tool's `arguments`: checked here against the config's `input_schema` when it
+    declares one (so a bad reply is re-asked before anyone approves it), else any object; the
+    executor checks them again against the tool's own schema before sending."""
+    if cfg.input_schema is None:
+        schema: JSON = {"type": "object", "description": f"the arguments of tool {cfg.tool}"}
+        return Annotated[dict[str, Any], WithJsonSchema(schema)]
+    declared = cfg.input_schema
+
+    def check(value: dict[str, Any]) -> dict[str, Any]:
+        if (problem := schema_mismatch(declared, value)) is not None:
+            raise ValueError(problem)
+        return value
+
+    return Annotated[dict[str, Any], AfterValidator(check), WithJsonSchema(declared)]
 
 
 def _builtin_fields(cfg: BuiltinAction) -> dict[str, Any]:
@@ -231,6 +252,8 @@ def _default_description(cfg: Any) -> str:
         return f"Run the command {' '.join(cfg.argv)}."
     if isinstance(cfg, HttpAction):
         return f"Send an HTTP request to one of: {', '.join(cfg.url_templates)}."
+    if isinstance(cfg, McpToolAction):
+        return f"Call the tool {cfg.tool} of the MCP server {cfg.where()}."
     return {
         "finish": "End the run: succeeded when the goal's criteria hold, failed when they cannot.",
         "ask": "Ask the operator a question and wait for the answer.",

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 from agentd.actions import CONTROL_TYPES
 from agentd.actions.command import fill
-from agentd.config import ActionConfig, AgentConfig, Budget, CommandAction, HttpAction
+from agentd.config import (
+    ActionConfig,
+    AgentConfig,
+    Budget,
+    CommandAction,
+    HttpAction,
+    McpToolAction,
+)
 from agentd.decide import Decision, Menu
 from agentd.errors import ActionFailed, ModelOutputInvalid
 from agentd.models import JSON, Verdict, canonical_json
@@ -119,6 +126,8 @@ def resolved(cfg: ActionConfig, action: str, args: JSON) -> JSON:
         except ActionFailed as e:
             return {"error": str(e)}
         return {"method": args.get("method", cfg.methods[0]), "url": url, "label": label}
+    if isinstance(cfg, McpToolAction):  # the key argument is filled at execution
+        return {"server": cfg.where(), "tool": cfg.tool, "arguments": args.get("arguments", {})}
     return {"action": action}
 
 

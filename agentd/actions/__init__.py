@@ -1,8 +1,8 @@
 """Actions that touch the outside world: the Executor protocol and the registry of built-in types.
 
 Control actions (finish, ask, notify, sleep, wait_event, build) change the run or the inbox and are
-carried out by the engine; the executors here (command, http) reach outside systems and know nothing
-of the database.
+carried out by the engine; the executors here (command, http, mcp_tool) reach outside systems and
+know nothing of the database.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from agentd.config import ActionConfig, CommandAction, HttpAction
+from agentd.config import ActionConfig, CommandAction, HttpAction, McpToolAction
 from agentd.models import JSON
 
 CONTROL_TYPES = frozenset({"finish", "ask", "notify", "sleep", "wait_event", "build"})
@@ -82,4 +82,8 @@ def build(name: str, cfg: ActionConfig, base_env: Mapping[str, str]) -> Executor
         from agentd.actions.http import HttpExecutor
 
         return HttpExecutor(name, cfg)
+    if isinstance(cfg, McpToolAction):
+        from agentd.actions.mcp_tool import McpToolExecutor
+
+        return McpToolExecutor(name, cfg, base_env=base_env)
     return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from agentd import log
 from agentd.cli import checkins as _checkins  # noqa: F401  # registers `goal schedule` etc.
+from agentd.cli import mcp as _mcp  # noqa: F401  # registers `agentd mcp`
 from agentd.cli import status as _status  # noqa: F401  # registers `agentd status`
 from agentd.cli.admin import event_app
 from agentd.cli.build import artifact_app  # also registers `build`

@@ -75,7 +75,8 @@ class ScriptedProvider:
             "prompt_bytes": len(request.system.encode()) + len(request.prompt.encode()),
             "t": time.time(),
         }
-        if request.purpose in BUILD_PURPOSES:  # tests read what a generator or judge was shown
+        # Tests read what a generator, a judge, a decision or a check-in was shown.
+        if request.purpose in (*BUILD_PURPOSES, "decide", "checkin"):
             record["prompt"] = request.prompt
         line = json.dumps(record)
         with self.cfg.request_log.open("a") as f:

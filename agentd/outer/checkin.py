@@ -24,8 +24,8 @@ from typing import Any
 import structlog
 
 from agentd import harness, inbox
-from agentd.config import AgentConfig
-from agentd.db import accounting
+from agentd.config import AgentConfig, McpSource
+from agentd.db import accounting, world
 from agentd.db import checkins as qc
 from agentd.db import memory as mem
 from agentd.db import queries as q
@@ -38,6 +38,7 @@ from agentd.models import JSON, Goal, GoalStatus
 from agentd.outer import cadence, checkin_prompt, schedule, verdicts
 from agentd.outer.checkin_prompt import Reply
 from agentd.outer.precheck import OVERDUE_AFTER_S, Facts, Precheck, lacking, precheck
+from agentd.sources import COUNTERS
 
 log = structlog.get_logger("agentd.outer")
 Launch = Callable[[int, int], None]
@@ -129,6 +130,7 @@ def _precheck_tx(c: Any, deps: Deps, checkin_id: int, now: float) -> str:
                            for item in qc.open_questions(c, goal.goal_id, rule)],
         **{k: moved[k] for k in ("runs_finished", "answers", "world_samples", "event_samples",
                                  "overdue_items")},
+        "app_context": _app_context(c, deps, goal.agent, agent),
     }  # fmt: skip
     qc.advance(c, checkin_id, "due", status="deciding", precheck={
         **base, "marks": marks, "facts": shown, "asked": True, "must_ask": pre.must_ask,
@@ -171,6 +173,21 @@ def _facts(
     new_marks = qc.marks_now(c, goal.goal_id, goal.agent, [])
     new_marks["overdue"] = [i for i in reported if i in new_marks["open_items"]]
     return facts, pre, new_marks, moved
+
+
+def _app_context(c: Any, deps: Deps, agent_name: str, agent: AgentConfig) -> JSON:
+    """The latest look of the agent's `mcp` sources (the goal's context where an app owns it:
+    saved roles, a plan's progress), without the history counters; {} when it has none."""
+    names = [n for n in agent.sources if isinstance(deps.config.sources.get(n), McpSource)]
+    last = world.last_snapshot(c, agent_name) if names else None
+    if last is None:
+        return {}
+    seen = last[1]
+    return {
+        n: {k: v for k, v in seen[n].items() if k not in COUNTERS}
+        for n in names
+        if isinstance(seen.get(n), dict)
+    }
 
 
 def _over_budget(c: Any, agent: AgentConfig, goal_id: int, now: float) -> str | None:

@@ -255,6 +255,11 @@ def _fact_sections(facts: JSON) -> list[str]:
         out.append("# The operator responded\n" + "\n".join(lines))
     if facts.get("world_samples"):
         out.append("# How the world changed (latest first)\n" + quote(facts["world_samples"], 3000))
+    if facts.get("app_context"):
+        out.append(
+            "# Where the goal stands in its apps (their latest look, over MCP)\n"
+            + quote(facts["app_context"], 6000)
+        )
     if facts.get("event_samples"):
         out.append("# Events (latest first)\n" + quote(facts["event_samples"], 2000))
     if facts.get("overdue_items"):
