@@ -119,17 +119,18 @@ def _tool_arguments(cfg: McpToolAction) -> Any:
     """An mcp_tool's `arguments`: checked here against the config's `input_schema` when it
     declares one (so a bad reply is re-asked before anyone approves it), else any object; the
     executor checks them again against the tool's own schema before sending."""
-    if cfg.input_schema is None:
-        schema: JSON = {"type": "object", "description": f"the arguments of tool {cfg.tool}"}
-        return Annotated[dict[str, Any], WithJsonSchema(schema)]
     declared = cfg.input_schema
+    key_arg = cfg.idempotency_arg
 
     def check(value: dict[str, Any]) -> dict[str, Any]:
-        if (problem := schema_mismatch(declared, value)) is not None:
+        if key_arg is not None and key_arg in value:  # never the model's: agentd fills it
+            raise ValueError(f"{key_arg!r} is filled by agentd; leave it out")
+        if declared is not None and (problem := schema_mismatch(declared, value)) is not None:
             raise ValueError(problem)
         return value
 
-    return Annotated[dict[str, Any], AfterValidator(check), WithJsonSchema(declared)]
+    schema: JSON = declared or {"type": "object", "description": f"the arguments of {cfg.tool}"}
+    return Annotated[dict[str, Any], AfterValidator(check), WithJsonSchema(schema)]
 
 
 def _builtin_fields(cfg: BuiltinAction) -> dict[str, Any]:

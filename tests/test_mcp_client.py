@@ -268,6 +268,10 @@ def test_mcp_tool_menu_checks_the_declared_schema_before_approval(tmp_path: Path
         menu.validate_args("apply", {"arguments": {"role_id": "r1"}})
     ok = menu.validate_args("apply", {"arguments": {"role_id": "r1", "note": "hi"}})
     assert ok == {"arguments": {"role_id": "r1", "note": "hi"}}
+    # The idempotency key is agentd's: a reply that sets it is re-asked, never shown for approval.
+    with pytest.raises(ModelOutputInvalid, match="filled by agentd"):
+        menu.validate_args("apply", {"arguments": {"role_id": "r1", "note": "hi",
+                                                   "idempotency_key": "forged"}})  # fmt: skip
 
 
 # ── the daemon ───────────────────────────────────────────────────────────────────────────────

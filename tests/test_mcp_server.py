@@ -21,8 +21,8 @@ from typer.testing import CliRunner, Result
 from agentd import config
 from agentd.cli import app
 from agentd.db import artifacts as qa
+from agentd.db import checkins, memory
 from agentd.db import items as qi
-from agentd.db import memory
 from agentd.db import queries as q
 from agentd.mcp import context as doc
 from agentd.mcp import server, tools
@@ -277,11 +277,9 @@ async def test_mcp_check_in_now_is_run_by_the_daemon(home: Any, serve: Any) -> N
     assert result.structured_content is not None
     checkin_id = result.structured_content["checkin_id"]
 
-    def looked() -> bool:
-        rows = json.loads(agentd(home.root, "checkins", "--json").stdout)
-        return any(
-            r["checkin_id"] == checkin_id and r["status"] in ("skipped", "done") for r in rows
-        )
+    def looked() -> bool:  # read from the database: the daemon in this process logs to stdout
+        row = home.store.read(lambda c: checkins.get(c, checkin_id))
+        return row.status in ("skipped", "done")
 
     await wait_for(looked)
 

@@ -37,7 +37,8 @@ from agentd.models import JSON, GoalStatus, InboxKind, InboxStatus
 from agentd.outer import plan
 
 T = TypeVar("T")
-VIA_ELICITATION = "decided by the MCP client's user via elicitation"
+# What agentd knows: the client answered its elicitation (a person, if the client shows it to one).
+VIA_ELICITATION = "answered through the MCP client's elicitation"
 MEMORY_SOURCE = "mcp"  # goal_memory.source of context a client added
 
 
