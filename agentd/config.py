@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from agentd import config_actions, config_build, config_sources
+from agentd import config_actions, config_api, config_build, config_notify, config_sources
 from agentd.errors import ConfigError
 
 # The action tables live in config_actions; re-exported so `agentd.config.Param` keeps working.
@@ -39,6 +39,8 @@ Param = config_actions.Param
 schema_mismatch = config_actions.schema_mismatch
 whole_match = config_actions.whole_match
 BuildConfig = config_build.BuildConfig  # [agents.X.build]: the inner loop
+ApiConfig = config_api.ApiConfig  # [api]: the local control API
+WebConfig = config_api.WebConfig  # [web]: the web inbox
 # The source tables live in config_sources; re-exported likewise.
 HEALTHY, UNHEALTHY, CHECK_FAILED = (
     config_sources.HEALTHY,
@@ -280,6 +282,7 @@ class AgentConfig(_Strict):
     limits: Limits = Limits()
     checkin: Checkin = Checkin()
     build: BuildConfig = BuildConfig()
+    notify: config_notify.AgentNotify = config_notify.AgentNotify()  # [agents.X.notify]
 
 
 class McpConfig(_Strict):
@@ -293,11 +296,19 @@ class McpConfig(_Strict):
 class Config(_Strict):
     daemon: DaemonConfig = DaemonConfig()
     mcp: McpConfig = McpConfig()
+    api: ApiConfig = ApiConfig()
+    web: WebConfig = WebConfig()
     models: dict[str, ModelConfig] = {}
     sources: dict[str, SourceConfig] = {}
     actions: dict[str, ActionConfig] = {}
     agents: dict[str, AgentConfig] = {}
     prices: dict[str, Price] = {}  # keyed by the model id the provider reports
+    notify: dict[str, config_notify.NotifierConfig] = {}  # [notify.NAME]: channels
+
+    @model_validator(mode="after")
+    def _notify_channels_exist(self) -> Config:
+        config_notify.check_channels({n: a.notify for n, a in self.agents.items()}, self.notify)
+        return self
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Config:
@@ -396,6 +407,8 @@ class Paths:
         self.config = home / CONFIG_NAME
         self.db = home / DB_NAME
         self.lock = home / "agentd.lock"
+        self.api_sock = home / "api.sock"  # the daemon's control API (mode 0600; db/poke.py)
+        self.api_token = home / "api.token"  # the web inbox's login and the API's Bearer token
 
 
 def default_home() -> Path:

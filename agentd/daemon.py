@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 
 from agentd import actions, config, llm, process, sdnotify, sources
+from agentd.api.server import ApiServer
 from agentd.build.driver import BuildDriver
 from agentd.clock import Clock, SystemClock
 from agentd.config import Config, Paths
@@ -38,6 +39,7 @@ from agentd.deps import LEASE_S, Deps
 from agentd.engine import Engine
 from agentd.errors import AgentdError, DaemonRunning, StateError
 from agentd.llm import Model
+from agentd.notify.sender import Sender
 from agentd.outer import timebase
 from agentd.outer.service import Outer
 from agentd.scheduler import Scheduler
@@ -171,7 +173,8 @@ async def _serve_locked(
     engine = Engine(deps)
     engine.drivers[BUILD_TRIGGER] = BuildDriver  # build runs: generate → judge → revise
     scheduler = Scheduler(deps, engine.launch, engine.live)
-    deps.on_change = scheduler.nudge
+    api = ApiServer(paths, deps, scheduler.nudge)
+    deps.on_change = api.on_change  # the scheduler looks now; web pages hear of it
     failures: list[str] = []  # what made the watchdog give up: the exit code becomes 1
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -182,10 +185,14 @@ async def _serve_locked(
         await store.write(lambda c: meta.set_loaded_config(c, config_sha))
         deps.clock = clock or await _home_clock(store, clock_speed)
         outer = Outer(deps, engine.launch)  # its pace follows the clock
+        api.on_poke = outer.wake
         resumed = await store.write(lambda c: q.claim_running(c, owner, LEASE_S))
         for run_id, epoch in resumed:
             engine.launch(run_id, epoch)
         await scheduler.tick(force=True)
+        if api.bind():  # the CLI pokes after each write: the database scan is a safety net
+            scheduler.safety_scan_s = cfg.api.safety_scan_s
+            outer.safety_scan_s = cfg.api.safety_scan_s
         await outer.start()  # check-ins missed while down: recorded, caught up by policy
         counts = await store.read(q.count_runs)
         log.info(
@@ -204,6 +211,8 @@ async def _serve_locked(
             tg.create_task(_watchdog(deps, stop, failures), name="watchdog")
             tg.create_task(_reloader(paths, deps, models, hup, stop), name="reload")
             tg.create_task(_retention(deps, stop), name="retention")
+            tg.create_task(api.run(stop), name="api")
+            tg.create_task(Sender(deps).run(stop), name="notify")  # the outbox: agentd/notify/
         log.info("daemon.stopping", in_flight=len(engine.tasks))
         sdnotify.notify("STOPPING=1")
         await outer.stop(cfg.daemon.shutdown_grace_s)
@@ -211,6 +220,7 @@ async def _serve_locked(
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
+        api.close()
         await store.close()
     log.info("daemon.stopped", exit_code=1 if failures else 0)
     return 1 if failures else 0

@@ -31,7 +31,7 @@ from agentd.config import (
     ScriptedModel,
 )
 from agentd.db import items as qi
-from agentd.db import meta, safety, schema
+from agentd.db import meta, outbox, safety, schema
 from agentd.db import queries as q
 from agentd.db.checkins import cadence_row
 from agentd.db.store import SyncStore
@@ -91,6 +91,7 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
         checks += check_programs(cfg, _identity(daemon_pid))
         checks += check_limits(cfg)
         checks += check_goals_and_triggers(paths, cfg)
+        checks += check_notify(paths, cfg)
     return Report(str(paths.home), checks, cfg)
 
 
@@ -304,6 +305,39 @@ def check_goals_and_triggers(paths: Paths, cfg: Config) -> list[Check]:
             msg = f"goal {goal.goal_id}: negative cadence {', '.join(bad)}; set it again"
             checks.append(Check(f"goal {goal.goal_id}", False, msg))
     checks += _trigger_checks(cfg, names)
+    return checks
+
+
+def check_notify(paths: Paths, cfg: Config) -> list[Check]:
+    """Each [notify.NAME]: its secret is set, and its latest delivery did not fail."""
+    health: dict[str, Any] = {}
+    if cfg.notify and paths.db.exists():
+        try:
+            store = SyncStore(paths.db, migrate_schema=False)
+            try:
+                if store.read(schema.version) >= 4:  # the outbox exists
+                    health = store.read(outbox.channel_health)
+            finally:
+                store.close()
+        except AgentdError:
+            pass  # the database check reports it
+    checks = []
+    for name, n in cfg.notify.items():
+        env = getattr(n, "secret_env", None) or getattr(n, "token_env", None)
+        env = env or getattr(n, "password_env", None)
+        h = health.get(name, {})
+        if env is not None and config.secret(env) is None:
+            checks.append(Check(f"notify {name}", False, f"{n.type}: ${env} is not set here"))
+        elif h.get("failing"):
+            msg = (
+                f"{n.type}: failing, {h['pending']} message(s) waiting to retry: {h['error']}"
+                "; fix the receiver or the config, the outbox retries with backoff"
+            )
+            checks.append(Check(f"notify {name}", False, msg))
+        else:
+            sent = "never used yet" if not h else f"{h['pending']} waiting, last send ok"
+            gave_up = f"; {h['failed']} given up" if h.get("failed") else ""
+            checks.append(Check(f"notify {name}", True, f"{n.type}: {sent}{gave_up}"))
     return checks
 
 

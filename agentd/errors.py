@@ -11,7 +11,8 @@ AgentdError                      base; `str(e)` is a complete message for a huma
 ├── ModelError                   the model call failed; the run sleeps and retries durably
 ├── ModelRejected                the provider refused the request (bad key, bad request): stop
 ├── ModelOutputInvalid           the reply did not validate; re-ask with the error, then escalate
-└── ActionFailed                 an action could not run; fed back to the run as an observation
+├── ActionFailed                 an action could not run; fed back to the run as an observation
+└── DeliveryFailed               a notification did not go out; the outbox retries it with backoff
 """
 
 from __future__ import annotations
@@ -98,3 +99,8 @@ def require_utf8(what: str, value: str, where: str = "the terminal's locale (LAN
             f"{what} is not valid UTF-8 (an undecodable byte at character {e.start + 1}); "
             f"agentd takes UTF-8 text: check {where}"
         ) from None
+
+
+class DeliveryFailed(AgentdError):
+    """A notification channel did not take a message (down, refused, timed out): the outbox
+    records the error and tries again later; `agentd doctor` shows the channel as failing."""

@@ -319,8 +319,11 @@ def status_view(data: JSON, now: datetime) -> str:
         waiting += "; see `agentd inbox list`"
     else:
         waiting = "nothing open"
-    head = _fields([("home", safe(data["home"])), ("daemon", daemon), ("runs", runs),
-                    ("inbox", waiting)])  # fmt: skip
+    fields = [("home", safe(data["home"])), ("daemon", daemon), ("runs", runs),
+              ("inbox", waiting)]  # fmt: skip
+    if data.get("notify"):
+        fields.append(("notify", _notify_line(data["notify"])))
+    head = _fields(fields)
     parts = [head]
     if data["active_runs"]:
         parts.append("active runs:\n" + runs_table(data["active_runs"], now))
@@ -333,6 +336,23 @@ def status_view(data: JSON, now: datetime) -> str:
     looks_table = table(("goal", "at", "in", "why", "title"), looks, {"why": 40, "title": 40}, hint)
     parts.append(f"next check-ins:\n{looks_table}")
     return "\n\n".join(parts)
+
+
+def _notify_line(health: JSON) -> str:
+    """`ops ok · pager failing (3 waiting: HTTP 503)`: each channel the outbox has used."""
+    parts = []
+    for name, h in health.items():
+        if h["failing"]:
+            parts.append(
+                f"{safe(name)} failing ({h['pending']} waiting: {safe(str(h['error']))[:80]})"
+            )
+        else:
+            parts.append(
+                f"{safe(name)} ok" + (f" ({h['pending']} waiting)" if h["pending"] else "")
+            )
+    return " · ".join(parts) + (
+        "; see `agentd doctor`" if any(h["failing"] for h in health.values()) else ""
+    )
 
 
 # ── inbox and events ─────────────────────────────────────────────────────────────────────────

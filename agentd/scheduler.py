@@ -2,8 +2,11 @@
 and watched states into runs.
 
 It polls `PRAGMA data_version` (cheap) so a CLI commit is noticed within `poll_interval_s`;
-timers and expiries are checked every tick. It only writes rows (a WAKE step, a new run) and hands runs to the
-engine through `launch`; it never runs a model loop itself.
+timers and expiries are checked every tick. With the control API up (`safety_scan_s` set), every
+commit of another process pokes the daemon (agentd/db/poke.py), so the scan becomes a slow safety
+net: the loop sleeps until a poke, a nudge, the next timer or expiry, or `safety_scan_s`.
+It only writes rows (a WAKE step, a new run) and hands runs to the engine through `launch`;
+it never runs a model loop itself.
 
 Watching is level-triggered: a trigger naming a source's state (`health.unhealthy`) holds while
 the source is in that state, and an active goal whose trigger holds gets a run — at every poll,
@@ -26,6 +29,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from agentd import control
+from agentd.clock import SystemClock
 from agentd.config import Config
 from agentd.db import items as qi
 from agentd.db import meta
@@ -57,6 +61,8 @@ class Scheduler:
         self._resolved_cursor = 0.0
         self._last_full_scan = 0.0
         self.ticks = 0
+        # Set by the daemon when pokes arrive (the API's socket is up): seconds between scans.
+        self.safety_scan_s: float | None = None
         # Agents polled by this process: only their snapshots are fresh enough to start runs on
         # (at start, the last snapshot may be from before a long stop).
         self._polled: set[str] = set()
@@ -130,15 +136,27 @@ class Scheduler:
                 await self.tick()
             except StateError as e:  # a locked or briefly unwritable database: try next tick
                 log.error("scheduler.tick_failed", error=str(e))
+            pause = await self._pause(interval)
             waiter = asyncio.ensure_future(self._nudged.wait())
             stopper = asyncio.ensure_future(stop.wait())
             try:
-                await asyncio.wait(
-                    {waiter, stopper}, timeout=interval, return_when="FIRST_COMPLETED"
-                )
+                await asyncio.wait({waiter, stopper}, timeout=pause, return_when="FIRST_COMPLETED")
             finally:
                 waiter.cancel()
                 stopper.cancel()
+
+    async def _pause(self, interval: float) -> float:
+        """How long to sleep before the next tick: `interval`, or with pokes arriving until the
+        next timer or expiry (at most `safety_scan_s`). A simulated clock keeps the fast pace:
+        its due times are not wall seconds."""
+        if self.safety_scan_s is None or not isinstance(self.deps.clock, SystemClock):
+            return interval
+        due = await self.deps.store.read(lambda c: (q.next_timer(c), qi.next_expiry(c)))
+        pause = self.safety_scan_s
+        for at in due:
+            if at is not None:
+                pause = min(pause, at - self.deps.clock.now())
+        return max(pause, interval)
 
     async def tick(self, force: bool = False) -> None:
         self.ticks += 1

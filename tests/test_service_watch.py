@@ -71,9 +71,12 @@ def item_json(home: Path, item_id: int) -> JSON:
 
 
 def rollback_lines(home: Path) -> list[str]:
-    log = home / "service" / "deploys.log"
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [ln for ln in lines if " rollback " in ln]
+    """One `key=…` line per rollback the service performed. Its state file is the truth (the
+    switch and its key land in one atomic write); deploys.log is written after it, so a SIGKILL
+    between the two leaves a rollback that happened without its log line."""
+    state = home / "service" / "state.json"
+    keys = json.loads(state.read_text()).get("rollback_keys", []) if state.exists() else []
+    return [f"rollback key={k}" for k in keys]
 
 
 def at(stamp: str) -> datetime:

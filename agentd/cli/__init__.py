@@ -1,10 +1,10 @@
 """The `agentd` command line: parse → call one function → render (a table, or --json).
 
 One module per command group (root: the app, its options and shared edge helpers; admin: init,
-serve, demo, doctor, usage, events; status; goals; runs; inbox; checkins). Typer has no coroutine support,
-so async work runs under `asyncio.run` at the edge. Expected errors (any AgentdError) print
-`agentd: <message>` on stderr and exit with the error's code — 1 for not found / refused / unusable
-state, 2 for a bad command line or config — never with a traceback.
+serve, demo, doctor, usage, events; status; goals; runs; inbox; checkins; web). Typer has no
+coroutine support, so async work runs under `asyncio.run` at the edge. Expected errors (any
+AgentdError) print `agentd: <message>` on stderr and exit with the error's code — 1 for not
+found / refused / unusable state, 2 for a bad command line or config — never with a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from agentd import log
 from agentd.cli import checkins as _checkins  # noqa: F401  # registers `goal schedule` etc.
 from agentd.cli import mcp as _mcp  # noqa: F401  # registers `agentd mcp`
 from agentd.cli import status as _status  # noqa: F401  # registers `agentd status`
+from agentd.cli import web as _web  # noqa: F401  # registers `agentd web`
 from agentd.cli.admin import event_app
 from agentd.cli.build import artifact_app  # also registers `build`
 from agentd.cli.goals import goal_app

@@ -12,6 +12,7 @@ from agentd import daemon, render
 from agentd.cli.root import JsonFlag, app, emit, open_store, paths_of
 from agentd.db import checkins as qc
 from agentd.db import items as qi
+from agentd.db import outbox
 from agentd.db import queries as q
 from agentd.db import schedules as qs
 from agentd.models import JSON, GoalStatus, InboxKind, RunStatus, from_ts, utcnow
@@ -54,6 +55,7 @@ def gather(c: Any, home_now: float) -> JSON:
         },
         "next_checkins": [{**x, "at": from_ts(x["at"])} for x in _next_checkins(c)],
         "now": from_ts(timebase.now(c, home_now)),
+        "notify": outbox.channel_health(c),  # per channel: pending, failing (agentd/notify/)
     }
 
 

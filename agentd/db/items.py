@@ -150,6 +150,12 @@ def due_for_expiry(c: sqlite3.Connection, now: float) -> list[InboxItem]:
     return [item_from_row(r) for r in rows]
 
 
+def next_expiry(c: sqlite3.Connection) -> float | None:
+    """When the next open item expires (the scheduler sleeps until then at most)."""
+    row = c.execute("SELECT min(expires_at) FROM inbox WHERE status = 'open'").fetchone()
+    return None if row[0] is None else float(row[0])
+
+
 def push_expiry(c: sqlite3.Connection, item_id: int, expires_at: float, reminders: int) -> None:
     item = get_item(c, item_id)
     c.execute(

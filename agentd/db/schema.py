@@ -239,6 +239,37 @@ MIGRATIONS: list[str] = [
     ) STRICT;
     CREATE INDEX artifacts_by_goal ON artifacts(goal_id, run_id);
     """,
+    # 4: notifications — every new inbox item is queued by a trigger in the transaction that posts
+    # it (whoever writes it: daemon, CLI, MCP), so none is missed; the daemon expands the queue into
+    # the outbox: one row per (item, channel, reminder stage), retried with backoff across restarts.
+    """
+    CREATE TABLE notify_queue (
+        item_id  INTEGER PRIMARY KEY
+    ) STRICT;
+    CREATE TRIGGER inbox_notify_queue AFTER INSERT ON inbox BEGIN
+        INSERT OR IGNORE INTO notify_queue (item_id) VALUES (NEW.item_id);
+    END;
+
+    CREATE TABLE outbox (
+        outbox_id        INTEGER PRIMARY KEY,
+        dedupe_key       TEXT NOT NULL UNIQUE,  -- item, its posting time, channel, stage
+        channel          TEXT NOT NULL,
+        item_id          INTEGER,
+        goal_id          INTEGER,
+        stage            INTEGER NOT NULL DEFAULT 0,  -- 0 first message, then reminders
+        message          TEXT NOT NULL,  -- JSON, rendered by the channel at each attempt
+        status           TEXT NOT NULL CHECK (status IN ('pending','sent','failed','cancelled')),
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at  REAL NOT NULL,
+        last_attempt_at  REAL,
+        last_error       TEXT,
+        created_at       REAL NOT NULL,
+        sent_at          REAL
+    ) STRICT;
+    CREATE INDEX outbox_due ON outbox(next_attempt_at) WHERE status = 'pending';
+    CREATE INDEX outbox_by_item ON outbox(item_id);
+    CREATE INDEX outbox_by_channel ON outbox(channel, last_attempt_at);
+    """,
 ]
 
 

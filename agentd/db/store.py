@@ -26,6 +26,7 @@ import structlog
 
 from agentd.db import safety
 from agentd.db.meta import get_meta
+from agentd.db.poke import API_SOCK_NAME, poke
 from agentd.db.schema import MIGRATIONS, migrate
 from agentd.db.schema import version as schema_version
 from agentd.errors import AgentdError, StateError
@@ -253,6 +254,7 @@ class SyncStore:
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+        poke(self.path.parent / API_SOCK_NAME)  # the daemon acts on it now (best-effort)
 
     def write(self, work: Work[T]) -> T:
         with self.transaction() as conn:

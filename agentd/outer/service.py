@@ -28,6 +28,7 @@ from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 
+from agentd.clock import SystemClock
 from agentd.config import AgentConfig
 from agentd.db import checkins as qc
 from agentd.db import queries as q
@@ -129,6 +130,9 @@ class Outer:
         # a wake-up (a job, a check-in that ended), or the time of the next thing due.
         self._dirty = True
         self._version = -1
+        self._seen = -1  # the data_version the last tick read (scanned or not)
+        # Set by the daemon when the CLI's pokes arrive (they call `wake`): seconds between looks.
+        self.safety_scan_s: float | None = None
         self._due_at: float | None = None
         self._scanned = 0.0  # monotonic time of the last scan
         self._invalid: set[int] = set()  # schedules whose row no longer parses (logged once)
@@ -175,6 +179,7 @@ class Outer:
                 self._dirty, pause = True, max(self.poll_s, 5.0)
             waiter = asyncio.ensure_future(self._wake.wait())
             stopper = asyncio.ensure_future(stop.wait())
+            pause = self._pause(pause)
             try:
                 await asyncio.wait({waiter, stopper}, timeout=pause, return_when="FIRST_COMPLETED")
             finally:
@@ -198,6 +203,21 @@ class Outer:
         self._dirty = True
         self._wake.set()
 
+    def _pause(self, pause: float) -> float:
+        """With pokes arriving (`safety_scan_s` set by the daemon: a CLI commit wakes us), sleep
+        until the next thing due, a commit's deferred scan, or `safety_scan_s` — not one poll.
+        A simulated clock keeps the poll: its due times are not wall seconds."""
+        if self.safety_scan_s is None or not isinstance(self.deps.clock, SystemClock):
+            return pause
+        if self._dirty or self._crashed:
+            return pause
+        until = self.safety_scan_s
+        if self._due_at is not None:
+            until = min(until, self._due_at - self.deps.clock.now())
+        if self._seen != self._version:  # a commit whose scan waits for COMMIT_SCAN_S
+            until = min(until, COMMIT_SCAN_S - (time.monotonic() - self._scanned))
+        return max(until, pause)
+
     async def _job_wake(self) -> None:  # a coroutine: APScheduler runs it on the loop
         self.wake()
 
@@ -206,6 +226,7 @@ class Outer:
     async def tick(self, *, starting: bool = False) -> None:
         now = self.deps.clock.now()
         version = await self.deps.store.data_version()
+        self._seen = version
         committed = version != self._version and time.monotonic() - self._scanned >= COMMIT_SCAN_S
         due = self._due_at is not None and now >= self._due_at
         if not (starting or self._dirty or self._crashed or committed or due):

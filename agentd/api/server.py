@@ -1,0 +1,307 @@
+"""The control API's server: one Starlette app on an embedded uvicorn server in the daemon's loop.
+
+uvicorn's signal handling is off (`capture_signals`: the daemon owns TERM, INT and HUP) and so is
+its 0.1 s housekeeping tick (`main_loop` waits for the stop instead: an idle daemon sleeps). The
+unix socket is bound under a temporary name, set to 0600, then renamed into place, so `api.sock`
+never exists with wider rights. Every request passes `_guard`: a trusted Host (DNS rebinding),
+no cross-site state change (403), a Bearer token for `/api/`, a session cookie for pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import structlog
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agentd import render
+from agentd.config import Paths
+from agentd.deps import Deps
+from agentd.errors import NotFound
+from agentd.web import auth, data, html, routes
+from agentd.web.routes import Site
+
+log = structlog.get_logger("agentd.api")
+KEEPALIVE_S = 15.0  # an SSE comment this often keeps proxies and tunnels from closing the stream
+WATCH_S = 1.0  # while pages listen, how often the database's data_version is compared
+BACKLOG = 128
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class Changes:
+    """A change counter pages follow over SSE: bumped on the daemon's own news (a run waits, a
+    poke, a web write) and when the database's data_version moves (anyone's commit)."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.listeners = 0
+        self.closed = False
+        self._event = asyncio.Event()
+
+    def bump(self) -> None:
+        self.version += 1
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.bump()
+
+    async def wait(self, seen: int, timeout_s: float) -> int:
+        if self.version == seen and not self.closed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), timeout_s)
+        return self.version
+
+
+class _Embedded(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, stop: asyncio.Event) -> None:
+        super().__init__(config)
+        self._stop = stop
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # the daemon's handlers stay: TERM drains runs, HUP reloads
+
+    async def main_loop(self) -> None:
+        await self.on_tick(0)  # sets the default headers once
+        await self._stop.wait()
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(render.to_json(value), status_code=status, media_type="application/json")
+
+
+class ApiServer:
+    """The daemon's API: `bind()` before the root tasks start, then `run(stop)` among them."""
+
+    def __init__(self, paths: Paths, deps: Deps, nudge: Callable[[], None]) -> None:
+        self.paths = paths
+        self.deps = deps
+        self.nudge = nudge
+        self.changes = Changes()
+        self.sockets: list[socket.socket] = []
+        self.unix = False  # the socket is up: the CLI's pokes arrive
+        self.port: int | None = None
+        self.secret = ""
+        self.pokes = 0
+        self.on_poke: Callable[[], None] = lambda: None  # the check-in service looks too
+
+    def on_change(self) -> None:
+        """`deps.on_change`: the scheduler looks now, and pages hear of it."""
+        self.nudge()
+        self.changes.bump()
+
+    def bind(self) -> bool:
+        """Open the listeners; True when the unix socket is up. A listener that cannot open is
+        logged and left out: the daemon runs on, the scheduler keeps its fast scan."""
+        self.secret = auth.token(self.paths.api_token)
+        path = self.paths.api_sock
+        tmp = path.with_name(f".api.sock.{os.getpid()}")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            sock.bind(str(tmp))
+            tmp.chmod(0o600)
+            # Listening from now on: a poke sent before the server task runs (a write right
+            # after READY) waits in the backlog instead of being refused and lost.
+            sock.listen(BACKLOG)
+            tmp.replace(path)  # atomic: never a moment with a wider mode
+        except OSError as e:  # e.g. a path over the 107 bytes a unix socket's name may have
+            sock.close()
+            log.error("api.socket_failed", path=str(path), error=str(e),
+                      note="the CLI cannot poke; the daemon scans the database often instead")  # fmt: skip
+        else:
+            self.sockets.append(sock)
+            self.unix = True
+        port = self.deps.config.web.port(self.deps.config.api)
+        if port is not None:
+            tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                tcp.bind(("127.0.0.1", port))
+                tcp.listen(BACKLOG)
+            except OSError as e:
+                tcp.close()
+                log.error("api.port_failed", port=port, error=str(e))
+            else:
+                self.sockets.append(tcp)
+                self.port = tcp.getsockname()[1]
+        return self.unix
+
+    def app(self) -> Starlette:
+        app = Starlette(
+            routes=[
+                Route("/poke", self._poke, methods=["POST"]),
+                Route("/events", self._events, methods=["GET"]),
+                Route("/api/inbox", self._api_inbox, methods=["GET"]),
+                Route("/api/inbox/{item_id:int}", self._api_item, methods=["GET"]),
+                Route("/api/goals", self._api_goals, methods=["GET"]),
+                Route("/api/goals/{goal_id:int}", self._api_goal, methods=["GET"]),
+                Route("/api/runs/{run_id:int}", self._api_run, methods=["GET"]),
+                *routes.ROUTES,
+            ],
+            exception_handlers={NotFound: _not_found},
+        )
+        app.state.site = Site(self.paths.db, lambda: self.deps.config, self.secret, self.on_change)
+        return app
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if not self.sockets:
+            return
+        config = uvicorn.Config(
+            _guard(self.app(), self.secret), log_config=None, access_log=False, lifespan="off",
+            timeout_graceful_shutdown=2, date_header=False, server_header=False,
+        )  # fmt: skip
+        server = _Embedded(config, stop)
+        log.info("api.listening", socket=str(self.paths.api_sock) if self.unix else None,
+                 port=self.port)  # fmt: skip
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._watch(stop))
+                await server.serve(sockets=self.sockets)
+                self.changes.close()  # SSE streams end, so the server's shutdown is not held
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the listeners and remove the socket file (also when `run` never started: a
+        daemon stopped between `bind` and its root tasks). Idempotent."""
+        for sock in self.sockets:
+            sock.close()
+        self.sockets = []
+        if self.unix:
+            self.unix = False
+            with contextlib.suppress(FileNotFoundError):
+                self.paths.api_sock.unlink()
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        """While pages listen, anyone's commit (the CLI without a poke, our own runs) bumps the
+        counter: PRAGMA data_version on the daemon's reader, once per WATCH_S."""
+        last = None
+        while not stop.is_set():
+            if self.changes.listeners:
+                version = await self.deps.store.data_version()
+                if last is not None and version != last:
+                    self.changes.bump()
+                last = version
+            else:
+                last = None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), WATCH_S)
+        self.changes.close()
+
+    async def _poke(self, request: Request) -> Response:
+        self.pokes += 1
+        self.on_change()
+        self.on_poke()
+        return Response(status_code=204)
+
+    async def _events(self, request: Request) -> Response:
+        changes = self.changes
+
+        async def stream() -> Any:
+            changes.listeners += 1
+            try:
+                seen = changes.version
+                yield f"retry: 2000\nevent: hello\ndata: {seen}\n\n"
+                while not changes.closed:
+                    now = await changes.wait(seen, KEEPALIVE_S)
+                    if changes.closed:
+                        return
+                    if now == seen:
+                        yield ": keepalive\n\n"
+                        continue
+                    seen = now
+                    yield f"event: change\ndata: {now}\n\n"
+            finally:
+                changes.listeners -= 1
+
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+    def _site(self, request: Request) -> Site:
+        site = request.app.state.site
+        assert isinstance(site, Site)
+        return site
+
+    async def _api_inbox(self, request: Request) -> Response:
+        show_all = request.query_params.get("all") in ("1", "true")
+        site = self._site(request)
+        return _json(await site.call(lambda s: data.inbox_items(s, show_all=show_all)))
+
+    async def _api_item(self, request: Request) -> Response:
+        item_id = int(request.path_params["item_id"])
+        item, _ = await self._site(request).call(lambda s: data.item_with_goal(s, item_id))
+        return _json(item)
+
+    async def _api_goals(self, request: Request) -> Response:
+        return _json(await self._site(request).call(data.all_goals))
+
+    async def _api_goal(self, request: Request) -> Response:
+        goal_id = int(request.path_params["goal_id"])
+        cfg = self.deps.config
+        return _json(await self._site(request).call(lambda s: data.goal_json(s, cfg, goal_id)))
+
+    async def _api_run(self, request: Request) -> Response:
+        run_id = int(request.path_params["run_id"])
+        return _json(await self._site(request).call(lambda s: data.run_json(s, run_id)))
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    if request.url.path.startswith("/api/"):
+        return _json({"error": str(exc)}, 404)
+    return Response(html.page("Not found", f"<p>{html.h(exc)}</p>"), 404, media_type="text/html")
+
+
+def _guard(app: ASGIApp, secret: str) -> ASGIApp:
+    """Who may ask what, before any route runs (see the module docstring)."""
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        request = Request(scope)
+        refusal = _refusal(request, secret)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def _refusal(request: Request, secret: str) -> Response | None:
+    headers = request.headers
+    path = request.url.path
+    if not auth.host_trusted(headers.get("host", "")):
+        return PlainTextResponse("untrusted Host header: use localhost or 127.0.0.1", 400)
+    via_unix = (request.scope.get("server") or ("", None))[1] is None
+    if path == "/poke":
+        return None if via_unix else PlainTextResponse("not found", 404)
+    if request.method not in SAFE_METHODS and (why := auth.cross_site(headers)) is not None:
+        return PlainTextResponse(f"cross-site request refused ({why})", 403)
+    if path.startswith("/api/"):
+        if auth.bearer_ok(headers, secret):
+            return None
+        return Response(render.to_json({"error": "a Bearer token is required (agentd web "
+                        "--token prints it)"}), 401, {"WWW-Authenticate": "Bearer"},
+                        media_type="application/json")  # fmt: skip
+    if path in routes.PUBLIC:
+        return None
+    if auth.same(request.cookies.get(auth.COOKIE), auth.session_value(secret)):
+        return None
+    if path == "/events":
+        return PlainTextResponse("log in first", 401)
+    return RedirectResponse("/login", status_code=303)

@@ -1,0 +1,110 @@
+"""The daemon's notification task: plan new inbox items into the outbox, deliver what is due, record
+each attempt (sent, or the error and when to retry). It only reads and writes short transactions and
+awaits channels under timeouts, so no run ever waits for a notification.
+
+Delivery is at least once: a crash between a channel accepting a message and the row saying so sends
+it again after the restart, with the same id (`webhook-id`, the mail's Message-ID) to dedupe on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+
+import structlog
+
+from agentd.clock import SYSTEM
+from agentd.config import Config
+from agentd.db import outbox
+from agentd.db.outbox import OutboxRow
+from agentd.deps import Deps
+from agentd.errors import DeliveryFailed, StateError
+from agentd.notify import Channel, build
+from agentd.notify.plan import claim_due, plan_queued, retry_at
+
+log = structlog.get_logger("agentd.notify")
+
+POLL_S = 1.0  # wall seconds between looks when nothing is due sooner (one cheap read)
+RETENTION_S = 30 * 86400.0  # finished outbox rows kept this long
+ERROR_PAUSE_S = 5.0  # after an unexpected error, before the next pass
+
+
+class Sender:
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self._built: tuple[Config, dict[str, Channel]] | None = None
+
+    def channels(self) -> dict[str, Channel]:
+        """Channels of the config in force (rebuilt after a reload)."""
+        cfg = self.deps.config
+        if self._built is None or self._built[0] is not cfg:
+            self._built = (cfg, {name: build(name, n) for name, n in cfg.notify.items()})
+        return self._built[1]
+
+    async def run(self, stop: asyncio.Event) -> None:
+        pruned_at = 0.0
+        while not stop.is_set():
+            wait_s = POLL_S
+            try:
+                wait_s = await self.tick()
+                now = self.deps.clock.now()
+                if now - pruned_at > 3600:
+                    horizon = now - RETENTION_S
+                    await self.deps.store.write(functools.partial(outbox.prune, older_than=horizon))
+                    pruned_at = now
+            except StateError as e:  # a busy or failing database: look again shortly
+                log.error("notify.tick_failed", error=str(e))
+                wait_s = ERROR_PAUSE_S
+            except Exception as e:  # a notification bug must not end the daemon and its runs
+                log.error("notify.tick_failed", error=f"{type(e).__name__}: {e}"[:300])
+                wait_s = ERROR_PAUSE_S
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait_s)
+
+    async def tick(self) -> float:
+        """One pass; returns how long to wait before the next (wall seconds, at most POLL_S)."""
+        store, cfg, now = self.deps.store, self.deps.config, self.deps.clock.now()
+        queued, next_at = await store.read(lambda c: (outbox.has_queued(c), outbox.next_due_at(c)))
+        if queued:
+            added = await store.write(lambda c: plan_queued(c, cfg, now))
+            if added:
+                log.info("notify.planned", messages=added)
+            next_at = await store.read(outbox.next_due_at)
+        if next_at is None or next_at > now:
+            return POLL_S if next_at is None else max(0.02, min(POLL_S, next_at - now))
+        rows = await store.write(lambda c: claim_due(c, cfg, now))
+        if rows:
+            await asyncio.gather(*(self._attempt(row) for row in rows))
+        return 0.0 if len(rows) >= 50 else 0.02
+
+    async def _attempt(self, row: OutboxRow) -> None:
+        channel = self.channels().get(row.channel)
+        cfg = self.deps.config.notify.get(row.channel)
+        error = None
+        if channel is None or cfg is None:
+            error = f"channel {row.channel!r} is no longer in the config"
+        else:
+            message_id = f"agentd_{row.dedupe_key.replace(':', '_')}"
+            try:
+                # The wall's time, even on a test clock: receivers check it against theirs.
+                stamp = int(SYSTEM.now())
+                await channel.send(row.message, message_id=message_id, timestamp=stamp)
+            except DeliveryFailed as e:
+                error = str(e)
+            except Exception as e:  # a channel's unforeseen error is one more failed attempt
+                error = f"{type(e).__name__}: {e}"[:300]
+        now = self.deps.clock.now()
+        if error is None:
+            await self.deps.store.write(lambda c: outbox.sent(c, row.outbox_id, now))
+            log.info("notify.sent", channel=row.channel, item_id=row.item_id, stage=row.stage)
+            return
+        again = None if cfg is None else retry_at(row.attempts + 1, row.created_at, now, cfg)
+        await self.deps.store.write(
+            lambda c: outbox.attempt_failed(c, row.outbox_id, now, error, again)
+        )
+        log.warning(
+            "notify.failed" if again is None else "notify.retrying",
+            channel=row.channel, item_id=row.item_id, stage=row.stage, error=error,
+            attempts=row.attempts + 1, retry_in_s=None if again is None else round(again - now, 1),
+        )  # fmt: skip

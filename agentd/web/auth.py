@@ -1,0 +1,68 @@
+"""Who may use the API and the pages: a random token in a 0600 file in the home (the login,
+and the JSON API's Bearer token), a session cookie derived from it, a trusted-host check against
+DNS rebinding, and refusal of cross-site form posts."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+COOKIE = "agentd_session"
+# A DNS-rebinding page reaches 127.0.0.1 under its own name: only these names are served.
+TRUSTED_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+def token(path: Path) -> str:
+    """The home's token, created (0600, never readable by others) on first use."""
+    with contextlib.suppress(FileExistsError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        path.chmod(0o600)  # a copied file keeps working, but not for others
+    return path.read_text().strip()
+
+
+def session_value(secret: str) -> str:
+    """The cookie's value: derived from the token, so the cookie never carries the token."""
+    return hmac.new(secret.encode(), b"agentd-web-session", hashlib.sha256).hexdigest()
+
+
+def same(given: str | None, expected: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def bearer_ok(headers: Mapping[str, str], secret: str) -> bool:
+    scheme, _, given = headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and same(given.strip(), secret)
+
+
+def host_name(host: str) -> str:
+    """`localhost:8765` → `localhost`, `[::1]:8765` → `[::1]`."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def host_trusted(host: str) -> bool:
+    return host_name(host.strip().lower()) in TRUSTED_HOSTS
+
+
+def cross_site(headers: Mapping[str, str]) -> str | None:
+    """Why a state-changing request comes from another site, or None when it does not."""
+    fetch_site = headers.get("sec-fetch-site")
+    if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+        return f"Sec-Fetch-Site: {fetch_site}"
+    origin = headers.get("origin")
+    if origin is None:
+        return None  # not a browser's cross-site request (curl, the CLI, an old browser's GET)
+    if origin == "null" or urlsplit(origin).netloc.lower() != headers.get("host", "").lower():
+        return f"Origin {origin!r} is not this server"
+    return None

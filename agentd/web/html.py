@@ -1,0 +1,221 @@
+"""The web inbox's pages as HTML strings. Everything a model or the world wrote goes through `h`:
+terminal escapes made visible as `render.safe` does for the CLI, then HTML-escaped — so `<script>`
+shows as text and ESC as `\\x1b`. One small script: live updates over server-sent events."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from agentd import render, render_outer
+from agentd.models import Goal, InboxItem, InboxKind, Run, Step
+from agentd.render_runs import run_header, timeline
+from agentd.render_time import relative
+
+STYLE = """
+body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#222}
+nav a{margin-right:1rem} table{border-collapse:collapse;width:100%}
+td,th{border-bottom:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}
+pre{background:#f6f6f6;padding:.6rem;white-space:pre-wrap;word-break:break-word}
+.kind{font-weight:600} .flash{background:#e8f4e8;padding:.5rem} .error{background:#fbe3e3;padding:.5rem}
+.bound{border:2px solid #444;padding:.5rem} form{margin:.6rem 0} label{display:block;margin:.3rem 0}
+input[type=text],textarea{width:100%;box-sizing:border-box} #stale{display:none;background:#ffd}
+"""
+
+# On a change the daemon reports, the page's <main> is fetched again — unless a form has been
+# touched, then a banner asks for a reload instead (typing is never thrown away).
+SCRIPT = """
+let dirty=false;document.addEventListener('input',()=>{dirty=true});
+const es=new EventSource('/events');
+es.addEventListener('change',async()=>{
+  if(dirty){document.getElementById('stale').style.display='block';return}
+  const r=await fetch(location.href,{credentials:'same-origin'});if(!r.ok)return;
+  const doc=new DOMParser().parseFromString(await r.text(),'text/html');
+  document.querySelector('main').replaceWith(doc.querySelector('main'));
+  document.body.dataset.version=(+document.body.dataset.version||0)+1;
+});
+"""
+
+
+def h(text: object, *, multiline: bool = False) -> str:
+    """Written text, inert: control, bidi and invisible characters shown as escapes, then HTML."""
+    return html.escape(render.safe(text, multiline=multiline, continuation=""), quote=True)
+
+
+def page(title: str, body: str, *, flash: str = "", error: str = "") -> str:
+    note = f'<p class="flash">{h(flash)}</p>' if flash else ""
+    note += f'<p class="error">{h(error)}</p>' if error else ""
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width">'
+        f"<title>{h(title)} · agentd</title><style>{STYLE}</style></head><body>"
+        '<nav><a href="/">Inbox</a><a href="/?all=1">All items</a><a href="/goals">Goals</a></nav>'
+        '<p id="stale">Something changed. <a href="">Reload</a> to see it.</p>'
+        f"<main><h1>{h(title)}</h1>{note}{body}</main><script>{SCRIPT}</script></body></html>"
+    )
+
+
+def login_page(error: str = "") -> str:
+    return page(
+        "Log in",
+        '<form method="post" action="/login"><label>Token (from <code>agentd web</code>)'
+        '<input type="text" name="token" autocomplete="off" autofocus></label>'
+        "<button>Log in</button></form>",
+        error=error,
+    )
+
+
+def inbox_page(items: Sequence[InboxItem], now: datetime, *, show_all: bool, flash: str) -> str:
+    rows = "".join(
+        f'<tr><td><a href="/items/{i.item_id}">{i.item_id}</a></td>'
+        f'<td class="kind">{h(i.kind)}</td><td><a href="/items/{i.item_id}">{h(i.title)}</a></td>'
+        f"<td>{i.goal_id if i.goal_id is not None else '-'}</td>"
+        f"<td>{h(relative(i.created_at, now))}</td><td>{h(i.status)}</td></tr>"
+        for i in items
+    )
+    if not rows:
+        return page("Inbox", "<p>Nothing open in the inbox.</p>", flash=flash)
+    table = (
+        "<table><tr><th>id</th><th>kind</th><th>title</th><th>goal</th><th>created</th>"
+        f"<th>status</th></tr>{rows}</table>"
+    )
+    return page("All items" if show_all else "Inbox", table, flash=flash)
+
+
+def _pairs(pairs: Sequence[tuple[str, str]]) -> str:
+    return "<table>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in pairs) + "</table>"
+
+
+def _json(value: Any) -> str:
+    return h(json.dumps(render.jsonable(value), indent=2, ensure_ascii=False), multiline=True)
+
+
+def item_page(
+    item: InboxItem,
+    goal: Goal | None,
+    fields: Sequence[tuple[str, str, Any]],
+    evidence: Sequence[tuple[str, Any]],
+    now: datetime,
+    *,
+    flash: str = "",
+    error: str = "",
+) -> str:
+    goal_link = (
+        f'<a href="/goals/{goal.goal_id}">{goal.goal_id}: {h(goal.title)}</a>' if goal else "-"
+    )
+    run_link = f'<a href="/runs/{item.run_id}">{item.run_id}</a>' if item.run_id else "-"
+    facts = [
+        ("kind", h(item.kind)), ("status", h(item.status)), ("goal", goal_link), ("run", run_link),
+        ("created", h(relative(item.created_at, now))),
+        ("expires", h(relative(item.expires_at, now)) if item.expires_at else "-"),
+        ("answer", h(item.answer or "-", multiline=True)),
+    ]  # fmt: skip
+    parts = [
+        _pairs(facts),
+        "<h2>What the agent wrote</h2>",
+        f"<pre>{h(item.body or '-', multiline=True)}</pre>",
+    ]
+    if evidence:
+        parts.append("<h2>Evidence</h2>")
+        parts += [f"<h3>{h(k)}</h3><pre>{_json(v)}</pre>" for k, v in evidence]
+    if item.kind == InboxKind.APPROVAL:
+        what = "will execute if approved" if item.status == "open" else "this approval was bound to"
+        parts.append(
+            f'<div class="bound"><h2>What {what} (from agentd, not the model)</h2>'
+            + _pairs([("action", h(item.action or "-")),
+                      ("arguments", f"<pre>{_json(item.args or {})}</pre>"),
+                      ("digest", h((item.digest or "-")[:12]))])
+            + "</div>"
+        )  # fmt: skip
+    if item.status == "open":
+        parts.append(_forms(item, fields))
+    return page(f"Item {item.item_id}: {render.one_line(item.title, 80)}", "".join(parts),
+                flash=flash, error=error)  # fmt: skip
+
+
+def _form(item_id: int, verb: str, inner: str, button: str) -> str:
+    return (
+        f'<form method="post" action="/items/{item_id}/{verb}" id="{verb}-form">'
+        f"{inner}<button name=go value={verb}>{button}</button></form>"
+    )
+
+
+def _reason(label: str, required: bool = False) -> str:
+    req = " required" if required else ""
+    return f'<label>{label}<textarea name="text" rows="2"{req}></textarea></label>'
+
+
+def _field(name: str, kind: str, value: Any) -> str:
+    key = h(f"arg.{name}")
+    if kind == "boolean":
+        checked = " checked" if value else ""
+        return f'<label><input type="checkbox" name="{key}"{checked}> {h(name)}</label>'
+    if kind in ("integer", "number"):
+        shown = "" if value is None else h(value)
+        step = "1" if kind == "integer" else "any"
+        attrs = f'type="number" step="{step}" name="{key}" value="{shown}"'
+        return f"<label>{h(name)} ({kind})<input {attrs}></label>"
+    if kind == "string":
+        shown = "" if value is None else html.escape(str(value), quote=True)
+        return f'<label>{h(name)}<input type="text" name="{key}" value="{shown}"></label>'
+    shown = "" if value is None else html.escape(json.dumps(value), quote=True)
+    return f'<label>{h(name)} (JSON)<textarea name="{key}" rows="3">{shown}</textarea></label>'
+
+
+def _forms(item: InboxItem, fields: Sequence[tuple[str, str, Any]]) -> str:
+    n = item.item_id
+    if item.kind == InboxKind.QUESTION:
+        return _form(n, "answer", _reason("Your answer", required=True), "Answer")
+    if item.kind == InboxKind.APPROVAL:
+        edit = "".join(_field(*f) for f in fields)
+        note = '<label>Note<input type="text" name="note"></label>'
+        return (
+            "<h2>Decide</h2>"
+            + _form(n, "approve", edit + note, "Approve" + (" (with the arguments above)" if fields else ""))
+            + _form(n, "deny", _reason("Reason (told to the run)"), "Deny")
+        )  # fmt: skip
+    dismiss = _form(n, "dismiss", _reason("Reason (optional)"), "Dismiss")
+    if item.rule == "nudge":
+        return _form(n, "accept", "", "Accept the nudge") + dismiss
+    return dismiss
+
+
+def goals_page(goals: Sequence[Goal], now: datetime) -> str:
+    rows = "".join(
+        f'<tr><td><a href="/goals/{g.goal_id}">{g.goal_id}</a></td><td>{h(g.title)}</td>'
+        f"<td>{h(g.status)}</td><td>{h(g.agent)}</td></tr>"
+        for g in goals
+    )
+    body = f"<table><tr><th>id</th><th>title</th><th>status</th><th>agent</th></tr>{rows}</table>"
+    return page("Goals", body if rows else "<p>No goals yet.</p>")
+
+
+def goal_page(goal: Goal, runs: Sequence[Run], outlook: Any, now: datetime) -> str:
+    facts = [
+        ("status", h(goal.status)), ("agent", h(goal.agent)),
+        ("why", h(goal.why or "-", multiline=True)),
+        ("criteria", h("\n".join(goal.criteria) or "-", multiline=True)),
+        ("deadline", h(relative(goal.deadline, now)) if goal.deadline else "-"),
+    ]  # fmt: skip
+    run_rows = "".join(
+        f'<tr><td><a href="/runs/{r.run_id}">{r.run_id}</a></td><td>{h(r.status)}</td>'
+        f"<td>{h(r.trigger)}</td><td>{h(relative(r.created_at, now))}</td></tr>"
+        for r in runs
+    )
+    body = (
+        _pairs(facts)
+        + "<h2>Next check-in, cadence and memory</h2>"
+        + f"<pre>{h(render_outer.outlook_view(outlook), multiline=True)}</pre>"
+        + f"<h2>Runs</h2><table>{run_rows}</table>"
+    )
+    return page(f"Goal {goal.goal_id}: {render.one_line(goal.title, 80)}", body)
+
+
+def run_page(run: Run, goal: Goal, steps: Sequence[Step], now: datetime) -> str:
+    head = run_header(run, goal, now, steps)
+    steps_text = h(timeline(steps, now), multiline=True)
+    body = f"<pre>{h(head, multiline=True)}</pre><h2>Timeline</h2><pre>{steps_text}</pre>"
+    return page(f"Run {run.run_id}", body)

@@ -1,0 +1,138 @@
+"""The control API inside the daemon: its unix socket (0600), the Bearer token, the JSON API's
+shapes, and the poke that wakes an answered run at once while the database scan sleeps."""
+
+from __future__ import annotations
+
+import socket
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from typer.testing import CliRunner
+
+from agentd import inbox
+from agentd.cli import app
+from agentd.db import items as qi
+from agentd.db import poke as poking
+from agentd.db.store import SyncStore
+from agentd.models import StepKind
+from tests.conftest import Home, finished, wait_for, waiting
+
+# A safety net of 60 s: only the poke can make the daemon act within the test's time.
+CONFIG = """
+[daemon]
+poll_interval_s = 0.02
+
+[api]
+safety_scan_s = 60
+
+[models.default]
+provider = "scripted"
+replies = "replies.json"
+
+[agents.default]
+actions = ["finish", "ask"]
+"""
+ASK = {"reason": "need it", "action": {"kind": "ask", "question": "which region?"}}
+FINISH = {"reason": "done", "action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}
+
+
+def client(home: Home, token: str | None = None) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    transport = httpx.AsyncHTTPTransport(uds=str(home.paths.api_sock))
+    return httpx.AsyncClient(transport=transport, base_url="http://localhost", headers=headers)
+
+
+async def asked(home: Home, serve: Any) -> tuple[int, Any]:
+    home.write_config(CONFIG, [ASK, FINISH])
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(waiting(home, run_id))
+    (item,) = home.store.read(lambda c: qi.list_items(c, status="open"))
+    return run_id, item
+
+
+async def test_api_socket_and_token_are_private(home: Home, serve: Any) -> None:
+    await asked(home, serve)
+    assert stat.S_ISSOCK(home.paths.api_sock.stat().st_mode)
+    assert stat.S_IMODE(home.paths.api_sock.stat().st_mode) == 0o600
+    assert stat.S_IMODE(home.paths.api_token.stat().st_mode) == 0o600
+
+
+async def test_api_requires_the_bearer_token(home: Home, serve: Any) -> None:
+    await asked(home, serve)
+    async with client(home) as c:
+        assert (await c.get("/api/inbox")).status_code == 401
+    async with client(home, "wrong") as c:
+        assert (await c.get("/api/inbox")).status_code == 401
+    token = home.paths.api_token.read_text().strip()
+    async with client(home, token) as c:
+        assert (await c.get("/api/inbox")).status_code == 200
+
+
+async def test_api_json_shapes(home: Home, serve: Any) -> None:
+    run_id, item = await asked(home, serve)
+    token = home.paths.api_token.read_text().strip()
+    async with client(home, token) as c:
+        items = (await c.get("/api/inbox")).json()
+        goals = (await c.get("/api/goals")).json()
+        goal = (await c.get(f"/api/goals/{item.goal_id}")).json()
+        run = (await c.get(f"/api/runs/{run_id}")).json()
+        missing = await c.get("/api/runs/999")
+    assert [i["item_id"] for i in items] == [item.item_id]
+    assert items[0]["kind"] == "question" and items[0]["status"] == "open"
+    assert items[0]["created_at"].endswith("Z")
+    assert [g["goal_id"] for g in goals] == [item.goal_id]
+    assert {"runs", "spend", "checkin", "why"} <= set(goal)
+    assert run["run_id"] == run_id and run["status"] == "waiting"
+    assert {"goal", "spend", "steps"} <= set(run) and run["steps"]
+    assert missing.status_code == 404 and "error" in missing.json()
+
+
+async def test_api_poke_only_on_the_unix_socket_and_host_checked(home: Home, serve: Any) -> None:
+    await asked(home, serve)
+    async with client(home) as c:
+        assert (await c.post("/poke")).status_code == 204
+        evil = await c.get("/login", headers={"Host": "evil.example:8765"})
+    assert evil.status_code == 400
+
+
+async def test_api_poke_wakes_an_answered_run_within_milliseconds(home: Home, serve: Any) -> None:
+    run_id, item = await asked(home, serve)
+    writer = SyncStore(home.paths.db)
+    try:
+        inbox.answer(writer, item.item_id, "eu-west-1")  # commits, then pokes
+    finally:
+        writer.close()
+    await wait_for(lambda: any(s.kind == StepKind.WAKE for s in home.steps(run_id)), 5)
+    answered = home.store.read(lambda c: qi.get_item(c, item.item_id)).resolved_at
+    (wake,) = [s for s in home.steps(run_id) if s.kind == StepKind.WAKE]
+    latency_ms = (wake.created_at - answered).total_seconds() * 1000
+    print(f"\nanswer committed → wake step journaled: {latency_ms:.1f} ms (safety scan: 60 s)")
+    assert latency_ms < 5000  # the scan alone would have taken 60 s
+    await wait_for(finished(home, run_id))
+
+
+def test_api_poke_is_silent_when_no_daemon_listens(tmp_path: Path) -> None:
+    assert poking.poke(tmp_path / "api.sock") is False  # no socket at all
+    stale = tmp_path / "stale.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(stale))
+    s.close()  # a socket file nobody listens on (a daemon killed with SIGKILL)
+    started = time.monotonic()
+    assert poking.poke(stale) is False
+    assert time.monotonic() - started < 0.5
+
+
+def test_api_cli_write_works_with_the_daemon_down(home: Home) -> None:
+    home.write_config(CONFIG, [ASK, FINISH])
+    home.add_goal()
+    home.paths.api_sock.write_text("")  # a leftover path that is not even a socket
+    started = time.monotonic()
+    done = CliRunner().invoke(app, ["--home", str(home.root), "runs", "start", "1"])
+    assert done.exit_code == 0, done.output
+    assert time.monotonic() - started < 5
+    assert "no daemon serves this home" in done.output
+    assert home.run(1).goal_id == 1
