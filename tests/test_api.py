@@ -3,6 +3,7 @@ shapes, and the poke that wakes an answered run at once while the database scan 
 
 from __future__ import annotations
 
+import json
 import socket
 import stat
 import time
@@ -136,3 +137,34 @@ def test_api_cli_write_works_with_the_daemon_down(home: Home) -> None:
     assert time.monotonic() - started < 5
     assert "no daemon serves this home" in done.output
     assert home.run(1).goal_id == 1
+
+
+async def test_api_serves_mcp_over_streamable_http_behind_the_token(home: Home, serve: Any) -> None:
+    """/mcp on the daemon's local API (issue 12): the same MCP server as `agentd mcp`, over
+    streamable HTTP, refused without the Bearer token."""
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.conftest import closed_port
+
+    port = closed_port()
+    with_port = CONFIG.replace("[api]\n", f"[api]\nport = {port}\n")
+    home.write_config(with_port, [FINISH])
+    goal = home.add_goal(title="find a backend job")
+    await serve()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with httpx2.AsyncClient() as anonymous:
+        refused = await anonymous.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert refused.status_code == 401
+    token = home.paths.api_token.read_text().strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        listed = await session.read_resource("agentd://goals")
+        goals = json.loads(listed.contents[0].text)  # type: ignore[union-attr]
+    assert goal in [g["goal_id"] for g in (goals["goals"] if isinstance(goals, dict) else goals)]

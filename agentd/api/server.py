@@ -28,9 +28,11 @@ from agentd import render
 from agentd.config import Paths
 from agentd.deps import Deps
 from agentd.errors import NotFound
+from agentd.mcp import server as mcp_server
 from agentd.web import auth, data, html, routes
 from agentd.web.routes import Site
 
+MCP_PATH = "/mcp"  # agentd's MCP server over streamable HTTP, as `agentd mcp` over stdio
 log = structlog.get_logger("agentd.api")
 KEEPALIVE_S = 15.0  # an SSE comment this often keeps proxies and tunnels from closing the stream
 WATCH_S = 1.0  # while pages listen, how often the database's data_version is compared
@@ -96,6 +98,8 @@ class ApiServer:
         self.secret = ""
         self.pokes = 0
         self.on_poke: Callable[[], None] = lambda: None  # the check-in service looks too
+        # MCP over streamable HTTP at /mcp, behind the Bearer token (built in `app()`).
+        self.mcp: Any = None
 
     def on_change(self) -> None:
         """`deps.on_change`: the scheduler looks now, and pages hear of it."""
@@ -141,8 +145,12 @@ class ApiServer:
         return self.unix
 
     def app(self) -> Starlette:
+        self.mcp = mcp_server.build(self.paths, self.deps.config)
+        mcp_app = self.mcp.streamable_http_app(streamable_http_path=MCP_PATH)
+        mcp_routes = [r for r in mcp_app.routes if getattr(r, "path", None) == MCP_PATH]
         app = Starlette(
             routes=[
+                *mcp_routes,
                 Route("/poke", self._poke, methods=["POST"]),
                 Route("/events", self._events, methods=["GET"]),
                 Route("/api/inbox", self._api_inbox, methods=["GET"]),
@@ -168,7 +176,8 @@ class ApiServer:
         log.info("api.listening", socket=str(self.paths.api_sock) if self.unix else None,
                  port=self.port)  # fmt: skip
         try:
-            async with asyncio.TaskGroup() as tg:
+            # The MCP endpoint's sessions live as long as the server (their task group).
+            async with self.mcp.session_manager.run(), asyncio.TaskGroup() as tg:
                 tg.create_task(self._watch(stop))
                 await server.serve(sockets=self.sockets)
                 self.changes.close()  # SSE streams end, so the server's shutdown is not held
@@ -292,7 +301,7 @@ def _refusal(request: Request, secret: str) -> Response | None:
         return None if via_unix else PlainTextResponse("not found", 404)
     if request.method not in SAFE_METHODS and (why := auth.cross_site(headers)) is not None:
         return PlainTextResponse(f"cross-site request refused ({why})", 403)
-    if path.startswith("/api/"):
+    if path.startswith("/api/") or path == MCP_PATH:
         if auth.bearer_ok(headers, secret):
             return None
         return Response(render.to_json({"error": "a Bearer token is required (agentd web "
