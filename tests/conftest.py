@@ -21,6 +21,9 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import RunStatus
 
+# Real-browser fixtures (`browser`, `sync_browser`, `screenshots`): Debian's Chromium via Playwright.
+pytest_plugins = ["tests.browser_support"]
+
 _real_connect = socket.socket.connect
 
 

@@ -198,14 +198,19 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def build(paths: Paths, cfg: Config, poll_interval_s: float = POLL_INTERVAL_S) -> MCPServer[Any]:
-    """The MCP server for one home (its database must exist: `agentd init`)."""
+def build(
+    paths: Paths, cfg: Config, poll_interval_s: float = POLL_INTERVAL_S, *, watch: bool = True
+) -> MCPServer[Any]:
+    """The MCP server for one home (its database must exist: `agentd init`). `watch`: poll for
+    changes and notify subscribers — `agentd mcp` does; the daemon's /mcp does not (the watch
+    re-reads every goal's document on each commit, which a busy daemon commits all the time)."""
     agentd = Agentd(paths, cfg, poll_interval_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Agentd]:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(agentd.watch)
+            if watch:
+                tg.start_soon(agentd.watch)
             try:
                 yield agentd
             finally:
