@@ -207,8 +207,8 @@ class ApiServer:
                 last = version
             else:
                 last = None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), WATCH_S)
+            with contextlib.suppress(TimeoutError):  # idle (no page open): look rarely
+                await asyncio.wait_for(stop.wait(), WATCH_S if self.changes.listeners else 5.0)
         self.changes.close()
 
     async def _poke(self, request: Request) -> Response:

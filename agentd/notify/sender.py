@@ -25,7 +25,9 @@ from agentd.notify.plan import claim_due, plan_queued, retry_at
 
 log = structlog.get_logger("agentd.notify")
 
-POLL_S = 1.0  # wall seconds between looks when nothing is due sooner (one cheap read)
+# Wall seconds between looks when nothing is due sooner (one cheap read): a new item is noticed
+# within this, which is quick for a person and keeps an idle daemon asleep.
+POLL_S = 5.0
 RETENTION_S = 30 * 86400.0  # finished outbox rows kept this long
 ERROR_PAUSE_S = 5.0  # after an unexpected error, before the next pass
 
