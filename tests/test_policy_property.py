@@ -79,6 +79,9 @@ CONFIG = """
 poll_interval_s = 0.02
 shutdown_grace_s = 5
 
+[api]
+safety_scan_s = 0.5  # a poke lost to a kill is noticed soon (as in test_approval_property)
+
 [models.default]
 provider = "scripted"
 replies = "replies.json"
