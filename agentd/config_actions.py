@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import re
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -52,14 +53,7 @@ class Param(Strict):
     @classmethod
     def _compiles(cls, pattern: str | None) -> str | None:
         if pattern is not None:
-            try:
-                whole_match(pattern)
-            except SchemaError as e:
-                detail = str(e).splitlines()[-1].removeprefix("error: ")
-                raise ValueError(
-                    f"not a usable pattern ({detail}); patterns run on a linear-time engine "
-                    "without look-around or backreferences"
-                ) from None
+            usable(pattern, whole_match)
         return pattern
 
     def refusal(self, value: str) -> str | None:
@@ -85,6 +79,18 @@ def whole_match(pattern: str) -> TypeAdapter[str]:
         Annotated[str, StringConstraints(pattern=f"^(?:{pattern})$")],
         config=ConfigDict(regex_engine="rust-regex"),
     )
+
+
+def usable(pattern: str, compile_: Callable[[str], object]) -> None:
+    """ValueError (for a config validator) when the linear-time engine cannot run `pattern`."""
+    try:
+        compile_(pattern)
+    except SchemaError as e:
+        detail = str(e).splitlines()[-1].removeprefix("error: ")
+        raise ValueError(
+            f"not a usable pattern ({detail}); patterns run on a linear-time engine "
+            "without look-around or backreferences"
+        ) from None
 
 
 def _matches(pattern: str, value: str) -> bool:

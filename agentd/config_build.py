@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter, field_validator, model_validator
-from pydantic_core import SchemaError
 
-from agentd.config_actions import Strict, whole_match
+from agentd.config_actions import Strict, usable, whole_match
 
 
 class _CheckBase(Strict):
@@ -56,14 +55,7 @@ class Regex(_CheckBase):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            search_pattern(value)
-        except SchemaError as e:
-            detail = str(e).splitlines()[-1].removeprefix("error: ")
-            raise ValueError(
-                f"not a usable pattern ({detail}); patterns run on a linear-time engine "
-                "without look-around or backreferences"
-            ) from None
+        usable(value, search_pattern)
         return value
 
 
