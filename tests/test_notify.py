@@ -324,6 +324,44 @@ async def test_notify_only_configured_categories(rig: Any, receiver: Receiver) -
     assert receiver.got[0]["json"]["data"]["category"] == "failure"
 
 
+async def test_notify_backlog_bigger_than_a_batch_is_planned_at_once(
+    rig: Any, receiver: Receiver
+) -> None:
+    """500 notices nobody asked to hear of, then an approval (a restore, a bulk import): the
+    sender plans batch after batch without its idle pause between them, so the approval's message
+    goes out within a few passes, not after 500/200 idle pauses."""
+    r = await rig(config_text(receiver.url).replace('on = ["approval", "question", "nudge", '
+                                                    '"notice", "failure"]', 'on = ["approval"]'))  # fmt: skip
+
+    def post_many(c: Any) -> None:
+        for n in range(500):
+            qi.post(c, InboxKind.NOTICE, goal_id=r.goal_id, title=f"notice {n}")
+
+    r.home.store.write(post_many)
+    approval = r.post(InboxKind.APPROVAL)
+    waits = [await r.sender.tick() for _ in range(4)]
+    assert waits[:2] == [0.0, 0.0]  # more queued after a batch: straight on
+    assert not r.home.store.read(outbox.has_queued)
+    assert [g["json"]["data"]["item_id"] for g in receiver.got] == [approval]
+
+
+async def test_notify_without_channels_drops_the_queue_in_one_pass(rig: Any, home: Home) -> None:
+    """No agent notifies anywhere: the queue filled by the inbox trigger is emptied in one pass
+    (an idle daemon with thousands of open items must not plan nothing every few seconds)."""
+    r = await rig(
+        '[models.default]\nprovider = "template"\n\n[agents.default]\nactions = ["finish"]\n'
+    )
+
+    def post_many(c: Any) -> None:
+        for n in range(450):
+            qi.post(c, InboxKind.QUESTION, goal_id=r.goal_id, title=f"question {n}")
+
+    r.home.store.write(post_many)
+    assert r.home.store.read(outbox.has_queued)
+    assert await r.sender.tick() == 5.0  # one pass, then the idle pause
+    assert not r.home.store.read(outbox.has_queued)
+
+
 async def test_notify_reminders_fire_on_schedule_and_stop_when_answered(
     rig: Any, receiver: Receiver
 ) -> None:

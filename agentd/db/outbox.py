@@ -42,6 +42,11 @@ def dequeue(c: sqlite3.Connection, item_id: int) -> None:
     c.execute("DELETE FROM notify_queue WHERE item_id = ?", (item_id,))
 
 
+def clear_queue(c: sqlite3.Connection) -> int:
+    """Drop every queued item at once (no agent notifies anywhere: nothing to plan)."""
+    return c.execute("DELETE FROM notify_queue").rowcount
+
+
 def add(
     c: sqlite3.Connection,
     *,

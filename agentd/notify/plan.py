@@ -83,7 +83,12 @@ def message_for(cfg: Config, item: InboxItem, what: str, agent: str, goal_title:
 
 def plan_queued(c: sqlite3.Connection, cfg: Config, now: float) -> int:
     """Expand queued inbox items into outbox rows; returns the rows added. Each queued item leaves
-    the queue in the transaction that plans it, so a crash plans it again (rows are unique)."""
+    the queue in the transaction that plans it, so a crash plans it again (rows are unique).
+    With no agent notifying anywhere the queue is dropped in one statement: a backlog (a restore,
+    a bulk import) must not keep the daemon planning nothing, batch after batch."""
+    if not any(a.notify.channels for a in cfg.agents.values()):
+        outbox.clear_queue(c)
+        return 0
     added = 0
     for item_id in outbox.queued(c):
         outbox.dequeue(c, item_id)

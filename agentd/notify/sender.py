@@ -72,7 +72,11 @@ class Sender:
             added = await store.write(lambda c: plan_queued(c, cfg, now))
             if added:
                 log.info("notify.planned", messages=added)
-            next_at = await store.read(outbox.next_due_at)
+            queued, next_at = await store.read(
+                lambda c: (outbox.has_queued(c), outbox.next_due_at(c))
+            )
+            if queued:  # a backlog bigger than one batch: the next batch now, not in POLL_S
+                return 0.0
         if next_at is None or next_at > now:
             return POLL_S if next_at is None else max(0.02, min(POLL_S, next_at - now))
         rows = await store.write(lambda c: claim_due(c, cfg, now))
