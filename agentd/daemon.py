@@ -33,6 +33,7 @@ from agentd.clock import Clock, SystemClock
 from agentd.config import Config, Paths
 from agentd.db import accounting, meta
 from agentd.db import queries as q
+from agentd.db import waits as qw
 from agentd.db.artifacts import BUILD_TRIGGER
 from agentd.db.store import Store
 from agentd.deps import LEASE_S, Deps
@@ -186,7 +187,7 @@ async def _serve_locked(
         deps.clock = clock or await _home_clock(store, clock_speed)
         outer = Outer(deps, engine.launch)  # its pace follows the clock
         api.on_poke = outer.wake
-        resumed = await store.write(lambda c: q.claim_running(c, owner, LEASE_S))
+        resumed = await store.write(lambda c: qw.claim_running(c, owner, LEASE_S))
         for run_id, epoch in resumed:
             engine.launch(run_id, epoch)
         await scheduler.tick(force=True)

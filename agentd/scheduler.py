@@ -34,6 +34,7 @@ from agentd.config import Config
 from agentd.db import items as qi
 from agentd.db import meta
 from agentd.db import queries as q
+from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.deps import LEASE_S, Deps
 from agentd.errors import StateError
@@ -151,7 +152,7 @@ class Scheduler:
         its due times are not wall seconds."""
         if self.safety_scan_s is None or not isinstance(self.deps.clock, SystemClock):
             return interval
-        due = await self.deps.store.read(lambda c: (q.next_timer(c), qi.next_expiry(c)))
+        due = await self.deps.store.read(lambda c: (qw.next_timer(c), qi.next_expiry(c)))
         pause = self.safety_scan_s
         for at in due:
             if at is not None:
@@ -197,13 +198,13 @@ class Scheduler:
         """Runs `running` in the database with no task driving them (a load failed, the
         database stayed locked past the retries) are taken again. Only those orphaned at two
         full scans in a row: a run between its commit and its launch is never snatched."""
-        running = await self.deps.store.read(q.running_run_ids)
+        running = await self.deps.store.read(qw.running_run_ids)
         orphans = set(running) - self.live()
         again, self._orphans = orphans & self._orphans, orphans
         owner = self.deps.owner
         for run_id in sorted(again):
             epoch = await self.deps.store.write(
-                functools.partial(q.claim_run, run_id=run_id, owner=owner, lease_s=LEASE_S)
+                functools.partial(qw.claim_run, run_id=run_id, owner=owner, lease_s=LEASE_S)
             )
             log.warning("run.readopted", run_id=run_id)
             self.launch(run_id, epoch)
@@ -212,7 +213,7 @@ class Scheduler:
         """Runs started from the CLI (`agentd run start`) are rows with no owner: take them."""
         owner = self.deps.owner
         for run_id, epoch in await self.deps.store.write(
-            lambda c: q.claim_unowned(c, owner, LEASE_S)
+            lambda c: qw.claim_unowned(c, owner, LEASE_S)
         ):
             self.launch(run_id, epoch)
 
@@ -221,7 +222,7 @@ class Scheduler:
         looked at (indexed); a full scan runs at start and every FULL_SCAN_S as a safety net."""
         since = 0.0 if full else self._resolved_cursor - RESOLVE_MARGIN_S
         self._resolved_cursor = time.time()
-        pairs = await self.deps.store.read(lambda c: q.runs_with_resolved_items(c, since))
+        pairs = await self.deps.store.read(lambda c: qw.runs_with_resolved_items(c, since))
         if not pairs:
             return
 
@@ -234,7 +235,7 @@ class Scheduler:
     async def _wake_on_events(self) -> None:
         woken: set[int] = set()
         for run_id, wait, event_id, name, data in await self.deps.store.read(
-            q.runs_waiting_on_events
+            qw.runs_waiting_on_events
         ):
             if run_id in woken or not _matches(wait.get("match", {}), data):
                 continue
@@ -249,7 +250,7 @@ class Scheduler:
             await self._wake(run_id, why, wait)
 
     async def _wake_timers(self, now: float) -> None:
-        due = await self.deps.store.read(lambda c: q.due_timers(c, now))
+        due = await self.deps.store.read(lambda c: qw.due_timers(c, now))
         if not due:
             return
         waits = await self.deps.store.read(lambda c: [q.get_run(c, r).wait or {} for r in due])
@@ -310,7 +311,7 @@ class Scheduler:
                         trigger=f"event:{event.name}",
                         data={"event_id": event.event_id, "event": event.name, "data": event.data},
                     )
-                    started.append((run_id, q.claim_run(c, run_id, owner, LEASE_S)))
+                    started.append((run_id, qw.claim_run(c, run_id, owner, LEASE_S)))
             if events:
                 meta.set_meta(c, "trigger_cursor", str(events[-1].event_id))
             return started
@@ -385,7 +386,7 @@ def _record_poll(
     for source, healthy in transitions(before, world) if wake_runs else []:
         name = f"{source}.{'healthy' if healthy else 'unhealthy'}"
         data = _state_data(agent, source, world[source])
-        for run_id, wait in q.waiting_runs_of_agent(c, agent):
+        for run_id, wait in qw.waiting_runs_of_agent(c, agent):
             if wait.get("why") not in ("sleep", "approval"):
                 # Questions wait for a human; event waits match events themselves; a model
                 # backoff keeps its Retry-After (the next decision sees the world anyway).
@@ -482,5 +483,5 @@ def _start_due(c: Any, due: list[_Due], owner: str) -> list[tuple[int, int]]:
         run_id = q.create_run(
             c, goal_id=d.goal_id, agent=d.agent, trigger=f"state:{d.on.trigger}", data=data
         )
-        started.append((run_id, q.claim_run(c, run_id, owner, LEASE_S)))
+        started.append((run_id, qw.claim_run(c, run_id, owner, LEASE_S)))
     return started

@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentd.db import queries as q
+from agentd.db import waits as qw
 from agentd.db.store import Store, connect
 from agentd.models import StepKind
 
@@ -82,7 +83,7 @@ async def measure(workdir: Path, runs: int, steps: int) -> float:
         ids = [
             q.create_run(c, goal_id=goal_id, agent="bench", trigger="bench") for _ in range(runs)
         ]
-        return [(r, q.claim_run(c, r, "bench", 3600)) for r in ids]
+        return [(r, qw.claim_run(c, r, "bench", 3600)) for r in ids]
 
     pairs = await store.write(setup)
     start = time.perf_counter()

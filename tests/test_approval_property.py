@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from agentd import config, daemon, inbox, prompt
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.db.store import Store
 from agentd.deps import Deps
@@ -581,7 +582,7 @@ async def test_approval_unknown_outcome_is_asked_even_if_killed_before_asking(
     digest = action_digest("append", args)
 
     def journal(c: Any) -> None:
-        epoch = q.claim_run(c, run_id, "dead-daemon", 300)
+        epoch = qw.claim_run(c, run_id, "dead-daemon", 300)
         snapshot_id = worlds.add_snapshot(c, "default", run_id, {}, {})
         q.append_step(
             c, run_id, epoch, StepKind.OBSERVE, data={"snapshot_id": snapshot_id, "changes": {}}

@@ -12,6 +12,7 @@ import pytest
 from agentd import config, inbox
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import waits as qw
 from agentd.models import InboxKind, RunStatus, StepKind, StepStatus
 from tests.conftest import Home, finished, wait_for, waiting
 
@@ -277,7 +278,7 @@ async def test_engine_unknown_outcome_asks_instead_of_retrying(
 
     # A journaled intent with no result: what a crash mid-action leaves behind.
     def intent(c: Any) -> None:
-        epoch = q.claim_run(c, run_id, "dead-daemon", 60)
+        epoch = qw.claim_run(c, run_id, "dead-daemon", 60)
         q.append_step(
             c,
             run_id,

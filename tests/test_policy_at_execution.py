@@ -16,6 +16,7 @@ from agentd import config, inbox
 from agentd.db import items as qi
 from agentd.db import meta
 from agentd.db import queries as q
+from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.errors import Refused
 from agentd.models import (
@@ -302,7 +303,7 @@ async def test_run_with_a_missing_snapshot_still_runs(home: Home, serve: Any) ->
 async def test_orphaned_running_run_is_readopted(home: Home) -> None:
     setup(home, [FINISH])
     run_id = home.start_run(home.add_goal())
-    home.store.write(lambda c: q.claim_run(c, run_id, "gone-daemon", 300))
+    home.store.write(lambda c: qw.claim_run(c, run_id, "gone-daemon", 300))
     from agentd import daemon
     from agentd.db.store import Store
 

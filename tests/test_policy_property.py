@@ -45,6 +45,7 @@ from agentd import config, harness, inbox
 from agentd.db import accounting, meta
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import waits as qw
 from agentd.errors import Refused, UsageError
 from agentd.models import (
     InboxItem,
@@ -410,7 +411,7 @@ def journal_intent(home: Home, ch: Change, out: Path) -> int:
 
     def work(c: Any) -> str:
         accounting.set_rate_limits(c, limited)
-        epoch = q.claim_run(c, run_id, "dead-daemon", 300)
+        epoch = qw.claim_run(c, run_id, "dead-daemon", 300)
         journal_prefix(c, run_id, epoch, ch.first, ch.before)
         item_id = None
         if approved:

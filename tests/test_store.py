@@ -13,6 +13,7 @@ import pytest
 
 from agentd.db import meta, schema
 from agentd.db import queries as q
+from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.db.store import Store, SyncStore, connect
 from agentd.errors import Refused, StateError
@@ -105,7 +106,7 @@ async def _run_with_steps(store: Store, runs: int) -> list[tuple[int, int]]:
     def setup(c: sqlite3.Connection) -> list[tuple[int, int]]:
         goal = q.add_goal(c, title="t", why="t", agent="a", criteria=[], deadline=None)
         ids = [q.create_run(c, goal_id=goal, agent="a", trigger="t") for _ in range(runs)]
-        return [(r, q.claim_run(c, r, "me", 60)) for r in ids]
+        return [(r, qw.claim_run(c, r, "me", 60)) for r in ids]
 
     return await store.write(setup)
 
@@ -163,7 +164,7 @@ def test_retention_drops_old_finished_runs_steps_but_keeps_runs_and_live_journal
     def arrange(c: sqlite3.Connection) -> tuple[int, int]:
         goal = q.add_goal(c, title="t", why="t", agent="a", criteria=[], deadline=None)
         old, live = (q.create_run(c, goal_id=goal, agent="a", trigger="t") for _ in range(2))
-        epoch = q.claim_run(c, old, "me", 60)
+        epoch = qw.claim_run(c, old, "me", 60)
         q.finish(c, old, epoch, RunStatus.SUCCEEDED, "done long ago")
         c.execute("UPDATE runs SET updated_at = 1000 WHERE run_id = ?", (old,))
         worlds.add_snapshot(c, "a", None, {"x": 1}, {})

@@ -18,6 +18,7 @@ from agentd import render_outer, render_time
 from agentd.cli import app
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import waits as qw
 from agentd.errors import UsageError
 from agentd.models import InboxKind, StepKind
 
@@ -124,7 +125,7 @@ def test_every_json_time_is_iso_8601_with_z(cli_home: Any) -> None:
 
     def journal(c: Any) -> None:
         q.append_step(c, run_id, 0, StepKind.DECIDE, data={"reason": "wait"})
-        epoch = q.claim_run(c, run_id, "me", 60)
+        epoch = qw.claim_run(c, run_id, "me", 60)
         q.suspend(
             c, run_id, epoch, {"kind": "timer", "why": "sleep", "until": until}, wake_at=until
         )

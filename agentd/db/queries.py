@@ -204,48 +204,6 @@ def count_runs(c: sqlite3.Connection) -> dict[str, int]:
     return {s: n for s, n in c.execute("SELECT status, count(*) FROM runs GROUP BY status")}
 
 
-def claim_running(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:
-    """Take the lease on every `running` run (recovery); returns (run_id, new epoch) pairs.
-
-    Bumping the epoch fences any late write from a previous owner of the same run.
-    """
-    now = time.time()
-    c.execute(
-        "UPDATE runs SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1"
-        " WHERE status = 'running'",
-        (owner, now + lease_s),
-    )
-    rows = c.execute(
-        "SELECT run_id, lease_epoch FROM runs WHERE status = 'running' ORDER BY run_id"
-    ).fetchall()
-    return [(int(r[0]), int(r[1])) for r in rows]
-
-
-def running_run_ids(c: sqlite3.Connection) -> list[int]:
-    return [int(r[0]) for r in c.execute("SELECT run_id FROM runs WHERE status = 'running'")]
-
-
-def claim_unowned(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:
-    """Take the lease on running runs nobody owns (created by the CLI)."""
-    ids = [
-        r[0]
-        for r in c.execute(
-            "SELECT run_id FROM runs WHERE status = 'running' AND lease_owner IS NULL"
-        )
-    ]
-    return [(int(i), claim_run(c, int(i), owner, lease_s)) for i in ids]
-
-
-def claim_run(c: sqlite3.Connection, run_id: int, owner: str, lease_s: float) -> int:
-    """Take the lease on one running run; returns its new epoch."""
-    c.execute(
-        "UPDATE runs SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1"
-        " WHERE run_id = ?",
-        (owner, time.time() + lease_s, run_id),
-    )
-    return int(c.execute("SELECT lease_epoch FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
-
-
 def _fence(c: sqlite3.Connection, run_id: int, epoch: int) -> None:
     """Raise unless we still hold the run's lease at `epoch` and it is running."""
     row = c.execute("SELECT lease_epoch, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -541,53 +499,3 @@ def cancel(c: sqlite3.Connection, run_id: int, reason: str) -> None:
         " next_wake_at = NULL, updated_at = ? WHERE run_id = ?",
         (reason, now, run_id),
     )
-
-
-# ── what the daemon's waker matches ─────────────────────────────────────────────────────────────
-
-
-def waiting_runs_of_agent(c: sqlite3.Connection, agent: str) -> list[tuple[int, JSON]]:
-    rows = c.execute(
-        "SELECT run_id, wait FROM runs WHERE status = 'waiting' AND agent = ?", (agent,)
-    )
-    return [(int(r), json.loads(w or "{}")) for r, w in rows]
-
-
-def due_timers(c: sqlite3.Connection, now: float, limit: int = 500) -> list[int]:
-    rows = c.execute(
-        "SELECT run_id FROM runs WHERE status = 'waiting' AND next_wake_at <= ?"
-        " ORDER BY next_wake_at LIMIT ?",
-        (now, limit),
-    )
-    return [int(r[0]) for r in rows]
-
-
-def next_timer(c: sqlite3.Connection) -> float | None:
-    row = c.execute(
-        "SELECT min(next_wake_at) FROM runs WHERE status = 'waiting' AND next_wake_at IS NOT NULL"
-    ).fetchone()
-    return None if row[0] is None else float(row[0])
-
-
-def runs_with_resolved_items(c: sqlite3.Connection, since: float = 0.0) -> list[tuple[int, int]]:
-    """(run_id, item_id) for waiting runs whose inbox item was resolved at or after `since`.
-
-    Driven from the inbox's resolved_at index (CROSS JOIN fixes the loop order in SQLite), so
-    its cost follows recent answers, not the number of waiting runs.
-    """
-    rows = c.execute(
-        "SELECT r.run_id, i.item_id FROM inbox i CROSS JOIN runs r ON r.wait_item_id = i.item_id"
-        " WHERE i.resolved_at >= ? AND r.status = 'waiting' AND r.wait_kind = 'inbox'",
-        (since,),
-    )
-    return [(int(a), int(b)) for a, b in rows]
-
-
-def runs_waiting_on_events(c: sqlite3.Connection) -> list[tuple[int, JSON, int, str, JSON]]:
-    """(run_id, wait, event_id, name, data) for each event newer than the run's wait began."""
-    rows = c.execute(
-        "SELECT r.run_id, r.wait, e.event_id, e.name, e.data FROM runs r"
-        " JOIN events e ON e.name = r.wait_event AND e.event_id > r.wait_after_event"
-        " WHERE r.status = 'waiting' AND r.wait_kind = 'event' ORDER BY e.event_id"
-    )
-    return [(int(a), json.loads(b), int(e), n, json.loads(d)) for a, b, e, n, d in rows]

@@ -29,6 +29,7 @@ from agentd.db import accounting, world
 from agentd.db import checkins as qc
 from agentd.db import memory as mem
 from agentd.db import queries as q
+from agentd.db import waits as qw
 from agentd.db.checkins import Checkin, CheckinStatus
 from agentd.decide import MAX_REPLY_CHARS
 from agentd.deps import LEASE_S, Deps
@@ -359,7 +360,7 @@ def _apply(c: Any, deps: Deps, row: Checkin, reply: Reply, now: float) -> tuple[
                 c, goal_id=goal.goal_id, agent=goal.agent, trigger=f"checkin:{row.checkin_id}",
                 data={"request": v["request"], "checkin_id": row.checkin_id},
             )  # fmt: skip
-            started = (run_id, q.claim_run(c, run_id, deps.owner, LEASE_S))
+            started = (run_id, qw.claim_run(c, run_id, deps.owner, LEASE_S))
             effect["run_id"] = run_id
     elif kind == "achieved":
         effect.update(verdicts.achieved(c, row, v["evidence"], now))
