@@ -20,13 +20,18 @@ from agentd.models import RunStatus, StepKind, StepStatus
 from tests.test_crash import start_daemon, wait_ready
 
 
+# How long the grandchild works before its effect: longer than a restart on a loaded machine
+# (parallel test workers on 2 cores), so the new daemon always finds it still running.
+WORK_S = 6
+
+
 def write_home(home: Path) -> Path:
     home.mkdir()
     effects = home / "effects.txt"
     effects.touch()
     # The script's work is done by a process it starts, as a curl or kubectl would be.
     (home / "charge.sh").write_text(
-        f"sh -c 'sleep 2; echo \"$AGENTD_IDEMPOTENCY_KEY\" >> {effects}'\n"
+        f"sh -c 'sleep {WORK_S}; echo \"$AGENTD_IDEMPOTENCY_KEY\" >> {effects}'\n"
     )
     verify = f'grep -qx "$AGENTD_IDEMPOTENCY_KEY" {effects} && echo done || echo not-done'
     replies = [
@@ -84,6 +89,7 @@ def test_crash_mid_action_kills_the_commands_descendants_before_rerunning(
         while not started():
             assert time.monotonic() < deadline, (home / "daemon.log").read_text()[-2000:]
             time.sleep(0.02)
+        acted = time.monotonic()
         time.sleep(0.5)
         os.kill(daemon.pid, signal.SIGKILL)  # the daemon only: no cgroup kills the rest
         daemon.wait(5)
@@ -93,7 +99,8 @@ def test_crash_mid_action_kills_the_commands_descendants_before_rerunning(
         while not store.read(lambda c: q.get_run(c, run_id)).status.finished:
             assert time.monotonic() < deadline, (home / "daemon.log").read_text()[-2000:]
             time.sleep(0.05)
-        time.sleep(2.5)  # long enough for a surviving grandchild to have written its line
+        # Past the time a surviving grandchild would have written its line.
+        time.sleep(max(0.0, acted + WORK_S + 0.5 - time.monotonic()))
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(10)

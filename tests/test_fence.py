@@ -234,8 +234,10 @@ async def test_run_argv_reports_the_child_group_start_and_boot() -> None:
     async def journal(spawned: JSON) -> None:
         seen.append(spawned)
 
-    # The child prints its pid and its own start time (field 22 of its stat; comm "sh" has no space).
-    argv = ["sh", "-c", "echo $$ $(cut -d' ' -f22 /proc/$$/stat)"]
+    # The child prints its pid and its own start time (field 22 of its stat; comm "sh" has no space),
+    # then lives on a moment: a child already reaped when it is recorded gets the lower bound taken
+    # before the fork instead (spawn_record), which a loaded machine would otherwise hit.
+    argv = ["sh", "-c", "echo $$ $(cut -d' ' -f22 /proc/$$/stat); sleep 1"]
     done = await run_argv(
         argv,
         env={"PATH": "/usr/bin:/bin"},
