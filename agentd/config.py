@@ -442,7 +442,7 @@ def _key_path(raw: Any, loc: tuple[Any, ...]) -> list[str]:
     return out
 
 
-_NAMED_KEY = re.compile(r"^Value error, ((?:agents|sources|actions|models)(?:\.[\w-]+)+)")
+_NAMED_KEY = re.compile(r"^Value error, ((?:agents|sources|actions|models|notify)(?:\.[\w-]+)+)")
 
 
 def _describe(err: ValidationError, raw: dict[str, Any], text: str, path: Path) -> str:
@@ -453,13 +453,20 @@ def _describe(err: ValidationError, raw: dict[str, Any], text: str, path: Path) 
         if not loc and (named := _NAMED_KEY.match(msg)):
             loc = named.group(1).split(".")  # a cross-table check names the key it is about
             msg = msg[named.end() :].lstrip(": ")
-        key = ".".join(loc) or "(top level)"
         if item["type"] == "extra_forbidden":
             msg = "unknown key; remove it or check its spelling against config.example.toml"
         elif item["type"] == "missing":
             msg = "required key is missing"
         elif item["type"] == "union_tag_invalid":
-            msg = f"unknown type; {msg}"
+            ctx = item.get("ctx") or {}
+            field = str(ctx.get("discriminator", "type")).strip("'")
+            loc = [*loc, field]  # the key to fix: `type = …`, `provider = …`
+            msg = (
+                f"unknown {field} {ctx.get('tag')!r}; use one of {ctx.get('expected_tags')}"
+                if ctx
+                else f"unknown type; {msg}"
+            )
+        key = ".".join(loc) or "(top level)"
         line = _line_of(text, loc)
         where = f"line {line}, " if line else ""
         lines.append(f"  {where}{key}: {msg}")

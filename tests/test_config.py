@@ -44,6 +44,25 @@ def test_config_bad_value_in_nested_table_points_at_its_line(tmp_path: Path) -> 
     assert "line 9" in str(e.value) and "agents.a.limits.max_steps" in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "where", "fix"),
+    [
+        ('[daemon]\nlog_level = "info"\n\n[notify.pager]\ntype = "slack"\n', "line 5, notify.pager.type",
+         "unknown type 'slack'; use one of 'webhook', 'ntfy', 'email'"),
+        ('[models.m]\nprovider = "gpt"\n', "line 2, models.m.provider",
+         "unknown provider 'gpt'; use one of 'scripted'"),
+    ],
+)  # fmt: skip
+def test_config_unknown_type_names_the_key_its_line_and_the_choices(
+    tmp_path: Path, text: str, where: str, fix: str
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert where in str(e.value) and fix in str(e.value)
+
+
 def test_config_invalid_toml_reports_line(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text("[daemon]\nmax_concurrent_runs = \n")
