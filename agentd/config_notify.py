@@ -7,12 +7,20 @@ Secrets are named by environment variable (`secret_env`, `token_env`, `password_
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from agentd.config_sources import http_url
 
@@ -95,29 +103,58 @@ class NtfyNotify(ChannelBase):
 
 
 class EmailNotify(ChannelBase):
-    """Mail over SMTP: STARTTLS (unless turned off for a loopback relay), login by a named secret."""
+    """Mail over SMTP: TLS (`tls`: STARTTLS on 587, implicit TLS on 465, or none for a loopback
+    relay only), then login by a named secret."""
 
     type: Literal["email"]
     host: str
     port: int = Field(587, ge=1, le=65535)
     sender: str = Field(alias="from", min_length=3)
     to: list[str] = Field(min_length=1)
-    starttls: bool = True
+    # "starttls": plain connect, then STARTTLS before anything else (port 587); "implicit": TLS from
+    # the first byte (port 465); "none": no TLS, only to a relay on this machine.
+    tls: Literal["starttls", "implicit", "none"] = "starttls"
     username: str | None = None
-    password_env: str | None = None  # holds the SMTP password; needs username
-    ca_file: Path | None = (
-        None  # trust this CA for STARTTLS (a private relay); default: the system's
-    )
+    # Holds the SMTP password; goes with username. Validated when absent too (username alone).
+    password_env: str | None = Field(None, validate_default=True)
+    ca_file: Path | None = None  # trust this CA for TLS (a private relay); default: the system's
 
-    _password = field_validator("password_env")(_env_name)
+    @field_validator("tls")
+    @classmethod
+    def _plain_only_on_loopback(cls, tls: str, info: ValidationInfo) -> str:
+        # Fields validate in order: `host` is known here (absent only when itself invalid).
+        host = info.data.get("host")
+        if tls == "none" and host is not None and not is_loopback(host):
+            raise ValueError(
+                f'"none" sends mail and any login unencrypted, so it is only for a relay on this '
+                f'machine (host = "127.0.0.1", "::1" or "localhost"); for {host!r} write '
+                'tls = "starttls" (port 587) or tls = "implicit" (port 465)'
+            )
+        return tls
 
-    @model_validator(mode="after")
-    def _login_needs_tls(self) -> EmailNotify:
-        if (self.username is None) != (self.password_env is None):
-            raise ValueError("username and password_env go together")
-        if self.password_env is not None and not self.starttls:
-            raise ValueError("a password is only sent over STARTTLS: set starttls = true")
-        return self
+    @field_validator("password_env")
+    @classmethod
+    def _login(cls, password_env: str | None, info: ValidationInfo) -> str | None:
+        username, tls = info.data.get("username"), info.data.get("tls")
+        if password_env is None and username is not None:
+            raise ValueError(
+                "username needs password_env: the NAME of the variable holding the password"
+            )
+        if password_env is not None and username is None:
+            raise ValueError("password_env needs username (the SMTP login)")
+        if password_env is not None and tls == "none":
+            raise ValueError('a password is only sent over TLS: set tls = "starttls" or "implicit"')
+        return _env_name(password_env)
+
+
+def is_loopback(host: str) -> bool:
+    """`host` names this machine: localhost, or a loopback address (127.0.0.0/8, ::1)."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 NotifierConfig = Annotated[WebhookNotify | NtfyNotify | EmailNotify, Field(discriminator="type")]
@@ -128,7 +165,8 @@ class AgentNotify(Strict):
 
     channels: list[str] = []  # names of [notify.NAME] tables
     on: list[Category] = ["approval", "question", "failure"]  # failure: a run finished failed
-    # Unanswered approvals and questions remind, counted from when the item was posted.
+    # Unanswered approvals and questions remind, counted from the first message (quiet hours that
+    # hold a message back move the item's later reminders and escalation by as much).
     remind_after: list[float] = []
     # After this long unanswered, one last message at urgent priority to `escalate_to` (default:
     # the same channels).

@@ -309,7 +309,8 @@ def check_goals_and_triggers(paths: Paths, cfg: Config) -> list[Check]:
 
 
 def check_notify(paths: Paths, cfg: Config) -> list[Check]:
-    """Each [notify.NAME]: its secret is set, and its latest delivery did not fail."""
+    """Each [notify.NAME]: its secret is set, and its latest delivery did not fail; an unsigned
+    webhook is a warning (it delivers, but nothing proves the messages are agentd's)."""
     health: dict[str, Any] = {}
     if cfg.notify and paths.db.exists():
         try:
@@ -337,6 +338,14 @@ def check_notify(paths: Paths, cfg: Config) -> list[Check]:
         else:
             sent = "never used yet" if not h else f"{h['pending']} waiting, last send ok"
             gave_up = f"; {h['failed']} given up" if h.get("failed") else ""
+            if n.type == "webhook" and n.secret_env is None:  # a warning: it still delivers
+                msg = (
+                    f"webhook: {sent}{gave_up}; unsigned: receivers cannot tell its messages "
+                    f'from forged ones; set secret_env = "NAME" in [notify.{name}], the '
+                    "variable holding a whsec_<base64> secret"
+                )
+                checks.append(Check(f"notify {name}", False, msg, required=False))
+                continue
             checks.append(Check(f"notify {name}", True, f"{n.type}: {sent}{gave_up}"))
     return checks
 

@@ -19,7 +19,6 @@ from agentd.db.store import SyncStore
 from agentd.models import RunStatus, StepKind, StepStatus
 from tests.test_crash import start_daemon, wait_ready
 
-
 # How long the grandchild works before its effect: longer than a restart on a loaded machine
 # (parallel test workers on 2 cores), so the new daemon always finds it still running.
 WORK_S = 6

@@ -104,6 +104,32 @@ def defer(c: sqlite3.Connection, outbox_id: int, until: float) -> None:
     )
 
 
+def hold_item(c: sqlite3.Connection, dedupe_key: str, stage: int, until: float) -> None:
+    """Hold an item's message of `stage` (every channel's, not yet tried) until `until`, and move
+    the item's later stages by as much: reminders and the escalation count from the first message,
+    so quiet hours delay the rest of the schedule rather than release it at once when they end."""
+    row = c.execute(
+        "SELECT item_id, next_attempt_at FROM outbox WHERE dedupe_key = ? AND status = 'pending'",
+        (dedupe_key,),
+    ).fetchone()
+    if row is None or row[1] >= until:
+        return  # held already (by another channel's row of the item in this pass)
+    # The key is "{item_id}.{posted_us}:{channel}:{stage}": its head names this posting of the
+    # item (an item id that SQLite reused after retention is another item).
+    head = dedupe_key.split(":", 1)[0] + ":"
+    same_item = "item_id = ? AND substr(dedupe_key, 1, ?) = ? AND status = 'pending'"
+    params = (row[0], len(head), head)
+    c.execute(
+        f"UPDATE outbox SET next_attempt_at = next_attempt_at + ? WHERE {same_item} AND stage > ?",
+        (until - row[1], *params, stage),
+    )
+    c.execute(
+        f"UPDATE outbox SET next_attempt_at = ? WHERE {same_item} AND stage = ? AND attempts = 0"
+        " AND next_attempt_at < ?",
+        (until, *params, stage, until),
+    )
+
+
 def sent(c: sqlite3.Connection, outbox_id: int, now: float) -> None:
     c.execute(
         "UPDATE outbox SET status = 'sent', attempts = attempts + 1, sent_at = ?,"

@@ -1,8 +1,8 @@
 """Notification channels: the Protocol, the registry, and the words every channel shares.
 
-A channel takes one outbox message (a JSON dict planned by agentd/notify/plan.py) and delivers it,
-or raises DeliveryFailed; the outbox retries. Messages carry what an item is and a link to the web
-inbox — never a token or anything that approves by itself.
+A channel takes one outbox message (a JSON dict planned by agentd/notify/plan.py, made `inert`
+by the sender) and delivers it, or raises DeliveryFailed; the outbox retries. Messages carry what
+an item is and a link to the web inbox — never a token or anything that approves by itself.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Protocol
 
 from agentd.config_notify import EmailNotify, NotifierConfig, NtfyNotify, WebhookNotify
 from agentd.models import JSON
+from agentd.render import safe
 
 PRIORITY_LEVEL = {"min": 1, "low": 2, "default": 3, "high": 4, "urgent": 5}
 
@@ -36,6 +37,18 @@ def build(name: str, cfg: NotifierConfig) -> Channel:
 
         return Email(name, cfg)
     raise AssertionError(f"unknown notifier type {cfg!r}")
+
+
+def inert(message: JSON) -> JSON:
+    """The message with every text made inert (agentd.render.safe): no ESC, control, bidi or
+    invisible character reaches a mail subject, a push title or a terminal mail reader, where they
+    could recolour, reorder or hide what the operator reads. The body keeps its line breaks."""
+    return {
+        key: safe(value, multiline=key == "body", continuation="")
+        if isinstance(value, str)
+        else value
+        for key, value in message.items()
+    }
 
 
 def subject(message: JSON) -> str:

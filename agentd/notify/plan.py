@@ -17,9 +17,9 @@ from agentd.db import outbox
 from agentd.db import queries as q
 from agentd.errors import NotFound
 from agentd.models import JSON, InboxItem, InboxKind, RunStatus
+from agentd.notify.content import about
 from agentd.outer import cadence
 
-BODY_CHARS = 1000
 # The first message's priority by category; reminders keep it, the escalation is urgent.
 PRIORITY = {"approval": "high", "failure": "high", "question": "default", "notice": "default",
             "nudge": "low"}  # fmt: skip
@@ -57,11 +57,13 @@ def _agent_of(c: sqlite3.Connection, item: InboxItem) -> tuple[str | None, str]:
 def item_url(cfg: Config, item_id: int) -> str | None:
     """The web inbox's page of the item, when the control API listens on a TCP port."""
     port = cfg.web.port(cfg.api)
-    return None if port is None else f"http://127.0.0.1:{port}/inbox/{item_id}"
+    return None if port is None else f"http://127.0.0.1:{port}/items/{item_id}"
 
 
 def message_for(cfg: Config, item: InboxItem, what: str, agent: str, goal_title: str) -> JSON:
-    """What every channel renders; no arguments of an approval, no token: never approves."""
+    """What every channel renders: what agentd/notify/content.py lets out about the item (never an
+    approval's arguments or world), no token, nothing that approves."""
+    title, body = about(item, what)
     return {
         "category": what,
         "kind": str(item.kind),
@@ -70,8 +72,8 @@ def message_for(cfg: Config, item: InboxItem, what: str, agent: str, goal_title:
         "goal": goal_title,
         "run_id": item.run_id,
         "agent": agent,
-        "title": item.title,
-        "body": item.body[:BODY_CHARS],
+        "title": title,
+        "body": body,
         "action": item.action,
         "posted_at": item.created_at.astimezone(UTC).isoformat(),
         "url": item_url(cfg, item.item_id),
@@ -135,15 +137,24 @@ def _quiet_until(c: sqlite3.Connection, agent: AgentConfig, goal_id: int, now: f
 
 def claim_due(c: sqlite3.Connection, cfg: Config, now: float, limit: int = 50) -> list[Any]:
     """The rows to attempt now: reminders of closed items are cancelled first, and rows inside
-    their goal's quiet hours are moved to the hours' end (no attempt counted)."""
+    their goal's quiet hours are moved to the hours' end (no attempt counted). Reminders count
+    from the first message: holding a message moves its item's later stages by as much (a first
+    message held from 23:30 to 08:00 takes its 1 h reminder to 09:00, not to 08:00 beside it)."""
     outbox.cancel_closed(c)
-    ready = []
+    ready: list[Any] = []
+    held: dict[int, int] = {}  # item → the stage held in this pass; its rows from there moved
     for row in outbox.due(c, now, limit):
+        if row.item_id is not None and row.stage >= held.get(row.item_id, row.stage + 1):
+            continue  # moved by its item's hold in this pass: no longer due
         agent = cfg.agents.get(str(row.message.get("agent")))
         if agent is not None and agent.notify.hold_in_quiet_hours and row.goal_id is not None:
             until = _quiet_until(c, agent, row.goal_id, now)
             if until > now:
-                outbox.defer(c, row.outbox_id, until)
+                if row.attempts == 0 and row.item_id is not None:
+                    outbox.hold_item(c, row.dedupe_key, row.stage, until)
+                    held[row.item_id] = row.stage
+                else:  # a retry: the schedule already counts from its first try
+                    outbox.defer(c, row.outbox_id, until)
                 continue
         ready.append(row)
     return ready

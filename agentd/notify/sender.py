@@ -20,7 +20,7 @@ from agentd.db import outbox
 from agentd.db.outbox import OutboxRow
 from agentd.deps import Deps
 from agentd.errors import DeliveryFailed, StateError
-from agentd.notify import Channel, build
+from agentd.notify import Channel, build, inert
 from agentd.notify.plan import claim_due, plan_queued, retry_at
 
 log = structlog.get_logger("agentd.notify")
@@ -95,7 +95,9 @@ class Sender:
             try:
                 # The wall's time, even on a test clock: receivers check it against theirs.
                 stamp = int(SYSTEM.now())
-                await channel.send(row.message, message_id=message_id, timestamp=stamp)
+                # Inert here, once for every channel (and for rows planned by older code).
+                message = inert(row.message)
+                await channel.send(message, message_id=message_id, timestamp=stamp)
             except DeliveryFailed as e:
                 error = str(e)
             except Exception as e:  # a channel's unforeseen error is one more failed attempt

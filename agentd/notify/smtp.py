@@ -1,5 +1,6 @@
-"""Email over SMTP with the standard library, in a worker thread: STARTTLS before anything else
-is said, then login with the password from the variable `password_env` names."""
+"""Email over SMTP with the standard library, in a worker thread: TLS first (STARTTLS before
+anything else is said, or implicit TLS from the first byte; none only to a loopback relay), then
+login with the password from the variable `password_env` names."""
 
 from __future__ import annotations
 
@@ -52,11 +53,17 @@ class Email:
 
     def _deliver(self, mail: EmailMessage, password: str | None) -> None:
         cfg = self.cfg
-        with smtplib.SMTP(cfg.host, cfg.port, timeout=cfg.timeout_s) as smtp:
+        cafile = str(cfg.ca_file) if cfg.ca_file is not None else None
+        tls = ssl.create_default_context(cafile=cafile) if cfg.tls != "none" else None
+        smtp = (
+            smtplib.SMTP_SSL(cfg.host, cfg.port, timeout=cfg.timeout_s, context=tls)
+            if cfg.tls == "implicit"
+            else smtplib.SMTP(cfg.host, cfg.port, timeout=cfg.timeout_s)
+        )
+        with smtp:
             smtp.ehlo()
-            if cfg.starttls:
-                cafile = str(cfg.ca_file) if cfg.ca_file is not None else None
-                smtp.starttls(context=ssl.create_default_context(cafile=cafile))
+            if cfg.tls == "starttls":
+                smtp.starttls(context=tls)
                 smtp.ehlo()
             if cfg.username is not None and password is not None:
                 smtp.login(cfg.username, password)

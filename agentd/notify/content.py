@@ -1,0 +1,65 @@
+"""What a notification may say about an inbox item: its title and the text that goes with it, by
+category. A message leaves the machine (a webhook, a push service, a mailbox), so it names the item
+and carries the operator's words to act on, never an action's arguments, results or world data:
+those stay behind the web inbox's login and `agentd inbox show`.
+"""
+
+from __future__ import annotations
+
+from agentd.models import InboxItem
+
+BODY_CHARS = 1000  # a question or a message beyond this is read in the inbox
+# Questions whose text quotes an action with its arguments (and, for unknown_outcome, the world
+# now) or the model's rejected reply: agentd/acting.py `ask_unknown_outcome`, agentd/engine.py
+# `check` (escalated denials) and `after_invalid`, agentd/build/driver.py. Their notification says
+# what kind of question waits, in words of our own.
+QUOTING_QUESTIONS = {
+    "unknown_outcome": "a run stopped during an action and cannot tell whether it happened",
+    "denied": "the harness refused a run's action: what should the run do instead?",
+    "invalid_output": "the model's replies were invalid several times: what should the run do?",
+}
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= BODY_CHARS else text[: BODY_CHARS - 1] + "…"
+
+
+def _body_continues_title(item: InboxItem) -> bool:
+    """The notice's title already shows the beginning of its body: the `notify` action's message
+    (title = message[:200]) or a finished run's summary (title = "run N status: summary[:150]").
+    Other notices (an action refused at execution, a result that came after its run stopped) hold
+    the action's arguments or result in their body."""
+    title, body = item.title, item.body
+    if not body:
+        return False
+    if body.startswith(title):
+        return True
+    return (
+        item.run_id is not None
+        and title.startswith(f"run {item.run_id} ")
+        and title.endswith(f": {body[:150]}")
+    )
+
+
+def about(item: InboxItem, category: str) -> tuple[str, str]:
+    """(title, body) of the notification about `item`, whose category is one of config_notify's.
+
+    - approval: "approve ACTION?" and no body — the item's body holds the arguments and the world;
+      the message carries the action's name, the goal and where to look.
+    - question: the question itself (capped), except the questions that quote an action's
+      arguments (QUOTING_QUESTIONS), which get a fixed sentence.
+    - nudge: the check-in's suggestion in words, without the suggested action's arguments.
+    - notice, failure: the title, and the body only where it continues the title (the `notify`
+      action's message, a finished run's summary).
+    """
+    if category == "approval":
+        return (f"approve {item.action}?" if item.action else "approval needed"), ""
+    if category == "question":
+        if item.rule in QUOTING_QUESTIONS:
+            return QUOTING_QUESTIONS[item.rule], ""
+        return item.title, _cap(item.body)
+    if category == "nudge":
+        nudge = item.data.get("nudge")
+        message = nudge.get("message") if isinstance(nudge, dict) else None
+        return item.title, _cap(str(message or ""))
+    return item.title, _cap(item.body) if _body_continues_title(item) else ""
