@@ -2,13 +2,22 @@
 
 The API always listens on the unix socket `api.sock` in the home (mode 0600); `[api] port`
 adds a listener on 127.0.0.1 (loopback only: reach it from elsewhere through an SSH tunnel).
+The pages are served only when `[web] enabled = true`, on every listener; without it both
+listeners answer the JSON API, `/mcp` and (the socket) `POST /poke`, and a page is a 404:
+
+| `[api] port` | `[web] enabled` | 127.0.0.1 listener                  | pages |
+|--------------|-----------------|-------------------------------------|-------|
+| unset        | false (default) | none (the socket alone)             | off   |
+| unset        | true            | DEFAULT_WEB_PORT                    | on    |
+| N            | false           | N: JSON API and /mcp only           | off   |
+| N            | true            | N: pages, JSON API and /mcp         | on    |
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-DEFAULT_WEB_PORT = 8765  # the loopback port of the web inbox when `[web] enabled` names none
+DEFAULT_WEB_PORT = 8765  # the loopback port of the web inbox when `[api] port` names none
 
 
 class ApiConfig(BaseModel):
@@ -22,16 +31,23 @@ class ApiConfig(BaseModel):
     # safety net for a poke that was lost (a write by another tool): seconds between scans.
     safety_scan_s: float = Field(5.0, gt=0, le=60)
 
+    def listen_port(self, web: WebConfig) -> int | None:
+        """The loopback port the daemon listens on (the table in the module docstring), or None
+        when only the unix socket listens."""
+        return self.port if self.port is not None else web.port(self)
+
 
 class WebConfig(BaseModel):
     """[web]: the web inbox, served by the API's listeners (`agentd web` prints a login URL)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = False  # true: pages on 127.0.0.1 ([api] port, else DEFAULT_WEB_PORT)
+    # true: the pages are served ([api] port, else DEFAULT_WEB_PORT). Strict: a quoted "yes"
+    # or 1 is a config error rather than a guess at what the operator meant.
+    enabled: StrictBool = False
 
     def port(self, api: ApiConfig) -> int | None:
-        """The loopback port the pages are served on, or None when only the socket listens."""
-        if api.port is not None:
-            return api.port
-        return DEFAULT_WEB_PORT if self.enabled else None
+        """The loopback port the pages are served on, or None when the pages are off."""
+        if not self.enabled:
+            return None
+        return api.port if api.port is not None else DEFAULT_WEB_PORT

@@ -31,7 +31,7 @@ from agentd.config import (
     ScriptedModel,
 )
 from agentd.db import items as qi
-from agentd.db import meta, outbox, safety, schema
+from agentd.db import meta, outbox, poke, safety, schema
 from agentd.db import queries as q
 from agentd.db.checkins import cadence_row
 from agentd.db.store import SyncStore
@@ -92,6 +92,7 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
         checks += check_limits(cfg)
         checks += check_goals_and_triggers(paths, cfg)
         checks += check_notify(paths, cfg)
+        checks += check_web(paths, cfg, daemon_pid)
     return Report(str(paths.home), checks, cfg)
 
 
@@ -114,6 +115,37 @@ def check_database(paths: Paths) -> list[Check]:
     )
     migrated = Check("schema", have == want, f"version {have} of {want} ({advice})")
     return [Check("database", True, f"{paths.db}: writable; quick_check ok"), migrated]
+
+
+def web_served(paths: Paths, pid: int | None) -> Any:
+    """What the running daemon serves (`{"pid", "port", "web", "socket"}`, asked over its unix
+    socket), or None: no daemon, no token yet, or no answer."""
+    if pid is None or not paths.api_token.exists():
+        return None
+    return poke.ask(paths.api_sock, "/api/daemon", paths.api_token.read_text().strip())
+
+
+def check_web(paths: Paths, cfg: Config, pid: int | None) -> list[Check]:
+    """With `[web] enabled`, does the running daemon serve the pages? A port another program
+    holds is a failure: the login URL would hand the token to that program."""
+    if not cfg.web.enabled or pid is None:
+        return []
+    want = cfg.web.port(cfg.api)
+    served = web_served(paths, pid)
+    if not isinstance(served, dict):
+        return [Check("web inbox", False, "the daemon does not answer on its socket "
+                      f"{paths.api_sock}; restart it", False)]  # fmt: skip
+    if served.get("web") and served.get("port") is not None:
+        note = "" if served["port"] == want else f" (the config says {want}: restart to apply)"
+        return [Check("web inbox", True, f"served on 127.0.0.1:{served['port']}{note}")]
+    failed = served.get("port_failed")
+    why = (
+        f"could not listen on 127.0.0.1:{failed} (another program holds the port? see the "
+        "daemon's log: api.port_failed); free it or set [api] port = N, then restart `agentd serve`"
+        if failed
+        else "enabled after the daemon started; restart `agentd serve`"
+    )
+    return [Check("web inbox", False, f"not served: {why}")]
 
 
 def check_daemon(pid: int | None) -> Check:

@@ -321,6 +321,13 @@ def status_view(data: JSON, now: datetime) -> str:
         waiting = "nothing open"
     fields = [("home", safe(data["home"])), ("daemon", daemon), ("runs", runs),
               ("inbox", waiting)]  # fmt: skip
+    if (web := data.get("web")) is not None:
+        if web["port"] is not None:
+            served = f"http://127.0.0.1:{web['port']} (`agentd web` prints the login URL)"
+        else:
+            failed = safe(str(web["port_failed"]))
+            served = f"not served: could not listen on 127.0.0.1:{failed}; see `agentd doctor`"
+        fields.append(("web inbox", served))
     if data.get("notify"):
         fields.append(("notify", _notify_line(data["notify"])))
     head = _fields(fields)

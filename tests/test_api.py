@@ -19,7 +19,7 @@ from agentd.db import items as qi
 from agentd.db import poke as poking
 from agentd.db.store import SyncStore
 from agentd.models import StepKind
-from tests.conftest import Home, finished, wait_for, waiting
+from tests.conftest import Home, closed_port, finished, wait_for, waiting
 
 # A safety net of 60 s: only the poke can make the daemon act within the test's time.
 CONFIG = """
@@ -168,3 +168,18 @@ async def test_api_serves_mcp_over_streamable_http_behind_the_token(home: Home, 
         listed = await session.read_resource("agentd://goals")
         goals = json.loads(listed.contents[0].text)  # type: ignore[union-attr]
     assert goal in [g["goal_id"] for g in (goals["goals"] if isinstance(goals, dict) else goals)]
+
+
+async def test_api_poke_over_tcp_is_not_found(home: Home, serve: Any) -> None:
+    """Only the unix socket (0600: the home's owner) pokes; on the 127.0.0.1 port, which any
+    local user or a browser's page can reach, /poke does not exist."""
+    port = closed_port()
+    home.write_config(CONFIG.replace("[api]\n", f"[api]\nport = {port}\n"), [FINISH])
+    await serve()
+    token = home.paths.api_token.read_text().strip()
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as tcp:
+        anonymous = await tcp.post("/poke")
+        with_token = await tcp.post("/poke", headers={"Authorization": f"Bearer {token}"})
+    assert anonymous.status_code == 404 and with_token.status_code == 404
+    async with client(home) as unix:
+        assert (await unix.post("/poke")).status_code == 204

@@ -1,16 +1,20 @@
 """The web inbox in a real headless Chromium (Debian's, driven by Playwright): log in with the
-token, approve with an edit, a second tab updated over SSE, a cross-site post refused with 403,
-hostile model text inert. Screenshots of the inbox and the approval page go to test-artifacts/.
-Skipped loudly (tests/browser_support.py) when Chromium or Playwright is missing."""
+token, approve as proposed (a multi-line text bound exactly, the form untouched), approve with an
+edit, a second tab updated over SSE, a cross-site post refused with 403, a page on another
+127.0.0.1 port that frames an item blocked, hostile model text inert. Screenshots of the inbox
+and the approval page go to test-artifacts/ (docs/web-inbox.png is one of them). Skipped loudly
+(tests/browser_support.py) when Chromium or Playwright is missing."""
 
 from __future__ import annotations
 
 import socket
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 from agentd.db import items as qi
-from tests.conftest import Home, finished, wait_for, waiting
+from agentd.models import InboxStatus
+from tests.conftest import Home, ServeHttp, finished, wait_for, waiting
 
 HOSTILE = "<script>window.pwned=1</script> \x1b[2J\x1b[31m"
 CONFIG = """
@@ -33,9 +37,10 @@ argv = ["sh", "-c", "echo {word} >> __OUT__"]
 params = { word = { pattern = "^[a-z]+$" } }
 
 [agents.default]
-actions = ["append", "finish"]
-policy = { rules = { append = "approve" } }
+actions = ["append", "notify", "finish"]
+policy = { rules = { append = "approve", notify = "approve" } }
 """
+FINISH = {"reason": "ok", "action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}
 
 
 def free_port() -> int:
@@ -76,11 +81,12 @@ async def test_web_browser_approve_with_edit_and_live_update(
     assert await page.evaluate("window.pwned") is None  # and never run
     await page.screenshot(path=screenshots / "web-approval.png", full_page=True)
 
-    await page.fill("input[name='arg.word']", "edited")
-    await page.fill("#approve-form input[name='note']", "the real one")
-    await page.click("#approve-form button")
+    await page.click("#edit summary")  # the edit form opens on demand
+    await page.fill("textarea[name='arg.word']", "edited")
+    await page.fill("#edit-form input[name='note']", "the real one")
+    await page.click("#edit-form button")
     await page.wait_for_url(f"**/items/{item.item_id}?done=*")
-    assert "approved item" in await page.inner_text("main")
+    assert "with your edits" in await page.inner_text("main")
 
     # The second tab hears of it over SSE and drops the item, without a reload by anyone.
     await watcher.wait_for_selector(f"a[href='/items/{item.item_id}']", state="detached")
@@ -115,4 +121,111 @@ async def test_web_browser_cross_site_post_is_refused(home: Home, serve: Any, br
     response = await posted.value
     assert response.status == 403
     assert "cross-site request refused" in await response.text()
+    await context.close()
+
+
+async def waiting_on(home: Home, serve: Any, port: int, reply: dict[str, Any], title: str) -> Any:
+    """A daemon serving the pages on `port`, its run waiting on the approval of `reply`."""
+    home.write_config(CONFIG.replace("__PORT__", str(port)).replace("__OUT__", "/dev/null"),
+                      [reply, FINISH])  # fmt: skip
+    run_id = home.start_run(home.add_goal(title=title))
+    await serve()
+    await wait_for(waiting(home, run_id))
+    (item,) = home.store.read(lambda c: qi.list_items(c, status="open"))
+    return run_id, item
+
+
+async def logged_in(browser: Any, home: Home, base: str) -> tuple[Any, Any]:
+    context = await browser.new_context(viewport={"width": 1000, "height": 760})
+    page = await context.new_page()
+    token = home.paths.api_token.read_text().strip()
+    await page.goto(f"{base}/login?token={token}")
+    return context, page
+
+
+MESSAGE = (
+    "Checkout p95 latency is 2.4 s since 14:05 (target 0.8 s).\n"
+    "The 14:02 deploy (v2.31.0) is the only change in the window.\n\n"
+    "  Proposed next step: roll back to v2.30.4."
+)
+
+
+async def test_web_browser_approve_as_proposed_binds_the_exact_text(
+    home: Home, serve: Any, browser: Any, screenshots: Path
+) -> None:
+    port = free_port()
+    reply = {"reason": "tell the on-call", "action": {"kind": "notify", "message": MESSAGE}}
+    run_id, item = await waiting_on(home, serve, port, reply, "keep checkout healthy")
+    base = f"http://127.0.0.1:{port}"
+    context, page = await logged_in(browser, home, base)
+    await page.goto(f"{base}/items/{item.item_id}")
+    await page.screenshot(path=screenshots / "web-item.png", full_page=True)  # docs/web-inbox.png
+    await page.click("#approve-form button")  # nothing touched
+    await page.wait_for_url(f"**/items/{item.item_id}?*")
+    assert page.url.endswith(f"?done=approved&item={item.item_id}")  # not "with edits"
+    assert "as proposed" in await page.inner_text("main")
+    await wait_for(finished(home, run_id))
+    done = home.store.read(lambda c: qi.get_item(c, item.item_id))
+    assert done.status == InboxStatus.CONSUMED
+    assert done.args == {"message": MESSAGE} and done.digest == item.digest
+    await context.close()
+
+
+async def test_web_browser_untouched_edit_form_binds_the_exact_text(
+    home: Home, serve: Any, browser: Any, screenshots: Path
+) -> None:
+    port = free_port()
+    message = "\n" + MESSAGE + "\n"  # a leading newline is the one a textarea loses most easily
+    reply = {"reason": "tell the on-call", "action": {"kind": "notify", "message": message}}
+    run_id, item = await waiting_on(home, serve, port, reply, "keep checkout healthy")
+    base = f"http://127.0.0.1:{port}"
+    context, page = await logged_in(browser, home, base)
+    await page.goto(f"{base}/items/{item.item_id}")
+    await page.click("#edit summary")
+    assert await page.input_value("textarea[name='arg.message']") == message
+    await page.locator("#edit").screenshot(path=screenshots / "web-edit.png")
+    await page.click("#edit-form button")  # opened, not changed
+    await page.wait_for_url(f"**/items/{item.item_id}?*")
+    assert page.url.endswith(f"?done=approved&item={item.item_id}")  # not "with edits"
+    await wait_for(finished(home, run_id))
+    done = home.store.read(lambda c: qi.get_item(c, item.item_id))
+    assert done.args == {"message": message} and done.digest == item.digest
+    await context.close()
+
+
+async def test_web_browser_a_page_framing_an_item_is_blocked(
+    home: Home, serve: Any, browser: Any, http_server: ServeHttp
+) -> None:
+    port = free_port()
+    reply = {"reason": "x", "action": {"kind": "append", "word": "framed"}}
+    _, item = await waiting_on(home, serve, port, reply, "a goal")
+    base = f"http://127.0.0.1:{port}"
+    # Another 127.0.0.1 port is the same site: the SameSite=Strict cookie goes into its frames.
+    framing = f"<iframe id=f src='{base}/items/{item.item_id}' width=800 height=600></iframe>"
+
+    class Framer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = framing.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    evil = http_server(Framer)
+    context, page = await logged_in(browser, home, base)
+    assert await page.locator("#approve-form").count() == 0  # the inbox, logged in
+    await page.goto(f"{base}/items/{item.item_id}")
+    assert await page.locator("#approve-form").count() == 1  # served to the top level
+    async with page.expect_response(f"{base}/items/{item.item_id}") as framed:
+        await page.goto(f"{evil}/")
+    response = await framed.value
+    assert response.status == 200  # the cookie went along: only the headers stop it
+    await page.wait_for_load_state("load")
+    (frame,) = [f for f in page.frames if f != page.main_frame]
+    assert not frame.url.startswith(base)  # Chromium put its error page in the frame's place
+    assert await frame.locator("#approve-form").count() == 0
     await context.close()

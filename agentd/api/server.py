@@ -3,8 +3,9 @@
 uvicorn's signal handling is off (`capture_signals`: the daemon owns TERM, INT and HUP) and so is
 its 0.1 s housekeeping tick (`main_loop` waits for the stop instead: an idle daemon sleeps). The
 unix socket is bound under a temporary name, set to 0600, then renamed into place, so `api.sock`
-never exists with wider rights. Every request passes `_guard`: a trusted Host (DNS rebinding),
-no cross-site state change (403), a Bearer token for `/api/`, a session cookie for pages.
+never exists with wider rights. Every request passes agentd/web/guard.py: a trusted Host (DNS
+rebinding), no cross-site state change (403), a Bearer token for `/api/`, a session cookie for
+pages (served only with `[web] enabled`), and anti-framing headers on every response.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import structlog
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentd import render
 from agentd.config import Paths
@@ -30,14 +30,13 @@ from agentd.deps import Deps
 from agentd.errors import NotFound
 from agentd.mcp import server as mcp_server
 from agentd.web import auth, data, html, routes
+from agentd.web.guard import MCP_PATH, guard
 from agentd.web.routes import Site
 
-MCP_PATH = "/mcp"  # agentd's MCP server over streamable HTTP, as `agentd mcp` over stdio
 log = structlog.get_logger("agentd.api")
 KEEPALIVE_S = 15.0  # an SSE comment this often keeps proxies and tunnels from closing the stream
 WATCH_S = 1.0  # while pages listen, how often the database's data_version is compared
 BACKLOG = 128
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class Changes:
@@ -95,7 +94,8 @@ class ApiServer:
         self.sockets: list[socket.socket] = []
         self.unix = False  # the socket is up: the CLI's pokes arrive
         self.port: int | None = None
-        self.secret = ""
+        self.port_failed: str | None = None  # "PORT: error" when the TCP listener could not open
+        self.token: auth.Token | None = None  # read in `bind`
         self.pokes = 0
         self.on_poke: Callable[[], None] = lambda: None  # the check-in service looks too
         # MCP over streamable HTTP at /mcp, behind the Bearer token (built in `app()`).
@@ -109,7 +109,7 @@ class ApiServer:
     def bind(self) -> bool:
         """Open the listeners; True when the unix socket is up. A listener that cannot open is
         logged and left out: the daemon runs on, the scheduler keeps its fast scan."""
-        self.secret = auth.token(self.paths.api_token)
+        self.token = auth.Token(self.paths.api_token)
         path = self.paths.api_sock
         tmp = path.with_name(f".api.sock.{os.getpid()}")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -129,7 +129,7 @@ class ApiServer:
         else:
             self.sockets.append(sock)
             self.unix = True
-        port = self.deps.config.web.port(self.deps.config.api)
+        port = self.deps.config.api.listen_port(self.deps.config.web)
         if port is not None:
             tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
@@ -139,6 +139,7 @@ class ApiServer:
             except OSError as e:
                 tcp.close()
                 log.error("api.port_failed", port=port, error=str(e))
+                self.port_failed = f"{port}: {e.strerror or e}"
             else:
                 self.sockets.append(tcp)
                 self.port = tcp.getsockname()[1]
@@ -153,6 +154,7 @@ class ApiServer:
                 *mcp_routes,
                 Route("/poke", self._poke, methods=["POST"]),
                 Route("/events", self._events, methods=["GET"]),
+                Route("/api/daemon", self._api_daemon, methods=["GET"]),
                 Route("/api/inbox", self._api_inbox, methods=["GET"]),
                 Route("/api/inbox/{item_id:int}", self._api_item, methods=["GET"]),
                 Route("/api/goals", self._api_goals, methods=["GET"]),
@@ -162,14 +164,19 @@ class ApiServer:
             ],
             exception_handlers={NotFound: _not_found},
         )
-        app.state.site = Site(self.paths.db, lambda: self.deps.config, self.secret, self.on_change)
+        assert self.token is not None, "bind() reads the token"
+        app.state.site = Site(self.paths.db, lambda: self.deps.config, self.token, self.on_change)
         return app
 
+    def pages_on(self) -> bool:
+        """The pages are served (`[web] enabled`, as the config is now: a reload applies)."""
+        return self.deps.config.web.enabled
+
     async def run(self, stop: asyncio.Event) -> None:
-        if not self.sockets:
-            return
+        if not self.sockets or self.token is None:
+            return  # nothing bound
         config = uvicorn.Config(
-            _guard(self.app(), self.secret), log_config=None, access_log=False, lifespan="off",
+            guard(self.app(), self.token, self.pages_on), log_config=None, access_log=False, lifespan="off",
             timeout_graceful_shutdown=2, date_header=False, server_header=False,
         )  # fmt: skip
         server = _Embedded(config, stop)
@@ -245,6 +252,13 @@ class ApiServer:
         assert isinstance(site, Site)
         return site
 
+    async def _api_daemon(self, request: Request) -> Response:
+        """What this daemon serves, as it is (the config on disk may differ until a restart):
+        `agentd web` asks it before printing a URL."""
+        web = self.pages_on() and self.port is not None
+        return _json({"pid": os.getpid(), "port": self.port, "web": web, "socket": self.unix,
+                      "port_failed": self.port_failed})  # fmt: skip
+
     async def _api_inbox(self, request: Request) -> Response:
         show_all = request.query_params.get("all") in ("1", "true")
         site = self._site(request)
@@ -272,45 +286,3 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     if request.url.path.startswith("/api/"):
         return _json({"error": str(exc)}, 404)
     return Response(html.page("Not found", f"<p>{html.h(exc)}</p>"), 404, media_type="text/html")
-
-
-def _guard(app: ASGIApp, secret: str) -> ASGIApp:
-    """Who may ask what, before any route runs (see the module docstring)."""
-
-    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        request = Request(scope)
-        refusal = _refusal(request, secret)
-        if refusal is not None:
-            await refusal(scope, receive, send)
-            return
-        await app(scope, receive, send)
-
-    return guarded
-
-
-def _refusal(request: Request, secret: str) -> Response | None:
-    headers = request.headers
-    path = request.url.path
-    if not auth.host_trusted(headers.get("host", "")):
-        return PlainTextResponse("untrusted Host header: use localhost or 127.0.0.1", 400)
-    via_unix = (request.scope.get("server") or ("", None))[1] is None
-    if path == "/poke":
-        return None if via_unix else PlainTextResponse("not found", 404)
-    if request.method not in SAFE_METHODS and (why := auth.cross_site(headers)) is not None:
-        return PlainTextResponse(f"cross-site request refused ({why})", 403)
-    if path.startswith("/api/") or path == MCP_PATH:
-        if auth.bearer_ok(headers, secret):
-            return None
-        return Response(render.to_json({"error": "a Bearer token is required (agentd web "
-                        "--token prints it)"}), 401, {"WWW-Authenticate": "Bearer"},
-                        media_type="application/json")  # fmt: skip
-    if path in routes.PUBLIC:
-        return None
-    if auth.same(request.cookies.get(auth.COOKIE), auth.session_value(secret)):
-        return None
-    if path == "/events":
-        return PlainTextResponse("log in first", 401)
-    return RedirectResponse("/login", status_code=303)

@@ -5,13 +5,19 @@ unix socket its control API listens on (agentd/api/server.py), so the daemon's o
 can be a slow safety net. Best-effort and silent: the write is the truth, and a daemon that is
 down (or its socket stale) finds it at its next scan. A short timeout keeps a stuck daemon from
 stalling the CLI.
+
+`ask` is the reading side: one JSON GET over the same socket with the home's token, for the CLI
+and doctor to learn what the running daemon actually serves (the config on disk may differ).
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
+import json
 import socket
 from pathlib import Path
+from typing import Any
 
 POKE_TIMEOUT_S = 0.25
 API_SOCK_NAME = "api.sock"  # in the home, beside the database
@@ -34,3 +40,41 @@ def poke(sock_path: Path, timeout_s: float = POKE_TIMEOUT_S) -> bool:
         s.sendall(REQUEST)
         return True
     return False
+
+
+ASK_TIMEOUT_S = 2.0
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: Path, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(str(self._path))
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def ask(sock_path: Path, path: str, token: str, timeout_s: float = ASK_TIMEOUT_S) -> Any:
+    """GET `path` from the daemon; None when no daemon answers on the socket (down, stale socket,
+    a daemon from before this endpoint). Never raises for an unreachable daemon."""
+    if not sock_path.exists():
+        return None
+    conn = _UnixConnection(sock_path, timeout_s)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+        response = conn.getresponse()
+        body = response.read()
+        if response.status != 200:
+            return None
+        return json.loads(body)
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        conn.close()

@@ -1,6 +1,7 @@
 """Who may use the API and the pages: a random token in a 0600 file in the home (the login,
-and the JSON API's Bearer token), a session cookie derived from it, a trusted-host check against
-DNS rebinding, and refusal of cross-site form posts."""
+and the JSON API's Bearer token; the daemon reads it again when the file changes), a session
+cookie derived from it, a trusted-host check against DNS rebinding, refusal of cross-site form
+posts, and the local paths a login may return to."""
 
 from __future__ import annotations
 
@@ -30,13 +31,40 @@ def token(path: Path) -> str:
     return path.read_text().strip()
 
 
+class Token:
+    """The token as the daemon knows it: the file is read again when its stat changes (mtime,
+    size, inode), so a token rewritten in place or renamed over the file (a rotation) takes
+    effect at the next request, and every cookie derived from the old one stops working."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self._value = token(path)
+
+    def current(self) -> str:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return self._value  # removed: the last one holds until a new file appears
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp != self._stamp:
+            with contextlib.suppress(OSError):
+                value = self.path.read_text().strip()
+                if value:  # a file caught half-written is read again at the next request
+                    self._value, self._stamp = value, stamp
+        return self._value
+
+
 def session_value(secret: str) -> str:
     """The cookie's value: derived from the token, so the cookie never carries the token."""
     return hmac.new(secret.encode(), b"agentd-web-session", hashlib.sha256).hexdigest()
 
 
 def same(given: str | None, expected: str) -> bool:
-    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+    """`given` is the (non-empty) secret, compared in constant time."""
+    if given is None or not expected:
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
 
 
 def bearer_ok(headers: Mapping[str, str], secret: str) -> bool:
@@ -58,11 +86,25 @@ def host_trusted(host: str) -> bool:
 def cross_site(headers: Mapping[str, str]) -> str | None:
     """Why a state-changing request comes from another site, or None when it does not."""
     fetch_site = headers.get("sec-fetch-site")
-    if fetch_site is not None and fetch_site not in ("same-origin", "none"):
-        return f"Sec-Fetch-Site: {fetch_site}"
+    if fetch_site is not None:
+        # Set by the browser itself, so it decides when present: our pages' `Referrer-Policy:
+        # no-referrer` makes a browser send `Origin: null` with their own forms.
+        return None if fetch_site in ("same-origin", "none") else f"Sec-Fetch-Site: {fetch_site}"
     origin = headers.get("origin")
     if origin is None:
         return None  # not a browser's cross-site request (curl, the CLI, an old browser's GET)
     if origin == "null" or urlsplit(origin).netloc.lower() != headers.get("host", "").lower():
         return f"Origin {origin!r} is not this server"
     return None
+
+
+def local_path(target: str | None) -> str:
+    """Where a login may send the browser back to: a path on this server ("/items/5",
+    "/?all=1"), never another host — "//host", "/\\host" (a slash to browsers) and absolute URLs
+    fall back to the inbox, "/"."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in target):
+        return "/"  # a browser drops tabs and newlines: "/\t/host" would become "//host"
+    parts = urlsplit(target)
+    return target if not parts.scheme and not parts.netloc else "/"

@@ -4,7 +4,6 @@ agentd/inbox.py for every answer), so the web can do nothing the CLI cannot."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentd import goals, inbox
@@ -12,13 +11,13 @@ from agentd.config import Config
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
-from agentd.decide import Menu
 from agentd.errors import UsageError
-from agentd.models import JSON, Goal, InboxItem, InboxKind, Run, Step
+from agentd.models import JSON, Goal, InboxItem, Run, Step
 from agentd.outer import plan
 from agentd.render import jsonable
 from agentd.render_outer import as_json
 from agentd.render_runs import show_json
+from agentd.web import edit as form_edit
 
 # Keys of an item's data shown as its evidence, in this order (the rest follow as they are).
 EVIDENCE_FIRST = ("reason", "check", "failed_check", "world", "observed", "logs", "resolved")
@@ -72,80 +71,30 @@ def run_json(store: SyncStore, run_id: int) -> JSON:
     return jsonable(show_json(run, goal, steps))  # type: ignore[no-any-return]
 
 
-# ── approve with an edit: a form from the action's argument schema ──────────────────────────
-
-
-def arg_fields(store: SyncStore, cfg: Config, item: InboxItem) -> list[tuple[str, str, Any]]:
-    """(name, JSON type, current value) of each argument of an approval's action, from the
-    action's schema (agentd/decide.py Menu, as `inbox approve --edit` validates), for the
-    approve-with-edit form; [] when the item cannot be edited."""
-    if item.kind != InboxKind.APPROVAL or item.action is None or item.run_id is None:
-        return []
-    run_id = item.run_id
-    agent = cfg.agents.get(store.read(lambda c: q.get_run(c, run_id).agent))
-    model = None if agent is None else Menu(cfg, agent).models.get(item.action)
-    if model is None:
-        return []
-    props = model.model_json_schema().get("properties", {})
-    args = item.args or {}
-    return [(k, _type(p), args.get(k)) for k, p in props.items() if k != "kind"]
-
-
-def _type(prop: JSON) -> str:
-    if "type" in prop:
-        return str(prop["type"])
-    kinds = [str(p.get("type")) for p in prop.get("anyOf", []) if p.get("type") != "null"]
-    return kinds[0] if len(kinds) == 1 else "json"
-
-
-def parse_edit(fields: list[tuple[str, str, Any]], form: dict[str, str]) -> JSON | None:
-    """The edited arguments from a submitted form: only those that changed; None if none did."""
-    edit: JSON = {}
-    for name, kind, current in fields:
-        key = f"arg.{name}"
-        if kind == "boolean":
-            value: Any = form.get(key) == "on"
-        elif key not in form:
-            continue
-        else:
-            value = _parse(name, kind, form[key])
-        if value != current:
-            edit[name] = value
-    return edit or None
-
-
-def _parse(name: str, kind: str, text: str) -> Any:
-    try:
-        if kind == "string":
-            return text
-        if kind == "integer":
-            return int(text.strip())
-        if kind == "number":
-            return float(text.strip())
-        return json.loads(text) if text.strip() else None
-    except ValueError:
-        raise UsageError(f"{name}: {text[:80]!r} is not a valid {kind}") from None
-
-
-def act(store: SyncStore, cfg: Config, item_id: int, verb: str, form: dict[str, str]) -> str:
-    """Carry out one operator decision through agentd/inbox.py; returns what was done."""
+def act(store: SyncStore, cfg: Config, item_id: int, verb: str, form: dict[str, str]) -> JSON:
+    """Carry out one operator decision through agentd/inbox.py; returns what was done as the
+    flash codes of the page shown next (agentd/web/flash.py)."""
     text = form.get("text", "")
+    done: JSON = {"item": str(item_id)}
     if verb == "approve":
         item, _ = item_with_goal(store, item_id)
-        edit = parse_edit(arg_fields(store, cfg, item), form)
+        edit = form_edit.submitted(store, cfg, item, form)
         inbox.approve(store, cfg, item_id, edit, form.get("note", ""))
-        return f"approved item {item_id}" + (" with edits" if edit else "")
+        return {"done": "approved-edited" if edit else "approved", **done}
     if verb == "deny":
         inbox.deny(store, item_id, text)
-        return f"denied item {item_id}"
+        return {"done": "denied", **done}
     if verb == "answer":
         inbox.answer(store, item_id, text)
-        return f"answered item {item_id}"
+        return {"done": "answered", **done}
     if verb == "dismiss":
         inbox.dismiss(store, item_id, text, now=plan.home_now(store))
-        return f"dismissed item {item_id}"
+        return {"done": "dismissed", **done}
     if verb == "accept":
-        done = inbox.accept(store, cfg, item_id, now=plan.home_now(store))
-        run_id = done.data.get("run_id")
-        return f"accepted item {item_id}" + (f": run {run_id} starts" if run_id else "")
+        run_id = inbox.accept(store, cfg, item_id, now=plan.home_now(store)).data.get("run_id")
+        return (
+            {"done": "accepted-run", **done, "run": str(run_id)}
+            if run_id
+            else {"done": "accepted", **done}
+        )
     raise UsageError(f"unknown action {verb!r}")

@@ -4,6 +4,8 @@ shows as text and ESC as `\\x1b`. One small script: live updates over server-sen
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 from collections.abc import Sequence
@@ -14,6 +16,7 @@ from agentd import render, render_outer
 from agentd.models import Goal, InboxItem, InboxKind, Run, Step
 from agentd.render_runs import run_header, timeline
 from agentd.render_time import relative
+from agentd.web.edit import ArgField
 
 STYLE = """
 body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#222}
@@ -22,13 +25,17 @@ td,th{border-bottom:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-
 pre{background:#f6f6f6;padding:.6rem;white-space:pre-wrap;word-break:break-word}
 .kind{font-weight:600} .flash{background:#e8f4e8;padding:.5rem} .error{background:#fbe3e3;padding:.5rem}
 .bound{border:2px solid #444;padding:.5rem} form{margin:.6rem 0} label{display:block;margin:.3rem 0}
-input[type=text],textarea{width:100%;box-sizing:border-box} #stale{display:none;background:#ffd}
+input[type=text],textarea,select{width:100%;box-sizing:border-box} #stale{display:none;background:#ffd}
+textarea{font:14px/1.4 ui-monospace,monospace} .hint{color:#555;font-size:.9em;margin:.2rem 0}
+nav form{display:inline;margin:0;float:right} details{margin:.6rem 0} summary{cursor:pointer}
 """
 
 # On a change the daemon reports, the page's <main> is fetched again — unless a form has been
-# touched, then a banner asks for a reload instead (typing is never thrown away).
+# touched or the edit form opened, then a banner asks for a reload instead (typing is never
+# thrown away). `toggle` does not bubble: it is heard while it goes down to the <details>.
 SCRIPT = """
 let dirty=false;document.addEventListener('input',()=>{dirty=true});
+document.addEventListener('toggle',()=>{dirty=true},true);
 const es=new EventSource('/events');
 es.addEventListener('change',async()=>{
   if(dirty){document.getElementById('stale').style.display='block';return}
@@ -40,31 +47,54 @@ es.addEventListener('change',async()=>{
 """
 
 
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+# Sent with every response (agentd/web/guard.py): the pages' one script and one style sheet are
+# allowed by their hashes, nothing else runs or loads, forms post only here, and no other page
+# may frame these (clickjacking: a page on another 127.0.0.1 port is same-site to the cookie).
+CSP = "; ".join([
+    "default-src 'none'", f"script-src {_sha256(SCRIPT)}", f"style-src {_sha256(STYLE)}",
+    "connect-src 'self'", "img-src 'self'", "form-action 'self'", "base-uri 'none'",
+    "frame-ancestors 'none'",
+])  # fmt: skip
+
+
 def h(text: object, *, multiline: bool = False) -> str:
     """Written text, inert: control, bidi and invisible characters shown as escapes, then HTML."""
     return html.escape(render.safe(text, multiline=multiline, continuation=""), quote=True)
 
 
-def page(title: str, body: str, *, flash: str = "", error: str = "") -> str:
+def page(title: str, body: str, *, flash: str = "", error: str = "", live: bool = True) -> str:
+    """A whole page; `live`: logged in (the logout button, and updates over SSE)."""
     note = f'<p class="flash">{h(flash)}</p>' if flash else ""
     note += f'<p class="error">{h(error)}</p>' if error else ""
+    nav = '<a href="/">Inbox</a><a href="/?all=1">All items</a><a href="/goals">Goals</a>'
+    if live:
+        nav += '<form method="post" action="/logout"><button>Log out</button></form>'
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width">'
         f"<title>{h(title)} · agentd</title><style>{STYLE}</style></head><body>"
-        '<nav><a href="/">Inbox</a><a href="/?all=1">All items</a><a href="/goals">Goals</a></nav>'
+        f"<nav>{nav}</nav>"
         '<p id="stale">Something changed. <a href="">Reload</a> to see it.</p>'
-        f"<main><h1>{h(title)}</h1>{note}{body}</main><script>{SCRIPT}</script></body></html>"
+        f"<main><h1>{h(title)}</h1>{note}{body}</main>"
+        + (f"<script>{SCRIPT}</script>" if live else "")
+        + "</body></html>"
     )
 
 
-def login_page(error: str = "") -> str:
+def login_page(error: str = "", *, next_path: str = "/", flash: str = "") -> str:
     return page(
         "Log in",
         '<form method="post" action="/login"><label>Token (from <code>agentd web</code>)'
         '<input type="text" name="token" autocomplete="off" autofocus></label>'
+        f'<input type="hidden" name="next" value="{h(next_path)}">'
         "<button>Log in</button></form>",
         error=error,
+        flash=flash,
+        live=False,
     )
 
 
@@ -96,7 +126,7 @@ def _json(value: Any) -> str:
 def item_page(
     item: InboxItem,
     goal: Goal | None,
-    fields: Sequence[tuple[str, str, Any]],
+    fields: Sequence[ArgField],
     evidence: Sequence[tuple[str, Any]],
     now: datetime,
     *,
@@ -136,10 +166,10 @@ def item_page(
                 flash=flash, error=error)  # fmt: skip
 
 
-def _form(item_id: int, verb: str, inner: str, button: str) -> str:
+def _form(item_id: int, verb: str, inner: str, button: str, form_id: str = "") -> str:
     return (
-        f'<form method="post" action="/items/{item_id}/{verb}" id="{verb}-form">'
-        f"{inner}<button name=go value={verb}>{button}</button></form>"
+        f'<form method="post" action="/items/{item_id}/{verb}" id="{form_id or verb}-form">'
+        f"{inner}<button>{button}</button></form>"
     )
 
 
@@ -148,39 +178,70 @@ def _reason(label: str, required: bool = False) -> str:
     return f'<label>{label}<textarea name="text" rows="2"{req}></textarea></label>'
 
 
-def _field(name: str, kind: str, value: Any) -> str:
-    key = h(f"arg.{name}")
-    if kind == "boolean":
-        checked = " checked" if value else ""
-        return f'<label><input type="checkbox" name="{key}"{checked}> {h(name)}</label>'
-    if kind in ("integer", "number"):
-        shown = "" if value is None else h(value)
-        step = "1" if kind == "integer" else "any"
-        attrs = f'type="number" step="{step}" name="{key}" value="{shown}"'
-        return f"<label>{h(name)} ({kind})<input {attrs}></label>"
-    if kind == "string":
-        shown = "" if value is None else html.escape(str(value), quote=True)
-        return f'<label>{h(name)}<input type="text" name="{key}" value="{shown}"></label>'
-    shown = "" if value is None else html.escape(json.dumps(value), quote=True)
-    return f'<label>{h(name)} (JSON)<textarea name="{key}" rows="3">{shown}</textarea></label>'
+NOTE = '<label>Note (optional)<input type="text" name="note"></label>'
 
 
-def _forms(item: InboxItem, fields: Sequence[tuple[str, str, Any]]) -> str:
+def _forms(item: InboxItem, fields: Sequence[ArgField]) -> str:
     n = item.item_id
     if item.kind == InboxKind.QUESTION:
         return _form(n, "answer", _reason("Your answer", required=True), "Answer")
     if item.kind == InboxKind.APPROVAL:
-        edit = "".join(_field(*f) for f in fields)
-        note = '<label>Note<input type="text" name="note"></label>'
+        # The plain form sends no argument: it approves exactly what is shown above.
         return (
             "<h2>Decide</h2>"
-            + _form(n, "approve", edit + note, "Approve" + (" (with the arguments above)" if fields else ""))
+            + _form(n, "approve", NOTE, "Approve as proposed")
+            + (_edit_form(n, fields) if fields else "")
             + _form(n, "deny", _reason("Reason (told to the run)"), "Deny")
-        )  # fmt: skip
+        )
     dismiss = _form(n, "dismiss", _reason("Reason (optional)"), "Dismiss")
     if item.rule == "nudge":
         return _form(n, "accept", "", "Accept the nudge") + dismiss
     return dismiss
+
+
+def _edit_form(item_id: int, fields: Sequence[ArgField]) -> str:
+    intro = (
+        '<p class="hint">Change what should differ; the rest stays as proposed. An empty field '
+        "leaves that argument unset. Only a real change counts as an edit, and it is bound by a "
+        "new digest.</p>"
+    )
+    inner = intro + "".join(_field(item_id, f) for f in fields) + NOTE
+    form = _form(item_id, "approve", inner, "Approve with these arguments", form_id="edit")
+    return f'<details id="edit"><summary>Approve with an edit…</summary>{form}</details>'
+
+
+def _field(item_id: int, f: ArgField) -> str:
+    label = h(f.name) + (" (required)" if f.required else "")
+    if f.inert:  # never an editable copy of control or bidi characters: shown inert, kept
+        return (
+            f"<div><label>{label}</label><pre>{h(f.value, multiline=True)}</pre>"
+            '<p class="hint">This value holds control, bidi or invisible characters, shown '
+            "escaped; it is kept as proposed. To change it, use "
+            f"<code>agentd inbox approve {item_id} --edit</code>.</p></div>"
+        )
+    if f.kind == "boolean" or f.choices:
+        options = ("true", "false") if f.kind == "boolean" else f.choices
+        current = "" if f.value is None else json.dumps(f.value) if f.kind == "boolean" else f.value
+        unset = "" if f.required and f.value is not None else '<option value="">(not set)</option>'
+        opts = "".join(
+            f'<option value="{h(o)}"{" selected" if o == current else ""}>{h(o)}</option>'
+            for o in options
+        )
+        return f'<label>{label}<select name="{h(f.key)}">{unset}{opts}</select></label>'
+    if f.kind in ("integer", "number"):
+        shown = "" if f.value is None else h(json.dumps(f.value))
+        attrs = f'type="text" inputmode="decimal" name="{h(f.key)}" value="{shown}"'
+        return f'<label>{label} ({f.kind})<input {attrs} placeholder="not set"></label>'
+    if f.kind == "string":
+        text = "" if f.value is None else str(f.value)
+        kind = ""
+    else:
+        text = "" if f.value is None else json.dumps(f.value, ensure_ascii=True)
+        kind = " (JSON)"
+    rows = min(max(text.count("\n") + 1, 2), 12)
+    # The newline after the tag is the parser's to drop: a value's own first newline survives.
+    area = f'<textarea name="{h(f.key)}" rows="{rows}" placeholder="not set">\n'
+    return f"<label>{label}{kind}{area}{h(text, multiline=True)}</textarea></label>"
 
 
 def goals_page(goals: Sequence[Goal], now: datetime) -> str:
