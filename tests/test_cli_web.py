@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import stat
 from typing import Any
 
+import httpx
 from click.testing import Result
 from typer.testing import CliRunner
 
@@ -113,3 +115,19 @@ async def test_web_enabled_after_the_start_asks_for_a_restart(home: Home, serve:
     assert "serves no web inbox" in done.stderr and "restart `agentd serve`" in done.stderr
     assert "could not listen" not in done.stderr  # nothing failed: it was not asked to
     assert home.paths.api_token.read_text().strip() not in done.output
+
+
+async def test_web_rotate_ends_the_old_token_at_the_running_daemon(home: Home, serve: Any) -> None:
+    port = closed_port()
+    home.write_config(CONFIG + f"\n[api]\nport = {port}\n\n[web]\nenabled = true\n", [FINISH])
+    await serve()
+    old = home.paths.api_token.read_text().strip()
+    done = await web_async(home, "--rotate", "--json")
+    assert done.exit_code == 0, done.output
+    new = home.paths.api_token.read_text().strip()
+    assert new != old and json.loads(done.stdout)["url"].endswith(f"?token={new}")
+    assert stat.S_IMODE(home.paths.api_token.stat().st_mode) == 0o600
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as c:
+        refused = await c.get("/api/inbox", headers={"Authorization": f"Bearer {old}"})
+        taken = await c.get("/api/inbox", headers={"Authorization": f"Bearer {new}"})
+    assert refused.status_code == 401 and taken.status_code == 200

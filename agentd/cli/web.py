@@ -25,6 +25,15 @@ def web_cmd(
     token_only: Annotated[
         bool, Opt("--token", help="Print only the token (the JSON API's Bearer token).")
     ] = False,
+    rotate: Annotated[
+        bool,
+        Opt(
+            "--rotate",
+            help="Replace the token first: every browser session and Bearer client (an MCP "
+            "client of /mcp included) must use the new one; a running daemon takes it at its "
+            "next request.",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Print the web inbox's login URL. The pages are served by `agentd serve` on 127.0.0.1
@@ -39,6 +48,11 @@ def web_cmd(
     """
     paths = paths_of(ctx)
     cfg = config_of(ctx)
+    if rotate:
+        auth.rotate(paths.api_token)
+        typer.echo(
+            "the token was replaced: sessions logged in with the old one have ended", err=True
+        )
     if token_only:
         typer.echo(auth.token(paths.api_token))
         return

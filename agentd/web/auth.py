@@ -31,6 +31,19 @@ def token(path: Path) -> str:
     return path.read_text().strip()
 
 
+def rotate(path: Path) -> str:
+    """A new token, written beside the file (0600) and renamed over it: a reader never sees it
+    half-written, and a daemon's next request uses it (see `Token`)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(32) + "\n")
+    tmp.replace(path)
+    return path.read_text().strip()
+
+
 class Token:
     """The token as the daemon knows it: the file is read again when its stat changes (mtime,
     size, inode), so a token rewritten in place or renamed over the file (a rotation) takes
