@@ -11,7 +11,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -119,6 +119,14 @@ class EmailNotify(ChannelBase):
     password_env: str | None = Field(None, validate_default=True)
     ca_file: Path | None = None  # trust this CA for TLS (a private relay); default: the system's
 
+    @model_validator(mode="before")
+    @classmethod
+    def _port_follows_tls(cls, data: Any) -> Any:
+        """No `port`: 465 for implicit TLS, else 587 (a TLS handshake on 587 would never work)."""
+        if isinstance(data, dict) and "port" not in data:
+            return {**data, "port": 465 if data.get("tls") == "implicit" else 587}
+        return data
+
     @field_validator("tls")
     @classmethod
     def _plain_only_on_loopback(cls, tls: str, info: ValidationInfo) -> str:
@@ -202,5 +210,5 @@ def check_channels(rules: dict[str, AgentNotify], channels: Mapping[str, object]
         for channel in notify.names():
             if channel not in channels:
                 raise ValueError(
-                    f"agents.{agent}.notify names channel {channel!r}: define [notify.{channel}]"
+                    f"agents.{agent}.notify.channels names channel {channel!r}: define [notify.{channel}]"
                 )

@@ -128,7 +128,12 @@ def web_served(paths: Paths, pid: int | None) -> Any:
 def check_web(paths: Paths, cfg: Config, pid: int | None) -> list[Check]:
     """With `[web] enabled`, does the running daemon serve the pages? A port another program
     holds is a failure: the login URL would hand the token to that program."""
-    if not cfg.web.enabled or pid is None:
+    if not cfg.web.enabled:
+        return []
+    if paths.api_token.exists() and not poke.strong_token(paths.api_token.read_text().strip()):
+        return [Check("web inbox", False, f"{paths.api_token} holds no token or one too short to "
+                      "be safe: run `agentd web --rotate` to write a new one")]  # fmt: skip
+    if pid is None:
         return []
     want = cfg.web.port(cfg.api)
     served = web_served(paths, pid)

@@ -131,3 +131,41 @@ async def test_web_rotate_ends_the_old_token_at_the_running_daemon(home: Home, s
         refused = await c.get("/api/inbox", headers={"Authorization": f"Bearer {old}"})
         taken = await c.get("/api/inbox", headers={"Authorization": f"Bearer {new}"})
     assert refused.status_code == 401 and taken.status_code == 200
+
+
+def test_web_with_the_daemon_down_refuses_a_port_another_program_listens_on(home: Home) -> None:
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen(1)
+    port = int(squatter.getsockname()[1])
+    try:
+        home.write_config(CONFIG + f"\n[api]\nport = {port}\n\n[web]\nenabled = true\n", [FINISH])
+        done = web(home)
+    finally:
+        squatter.close()
+    assert done.exit_code == 1, done.output
+    assert f"another program listens on 127.0.0.1:{port}" in done.stderr
+    assert "token=" not in done.output
+
+
+async def test_a_weak_token_is_refused_and_the_daemon_keeps_the_last_good_one(
+    home: Home, serve: Any
+) -> None:
+    port = closed_port()
+    home.write_config(CONFIG + f"\n[api]\nport = {port}\n\n[web]\nenabled = true\n", [FINISH])
+    await serve()
+    good = home.paths.api_token.read_text().strip()
+    for weak in ("", "short"):
+        home.paths.api_token.write_text(weak + "\n")
+        shown = await web_async(home, "--token")
+        assert shown.exit_code == 2 and "agentd web --rotate" in shown.stderr, shown.output
+        report = await asyncio.to_thread(cli, home, "doctor")
+        assert report.exit_code == 1 and "too short to be safe" in report.stdout
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as c:
+            if weak:
+                refused = await c.get("/api/inbox", headers={"Authorization": f"Bearer {weak}"})
+                assert refused.status_code == 401
+            kept = await c.get("/api/inbox", headers={"Authorization": f"Bearer {good}"})
+            assert kept.status_code == 200
+    rotated = await web_async(home, "--rotate", "--token")
+    assert rotated.exit_code == 0 and len(rotated.stdout.strip()) >= 32

@@ -53,6 +53,14 @@ def test_notify_email_without_tls_is_allowed_to_a_loopback_relay(home: Home, hos
     assert isinstance(mail, EmailNotify) and mail.tls == "none"
 
 
+@pytest.mark.parametrize(("tls", "port"), [("starttls", 587), ("implicit", 465), ("none", 587)])
+def test_notify_email_port_defaults_to_the_tls_mode(home: Home, tls: str, port: int) -> None:
+    table = email_table("127.0.0.1", f'tls = "{tls}"').replace("port = 587\n", "")
+    cfg = home.write_config(config_text("http://127.0.0.1:1", extra=table))
+    mail = cfg.notify["mail"]
+    assert isinstance(mail, EmailNotify) and mail.port == port
+
+
 def test_notify_email_login_names_the_key_to_fix(home: Home) -> None:
     no_tls = email_table("127.0.0.1", 'tls = "none"\nusername = "a"\npassword_env = "SMTP_PW"\n')
     with pytest.raises(ConfigError, match=r"notify\.mail\.password_env: .*only sent over TLS"):

@@ -129,6 +129,12 @@ async def test_notify_question_carries_its_text_capped(rig: Any, receiver: Recei
          "= deny). What should this run do instead?"),
         ("invalid_output", f"The model gave 4 invalid replies in a row; last error: {ARG_VALUE} "
          "is not valid. What should this run do?"),
+        # as outer/verdicts.py, build/driver.py escalations and engine.py internal errors ask them
+        ("achieved", f"goal 1 achieved? the page shows {ARG_VALUE}"),
+        ("build_needs_info", f"R2 fails: Evidence: \"{ARG_VALUE}\". What should it say?"),
+        ("build_stuck", f"R1 fails again: Evidence: \"{ARG_VALUE}\""),
+        ("build_bound", f"3 revisions, R1 still fails: Evidence: \"{ARG_VALUE}\""),
+        ("internal_error", f"KeyError: {ARG_VALUE!r} in step 4. Stop, retry or skip?"),
     ],
 )  # fmt: skip
 async def test_notify_question_quoting_an_action_says_so_in_its_own_words(

@@ -229,3 +229,44 @@ async def test_web_browser_a_page_framing_an_item_is_blocked(
     assert not frame.url.startswith(base)  # Chromium put its error page in the frame's place
     assert await frame.locator("#approve-form").count() == 0
     await context.close()
+
+
+async def test_web_browser_a_link_from_another_site_opens_the_item_when_logged_in(
+    home: Home, serve: Any, browser: Any, http_server: ServeHttp
+) -> None:
+    """A notification's link clicked in a mail or the ntfy app comes from another site, so the
+    SameSite=Strict cookie is not sent with it: the inbox asks again from its own page (which
+    carries the cookie) instead of showing the login to someone logged in."""
+    port = free_port()
+    reply = {"reason": "x", "action": {"kind": "append", "word": "linked"}}
+    _, item = await waiting_on(home, serve, port, reply, "a goal")
+    base = f"http://127.0.0.1:{port}"
+    link = f"<a id=go href='{base}/items/{item.item_id}'>approve append?</a>"
+
+    class Mail(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = link.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    mail = http_server(Mail).replace("127.0.0.1", "localhost")  # another site than 127.0.0.1
+    context, page = await logged_in(browser, home, base)
+    await page.goto(f"{mail}/")
+    await page.click("#go")
+    # The first answer is the page that asks again (same URL); then the item itself.
+    await page.wait_for_selector("#approve-form", timeout=5000)
+    assert page.url == f"{base}/items/{item.item_id}"  # the item, not the login
+    await context.close()
+    # Not logged in: the same click ends at the login, which comes back to the item.
+    context = await browser.new_context()
+    page = await context.new_page()
+    await page.goto(f"{mail}/")
+    await page.click("#go")
+    await page.wait_for_url(f"{base}/login?next=%2Fitems%2F{item.item_id}")
+    await context.close()

@@ -85,6 +85,12 @@ def web_cmd(
         raise AgentdError(f"the web inbox is off: {ENABLE}")
     else:
         port = configured
+        if pid is None and _listening(port):
+            raise AgentdError(
+                f"no daemon serves this home, and another program listens on 127.0.0.1:{port}: "
+                "a login there would hand it the token; free the port or set [api] port = N, "
+                "then start `agentd serve`"
+            )
         if pid is None:
             notes.append("no daemon serves this home; start `agentd serve` first")
         else:
@@ -100,3 +106,12 @@ def web_cmd(
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     typer.echo(f"from another machine: {tunnel}  (then open the URL there)", err=True)
+
+
+def _listening(port: int) -> bool:
+    """Something accepts connections on 127.0.0.1:port (not us: no daemon of this home runs)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False

@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 POKE_TIMEOUT_S = 0.25
+# The home's token (`api.token`) is 43 characters (32 random bytes); one shorter than this was not
+# written by agentd and could be guessed over the loopback port: refused, never used.
+MIN_TOKEN_CHARS = 32
 API_SOCK_NAME = "api.sock"  # in the home, beside the database
 REQUEST = (
     b"POST /poke HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -78,3 +81,7 @@ def ask(sock_path: Path, path: str, token: str, timeout_s: float = ASK_TIMEOUT_S
         return None
     finally:
         conn.close()
+
+
+def strong_token(value: str) -> bool:
+    return len(value) >= MIN_TOKEN_CHARS and value.isprintable() and " " not in value

@@ -15,20 +15,33 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agentd.db import poke
+from agentd.errors import ConfigError
+
 COOKIE = "agentd_session"
 # A DNS-rebinding page reaches 127.0.0.1 under its own name: only these names are served.
 TRUSTED_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
+MIN_TOKEN_CHARS, strong = poke.MIN_TOKEN_CHARS, poke.strong_token
+
+
 def token(path: Path) -> str:
-    """The home's token, created (0600, never readable by others) on first use."""
+    """The home's token, created (0600, never readable by others) on first use. A file emptied or
+    rewritten with a short value is a ConfigError saying how to replace it."""
     with contextlib.suppress(FileExistsError):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32) + "\n")
     if stat.S_IMODE(path.stat().st_mode) & 0o077:
         path.chmod(0o600)  # a copied file keeps working, but not for others
-    return path.read_text().strip()
+    value = path.read_text().strip()
+    if not strong(value):
+        raise ConfigError(
+            f"{path} holds {'no token' if not value else 'a token too short to be safe'} "
+            f"(at least {MIN_TOKEN_CHARS} characters): run `agentd web --rotate` to write a new one"
+        )
+    return value
 
 
 def rotate(path: Path) -> str:
@@ -63,7 +76,7 @@ class Token:
         if stamp != self._stamp:
             with contextlib.suppress(OSError):
                 value = self.path.read_text().strip()
-                if value:  # a file caught half-written is read again at the next request
+                if strong(value):  # half-written, emptied or weak: the last good one holds
                     self._value, self._stamp = value, stamp
         return self._value
 

@@ -82,5 +82,17 @@ def _refusal(request: Request, secret: str, pages_on: bool) -> Response | None:
         return RedirectResponse("/login", status_code=303)
     # The page asked for (a notification's /items/5) is where the login comes back to.
     wanted = path + (f"?{request.url.query}" if request.url.query else "")
+    if headers.get("sec-fetch-site") == "cross-site":
+        # A link followed from another site (a mail, the ntfy app) never carries the Strict
+        # cookie, logged in or not: ask again from our own page, whose request does.
+        return _reopen(auth.local_path(wanted))
     login = "/login" if wanted == "/" else f"/login?{urlencode({'next': wanted})}"
     return RedirectResponse(login, status_code=303)
+
+
+def _reopen(wanted: str) -> Response:
+    """A page that opens `wanted` (a local path) again, as a navigation of our own origin."""
+    target = html.h(wanted)
+    body = (f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={target}">'
+            f'<title>agentd</title><p><a href="{target}">Open the agentd inbox</a></p>')  # fmt: skip
+    return Response(body, 200, media_type="text/html")
