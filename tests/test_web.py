@@ -274,7 +274,9 @@ async def test_web_a_new_token_takes_effect_without_a_restart(home: Home, serve:
         new.replace(home.paths.api_token)  # a rotation: a new file renamed into place
         assert (await c.get("/")).headers["location"] == "/login"  # the old cookie is void
         assert (await c.get("/login", params={"token": old})).status_code == 403
-        assert (await c.get("/login", params={"token": "a-rotated-token-of-forty-three-characters-xx"})).status_code == 303
+        assert (
+            await c.get("/login", params={"token": "a-rotated-token-of-forty-three-characters-xx"})
+        ).status_code == 303
         assert (await c.get("/")).status_code == 200
         bearer = {"Authorization": "Bearer a-rotated-token-of-forty-three-characters-xx"}
         assert (await c.get("/api/inbox", headers=bearer)).status_code == 200
