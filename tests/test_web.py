@@ -6,6 +6,7 @@ decisions over HTTP are in tests/test_web_actions.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,6 +14,7 @@ import pytest
 
 from agentd import config
 from agentd.db import items as qi
+from agentd.db import store as store_module
 from agentd.errors import ConfigError
 from agentd.web import auth
 from tests.conftest import Home, closed_port, finished, wait_for, waiting
@@ -141,6 +143,28 @@ async def test_web_answer_goes_through_the_inbox_and_wakes_the_run(home: Home, s
         assert "Not done: the item" in shown.text and "already answered" in shown.text
     await wait_for(finished(home, run_id))
     assert home.store.read(lambda c: qi.get_item(c, item.item_id)).answer == "eu-west-1"
+
+
+async def test_web_answer_tells_the_daemon_directly_not_through_its_own_socket(
+    home: Home, serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the safety net at 60 s only the page's own word to the scheduler can wake the run
+    within the test; the page's write sends no poke to the daemon's own socket (wasted work)."""
+    home.write_config(
+        with_web(CONFIG).replace("[api]\n", "[api]\nsafety_scan_s = 60\n"), [ASK, FINISH]
+    )
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(waiting(home, run_id))
+    (item,) = home.store.read(lambda c: qi.list_items(c, status="open"))
+    pokes: list[Path] = []
+    monkeypatch.setattr(store_module, "poke", lambda path: pokes.append(path))
+    async with web(home) as c:
+        await login(c, home)
+        r = await c.post(f"/items/{item.item_id}/answer", data={"text": "eu-west-1"}, headers=SAME)
+        assert r.status_code == 303
+    await wait_for(finished(home, run_id), timeout_s=3)
+    assert pokes == []
 
 
 async def test_web_events_stream_needs_a_login(home: Home, serve: Any) -> None:

@@ -205,8 +205,9 @@ class SyncStore:
     reads a read-only copy (a backup on a read-only mount) through a read-only connection.
     """
 
-    def __init__(self, path: Path, *, migrate_schema: bool = True) -> None:
+    def __init__(self, path: Path, *, migrate_schema: bool = True, poke: bool = True) -> None:
         self.path = path
+        self.poke = poke  # False inside the daemon, for a writer that tells it directly
         safety.check_not_lost(path)
         self.read_only = safety.read_only_reason(path) if path.exists() else None
         if not path.exists() and migrate_schema:
@@ -254,7 +255,8 @@ class SyncStore:
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
-        poke(self.path.parent / API_SOCK_NAME)  # the daemon acts on it now (best-effort)
+        if self.poke:
+            poke(self.path.parent / API_SOCK_NAME)  # the daemon acts on it now (best-effort)
 
     def write(self, work: Work[T]) -> T:
         with self.transaction() as conn:

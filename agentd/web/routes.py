@@ -44,7 +44,8 @@ class Site:
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         def run() -> T:
-            store = SyncStore(self.db)
+            # No poke of our own socket: a page's write calls `changed` (the scheduler looks).
+            store = SyncStore(self.db, poke=False)
             try:
                 return fn(store, *args)
             finally:
