@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from agentd import daemon, doctor, render
+from agentd import daemon, doctor_reach, render
 from agentd.cli.root import JsonFlag, app, emit, open_store, paths_of
 from agentd.db import checkins as qc
 from agentd.db import items as qi
@@ -72,7 +72,7 @@ def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     with open_store(ctx) as store:
         data = store.read(lambda c: gather(c, time.time()))
     up = {"up": pid is not None, "pid": pid if pid is not None and pid > 0 else None}
-    served = doctor.web_served(paths, pid)  # what the daemon serves, asked over its socket
+    served = doctor_reach.web_served(paths, pid)  # what the daemon serves, asked over its socket
     web = None
     if isinstance(served, dict) and (served.get("web") or served.get("port_failed")):
         web = {"port": served.get("port") if served.get("web") else None,

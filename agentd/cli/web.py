@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from agentd import daemon, doctor
+from agentd import daemon, doctor_reach
 from agentd.cli.root import JsonFlag, Opt, app, config_of, emit, paths_of
 from agentd.errors import AgentdError
 from agentd.web import auth
@@ -58,7 +58,7 @@ def web_cmd(
         return
     configured = cfg.web.port(cfg.api) if cfg.web.enabled else None
     pid = daemon.daemon_pid(paths)
-    serving = doctor.web_served(paths, pid)
+    serving = doctor_reach.web_served(paths, pid)
     notes: list[str] = []
     if isinstance(serving, dict):
         port = serving.get("port") if serving.get("web") else None
