@@ -40,6 +40,14 @@ async def web_async(home: Home, *args: str) -> Result:
     return await asyncio.to_thread(web, home, *args)
 
 
+def listening_socket() -> tuple[socket.socket, int]:
+    """Another program holding a loopback port (close it when done)."""
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen(1)
+    return squatter, int(squatter.getsockname()[1])
+
+
 def test_web_off_says_how_to_turn_it_on_and_never_prints_or_makes_a_token(home: Home) -> None:
     home.write_config(CONFIG, [FINISH])
     done = web(home)
@@ -83,10 +91,7 @@ async def test_web_prints_the_port_the_daemon_listens_on(home: Home, serve: Any)
 async def test_web_refuses_a_port_another_program_holds(home: Home, serve: Any) -> None:
     """The daemon could not listen (another program has the port): printing the URL would hand
     the token to that program."""
-    squatter = socket.socket()
-    squatter.bind(("127.0.0.1", 0))
-    squatter.listen(1)
-    port = int(squatter.getsockname()[1])
+    squatter, port = listening_socket()
     try:
         home.write_config(CONFIG + f"\n[api]\nport = {port}\n\n[web]\nenabled = true\n", [FINISH])
         await serve()
@@ -134,10 +139,7 @@ async def test_web_rotate_ends_the_old_token_at_the_running_daemon(home: Home, s
 
 
 def test_web_with_the_daemon_down_refuses_a_port_another_program_listens_on(home: Home) -> None:
-    squatter = socket.socket()
-    squatter.bind(("127.0.0.1", 0))
-    squatter.listen(1)
-    port = int(squatter.getsockname()[1])
+    squatter, port = listening_socket()
     try:
         home.write_config(CONFIG + f"\n[api]\nport = {port}\n\n[web]\nenabled = true\n", [FINISH])
         done = web(home)

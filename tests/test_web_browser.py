@@ -193,6 +193,24 @@ async def test_web_browser_untouched_edit_form_binds_the_exact_text(
     await context.close()
 
 
+def page_handler(html_text: str) -> type[BaseHTTPRequestHandler]:
+    """A handler serving one HTML page: another site's page (a framer, a mail with a link)."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = html_text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Page
+
+
 async def test_web_browser_a_page_framing_an_item_is_blocked(
     home: Home, serve: Any, browser: Any, http_server: ServeHttp
 ) -> None:
@@ -203,19 +221,7 @@ async def test_web_browser_a_page_framing_an_item_is_blocked(
     # Another 127.0.0.1 port is the same site: the SameSite=Strict cookie goes into its frames.
     framing = f"<iframe id=f src='{base}/items/{item.item_id}' width=800 height=600></iframe>"
 
-    class Framer(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = framing.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    evil = http_server(Framer)
+    evil = http_server(page_handler(framing))
     context, page = await logged_in(browser, home, base)
     assert await page.locator("#approve-form").count() == 0  # the inbox, logged in
     await page.goto(f"{base}/items/{item.item_id}")
@@ -243,19 +249,9 @@ async def test_web_browser_a_link_from_another_site_opens_the_item_when_logged_i
     base = f"http://127.0.0.1:{port}"
     link = f"<a id=go href='{base}/items/{item.item_id}'>approve append?</a>"
 
-    class Mail(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = link.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    mail = http_server(Mail).replace("127.0.0.1", "localhost")  # another site than 127.0.0.1
+    mail = http_server(page_handler(link)).replace(
+        "127.0.0.1", "localhost"
+    )  # another site than 127.0.0.1
     context, page = await logged_in(browser, home, base)
     await page.goto(f"{mail}/")
     await page.click("#go")
