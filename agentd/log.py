@@ -25,7 +25,8 @@ import structlog
 from structlog.dev import Column, ColumnFormatter
 from structlog.typing import EventDict, ExcInfo, WrappedLogger
 
-from agentd import config, render
+from agentd import config
+from agentd.views import render
 
 _LEVELS = {
     "debug": logging.DEBUG,

@@ -34,13 +34,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentd import config, daemon, inbox, log  # after the path fix, like every bench script
-from agentd.build import spec as build_spec
+from agentd import config, log  # after the path fix, like every bench script
+from agentd.daemon import serve as daemon
 from agentd.db import artifacts as qa
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
+from agentd.inner import spec as build_spec
 from agentd.models import InboxKind, RunStatus, StepKind
+from agentd.operator import inbox
 
 REQUIRE = ("names the role's stack (Go, Postgres)", "one page", "quantified results")
 SECTION = "Summary"  # the deterministic check: every run's agent requires this heading

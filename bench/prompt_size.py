@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentd import config, daemon
+from agentd import config
+from agentd.daemon import serve as daemon
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from agentd import config, daemon
+from agentd import config
+from agentd.daemon import serve as daemon
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import RunStatus

@@ -19,8 +19,8 @@ from agentd.actions import ActionContext
 from agentd.actions.command import CommandExecutor
 from agentd.actions.http import HttpExecutor
 from agentd.config import CommandAction, HttpAction, Param
-from agentd.decide import Menu
 from agentd.errors import ActionFailed, ConfigError, ModelOutputInvalid
+from agentd.harness.menu import Menu
 
 CTX = ActionContext(run_id=7, goal_id=2, seq=3, action="act")
 PY = sys.executable
@@ -106,14 +106,14 @@ async def test_verify_reads_the_last_non_empty_line(stdout: str, expected: bool 
 
 def test_demo_service_verify_rollback_prints_its_answer_and_exits_0(tmp_path: Path) -> None:
     def verify(key: str) -> subprocess.CompletedProcess[str]:
-        argv = [PY, "-m", "agentd.demo_service", "verify-rollback", "--state", str(tmp_path)]
+        argv = [PY, "-m", "agentd.demo.service", "verify-rollback", "--state", str(tmp_path)]
         env = {**os.environ, "AGENTD_IDEMPOTENCY_KEY": key}
         return subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
 
     subprocess.run(
-        [PY, "-m", "agentd.demo_service", "deploy", "v2", "--state", str(tmp_path)], check=True
+        [PY, "-m", "agentd.demo.service", "deploy", "v2", "--state", str(tmp_path)], check=True
     )
-    rollback = [PY, "-m", "agentd.demo_service", "rollback", "--state", str(tmp_path)]
+    rollback = [PY, "-m", "agentd.demo.service", "rollback", "--state", str(tmp_path)]
     subprocess.run(
         rollback,
         env={**os.environ, "AGENTD_IDEMPOTENCY_KEY": "1:2"},

@@ -583,7 +583,7 @@ def test_command_child_dies_with_a_killed_daemon(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     script = (
         "import asyncio\n"
-        "from agentd.process import run_argv\n"
+        "from agentd.outside.process import run_argv\n"
         f"argv = ['sh', '-c', 'echo $$ > {pid_file}; exec sleep 30']\n"
         "asyncio.run(run_argv(argv, env={'PATH': '/usr/bin:/bin'}, cwd=None, timeout_s=60,"
         " output_bytes=100))\n"

@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 from typer.testing import CliRunner
 
-from agentd import inbox
 from agentd.cli import app
 from agentd.db import items as qi
 from agentd.db import poke as poking
 from agentd.db.store import SyncStore
 from agentd.models import StepKind
+from agentd.operator import inbox
 from tests.conftest import Home, closed_port, finished, wait_for, waiting
 
 # A safety net of 60 s: only the poke can make the daemon act within the test's time.

@@ -26,14 +26,16 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agentd import config, daemon, inbox, prompt
+from agentd import config
+from agentd.daemon import serve as daemon
+from agentd.daemon.scheduler import Scheduler
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.db.store import Store
-from agentd.deps import Deps
 from agentd.errors import Refused
+from agentd.harness import prompt
 from agentd.models import (
     InboxItem,
     InboxKind,
@@ -44,7 +46,8 @@ from agentd.models import (
     Verdict,
     action_digest,
 )
-from agentd.scheduler import Scheduler
+from agentd.operator import inbox
+from agentd.runs.deps import Deps
 from tests.conftest import Home, finished, wait_for, waiting
 
 WORDS = ("red", "green", "blue")
@@ -268,7 +271,7 @@ class Operator:
 
 
 def respond(home: Home, cfg: config.Config, item: InboxItem, r: Response, who: Operator) -> None:
-    """Apply one operator decision through agentd.inbox, the real operator path."""
+    """Apply one operator decision through agentd.operator.inbox, the real operator path."""
     if item.kind == InboxKind.QUESTION:
         inbox.answer(home.store, item.item_id, "unknown; carry on")
         who.questions += 1

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from agentd.build import spec as build_spec
 from agentd.db import artifacts as qa
 from agentd.db import items as qi
 from agentd.db import memory as qm
 from agentd.db import queries as q
 from agentd.db import waits as qw
+from agentd.inner import spec as build_spec
 from agentd.models import InboxKind, RunStatus, StepKind
 from tests.conftest import Home, finished, wait_for, waiting
 
@@ -93,7 +93,7 @@ def open_questions(home: Home, run_id: int) -> list[Any]:
 
 
 async def answer(home: Home, item_id: int, text: str) -> None:
-    from agentd import inbox
+    from agentd.operator import inbox
 
     inbox.answer(home.store, item_id, text)
 
@@ -299,7 +299,8 @@ async def test_a_run_starts_a_build_through_the_harness(home: Home, serve: Any) 
     assert home.store.read(lambda c: qa.list_artifacts(c)) == []  # nothing before approval
     [approval] = home.store.read(lambda c: qi.list_items(c, status="open"))
     assert approval.kind == InboxKind.APPROVAL and approval.action == "build"
-    from agentd import config, inbox
+    from agentd import config
+    from agentd.operator import inbox
 
     inbox.approve(home.store, config.load(home.paths.config), approval.item_id)
     await wait_for(finished(home, run))
@@ -348,7 +349,8 @@ async def test_delivering_the_passed_version_is_an_ordinary_gated_action(
     assert not out.exists()  # passed, but not written without the approval
     [approval] = home.store.read(lambda c: qi.list_items(c, status="open"))
     assert approval.action == "save" and approval.args == {"text": "# Report\nall good"}
-    from agentd import config, inbox
+    from agentd import config
+    from agentd.operator import inbox
 
     inbox.approve(home.store, config.load(home.paths.config), approval.item_id)
     await wait_for(finished(home, run))
@@ -411,14 +413,15 @@ def test_cli_build_artifact_list_show_diff_and_clear_errors(home: Home, tmp_path
 async def test_a_check_in_nudge_can_suggest_a_build_and_accepting_starts_it(home: Home) -> None:
     """The outer loop asks why; the inner loop makes the thing: a check-in's nudge suggests
     `build`, the operator accepts, and the accepted decision starts a build through the harness."""
-    from agentd import daemon, inbox
-    from agentd.build.driver import BuildDriver
     from agentd.clock import ManualClock
+    from agentd.daemon import serve as daemon
     from agentd.db import checkins as qc
     from agentd.db import world as worlds
     from agentd.db.store import Store
-    from agentd.engine import RunDriver
+    from agentd.inner.driver import BuildDriver
+    from agentd.operator import inbox
     from agentd.outer import checkin
+    from agentd.runs.engine import RunDriver
 
     suggestion = {"action": "build", "args": {"request": "a résumé for the saved Acme role",
                                               "requirements": ["one page"]}}  # fmt: skip
@@ -492,8 +495,8 @@ async def test_after_a_clarifying_answer_the_first_draft_is_still_no_revision(
 
 
 async def test_deterministic_checks_sections_regex_and_a_validator_command() -> None:
-    from agentd.build import checks
-    from agentd.config_build import CommandCheck, Regex, Sections
+    from agentd.config.build import CommandCheck, Regex, Sections
+    from agentd.inner import checks
 
     text = "# CV\n## The root cause\n```\n## Skills\n```\nSummary: Go at Acme\n"
     sections = checks.run_pure(Sections(kind="sections", sections=["Root cause", "Skills"]), text)

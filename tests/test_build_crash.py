@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from agentd.build import spec as build_spec
 from agentd.db import artifacts as qa
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
+from agentd.inner import spec as build_spec
 from agentd.models import RunStatus
 from tests.test_crash import start_daemon, wait_ready
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agentd.build import prompts
-from agentd.build import spec as build_spec
+from agentd.inner import prompts
+from agentd.inner import spec as build_spec
 from agentd.llm import ModelRequest
 from agentd.llm.openai import strict_schema
 from agentd.models import Goal, utcnow

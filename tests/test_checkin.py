@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from agentd import control, daemon, inbox
 from agentd.clock import ManualClock
 from agentd.config import Config
+from agentd.daemon import serve as daemon
 from agentd.db import accounting
 from agentd.db import checkins as qc
 from agentd.db import items as qi
@@ -24,14 +24,16 @@ from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.db.store import Store
-from agentd.decide import Menu
-from agentd.deps import Deps
-from agentd.engine import RunDriver
+from agentd.harness.menu import Menu
 from agentd.llm import ModelReply, ModelRequest, runbook
 from agentd.llm.scripted import ScriptedProvider
 from agentd.models import GoalStatus, InboxKind, InboxStatus, RunStatus, StepKind, Verdict
-from agentd.outer import cadence, checkin, checkin_prompt, memory
+from agentd.operator import inbox
+from agentd.outer import cadence, checkin, checkin_prompt, memory, verdicts
 from agentd.outer.precheck import DEADLINE_STAGES, Facts, deadline_stage, lacking, precheck
+from agentd.runs import control
+from agentd.runs.deps import Deps
+from agentd.runs.engine import RunDriver
 from tests.conftest import Home
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC).timestamp()  # a Monday, 10:00 UTC
@@ -522,10 +524,10 @@ def test_runbook_answers_checkins_with_nothing() -> None:
 
 
 def test_same_topic_matches_rephrasings_only() -> None:
-    assert checkin.same_topic("publish the launch post", "Publish your launch post!")
-    assert checkin.same_topic("launch post", "publish launch post")
-    assert not checkin.same_topic("publish the launch post", "renew the domain")
-    assert not checkin.same_topic("", "renew the domain")
+    assert verdicts.same_topic("publish the launch post", "Publish your launch post!")
+    assert verdicts.same_topic("launch post", "publish launch post")
+    assert not verdicts.same_topic("publish the launch post", "renew the domain")
+    assert not verdicts.same_topic("", "renew the domain")
 
 
 # ── review fixes ─────────────────────────────────────────────────────────────────────────────────

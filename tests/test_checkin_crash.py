@@ -45,7 +45,8 @@ CHILD = textwrap.dedent(
     """
     import asyncio, os, signal, sys
     from pathlib import Path
-    from agentd import config, daemon
+    from agentd import config
+    from agentd.daemon import serve as daemon
     from agentd.db.store import Store
     from agentd.outer import checkin
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from agentd import config, render
+from agentd import config
 from agentd.cli import app
 from agentd.db import items as qi
 from agentd.db import queries as q
@@ -28,6 +28,7 @@ from agentd.models import (
     Verdict,
     action_digest,
 )
+from agentd.views import render
 
 CONFIG = """\
 [models.default]

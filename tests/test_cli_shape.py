@@ -14,9 +14,9 @@ import typer
 from typer.testing import CliRunner, Result
 
 import agentd
-from agentd import daemon
 from agentd.cli import app
 from agentd.cli.root import hoist_home
+from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
 from agentd.db import items as qi
 from agentd.db import queries as q

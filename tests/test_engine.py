@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from agentd import config, inbox
+from agentd import config
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.models import InboxKind, RunStatus, StepKind, StepStatus
+from agentd.operator import inbox
 from tests.conftest import Home, finished, wait_for, waiting
 
 CONFIG = """

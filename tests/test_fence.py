@@ -26,7 +26,7 @@ from agentd.actions.command import CommandExecutor
 from agentd.actions.http import HttpExecutor
 from agentd.config import CommandAction, HttpAction
 from agentd.models import JSON
-from agentd.process import fence, run_argv
+from agentd.outside.process import fence, run_argv
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ Sleeper = Callable[..., subprocess.Popen[bytes]]
 # The daemon stand-in: runs argv with KEY in its environment and journals the spawn record.
 DAEMON = """
 import asyncio, json, os, sys
-from agentd.process import run_argv
+from agentd.outside.process import run_argv
 
 async def journal(spawned):
     with open(sys.argv[1] + ".tmp", "w") as f:
@@ -267,7 +267,8 @@ async def test_run_argv_kills_the_group_when_on_spawn_fails() -> None:
 def test_child_kills_itself_when_the_daemon_died_before_prctl() -> None:
     # Stands in for the race: the parent the child was forked by is not its parent any more.
     code = (
-        "import os; from agentd.process import _die_with_parent; _die_with_parent(os.getppid() + 1)"
+        "import os; from agentd.outside.process import _die_with_parent;"
+        " _die_with_parent(os.getppid() + 1)"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -275,7 +276,7 @@ def test_child_kills_itself_when_the_daemon_died_before_prctl() -> None:
 
 
 def test_child_lives_on_while_the_daemon_does() -> None:
-    code = "import os; from agentd.process import _die_with_parent; _die_with_parent(os.getppid())"
+    code = "import os; from agentd.outside.process import _die_with_parent; _die_with_parent(os.getppid())"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     assert subprocess.run([PY, "-c", code], env=env, check=False).returncode == 0

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agentd import prompt
 from agentd.db import items as qi
+from agentd.harness import prompt
 from agentd.models import Goal, GoalStatus, InboxKind, RunStatus, Step, StepKind, StepStatus, utcnow
 from tests.conftest import Home, finished, wait_for, waiting
 

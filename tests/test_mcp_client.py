@@ -24,8 +24,8 @@ from agentd.actions.mcp_tool import McpToolExecutor
 from agentd.config import McpSource, McpToolAction
 from agentd.db import items as qi
 from agentd.db import world as worlds
-from agentd.decide import Menu
 from agentd.errors import ActionFailed, ConfigError, ModelOutputInvalid
+from agentd.harness.menu import Menu
 from agentd.models import InboxKind, RunStatus, StepKind
 from agentd.sources import state_of
 from agentd.sources.mcp import McpSourceReader
@@ -438,8 +438,8 @@ def test_mcp_daemon_sigkill_mid_call_asks_the_operator_when_not_idempotent(
 
 
 async def test_mcp_checkin_reads_the_goals_context_from_the_app(home: Home, tmp_path: Path) -> None:
-    from agentd import daemon
     from agentd.clock import ManualClock
+    from agentd.daemon import serve as daemon
     from agentd.db import checkins as qc
     from agentd.db.store import Store
     from agentd.outer import checkin

@@ -26,19 +26,20 @@ from typing import Any
 
 import pytest
 
-from agentd import config, doctor
+from agentd import config
+from agentd.cli import doctor
 from agentd.cli import status as status_cmd
 from agentd.clock import ManualClock
 from agentd.db import items as qi
 from agentd.db import outbox
 from agentd.db import queries as q
 from agentd.db.store import Store, SyncStore
-from agentd.deps import Deps
 from agentd.errors import ConfigError
 from agentd.models import InboxKind, InboxStatus
 from agentd.notify.sender import Sender
 from agentd.notify.webhook import sign
-from agentd.render import status_view
+from agentd.runs.deps import Deps
+from agentd.views.render import status_view
 from tests.conftest import Home, closed_port
 from tests.test_crash import start_daemon, wait_ready
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agentd import doctor
-from agentd.config_notify import EmailNotify
+from agentd.cli import doctor
+from agentd.config.notify import EmailNotify
 from agentd.errors import ConfigError
 from agentd.models import InboxKind
 from tests import test_notify

@@ -16,11 +16,11 @@ from agentd.clock import ManualClock
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import Store
-from agentd.deps import Deps
 from agentd.models import InboxKind
 from agentd.notify import subject, text
 from agentd.notify.content import QUOTING_QUESTIONS
 from agentd.notify.sender import Sender
+from agentd.runs.deps import Deps
 from tests import test_notify
 from tests.conftest import Home, wait_for, waiting
 from tests.test_notify import SECRET, Receiver, config_text

@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agentd import daemon
 from agentd.clock import ManualClock, ScaledClock, SystemClock
+from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
 from agentd.db import queries as q
 from agentd.db import schedules as qs

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from agentd import config, inbox
+from agentd import config
+from agentd.daemon.scheduler import Scheduler
 from agentd.db import items as qi
 from agentd.db import meta
 from agentd.db import queries as q
@@ -28,7 +29,7 @@ from agentd.models import (
     StepStatus,
     Verdict,
 )
-from agentd.scheduler import Scheduler
+from agentd.operator import inbox
 from tests.conftest import Home, finished, wait_for, waiting
 
 CONFIG = """
@@ -304,7 +305,7 @@ async def test_orphaned_running_run_is_readopted(home: Home) -> None:
     setup(home, [FINISH])
     run_id = home.start_run(home.add_goal())
     home.store.write(lambda c: qw.claim_run(c, run_id, "gone-daemon", 300))
-    from agentd import daemon
+    from agentd.daemon import serve as daemon
     from agentd.db.store import Store
 
     store = Store(home.paths.db)

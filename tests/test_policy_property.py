@@ -41,12 +41,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 
-from agentd import config, harness, inbox
+from agentd import config
 from agentd.db import accounting, meta
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.errors import Refused, UsageError
+from agentd.harness import policy as harness
 from agentd.models import (
     InboxItem,
     InboxKind,
@@ -58,6 +59,7 @@ from agentd.models import (
     Verdict,
     action_digest,
 )
+from agentd.operator import inbox
 from tests.conftest import Home, wait_for
 from tests.test_approval_property import Daemon  # the in-process daemon that can be killed
 
@@ -343,7 +345,7 @@ class Operator:
 
 
 def respond(home: Home, cfg: config.Config, item: InboxItem, op: str, who: Operator) -> None:
-    """Answer one inbox item through agentd.inbox, the operator's path."""
+    """Answer one inbox item through agentd.operator.inbox, the operator's path."""
     if item.kind == InboxKind.QUESTION:
         who.questions.append(item.title)
         inbox.answer(home.store, item.item_id, "carry on")

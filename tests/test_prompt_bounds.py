@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agentd import prompt
+from agentd.harness import prompt
 from agentd.models import Goal, GoalStatus, Step, StepKind, StepStatus
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

@@ -13,7 +13,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from agentd import config, daemon, log
+from agentd import config, log
+from agentd.daemon import serve as daemon
 from agentd.llm.anthropic import AnthropicProvider
 from agentd.models import RunStatus, StepKind
 from tests.conftest import Home, finished, wait_for

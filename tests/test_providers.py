@@ -3,7 +3,7 @@
 Each test hands the SDK an `httpx2.MockTransport` whose handler returns a recorded response body
 (tests/fixtures/) or raises a transport error, so the SDK's own request building, response parsing
 and exception mapping run for real. Validation stays outside the providers: they return raw text,
-and `agentd.decide.Menu` accepts or rejects it.
+and `agentd.harness.menu.Menu` accepts or rejects it.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from structlog.testing import capture_logs
 
 from agentd import config
 from agentd.config import AnthropicModel, OpenAIModel
-from agentd.decide import Menu
 from agentd.errors import ConfigError, ModelError, ModelOutputInvalid, ModelRejected
+from agentd.harness.menu import Menu
 from agentd.llm import SUMMARY_SCHEMA, Model, ModelReply, ModelRequest, build, retry_after_s
 from agentd.llm.anthropic import AnthropicProvider
 from agentd.llm.openai import OpenAIProvider, strict_schema

@@ -14,12 +14,14 @@ import pytest
 import structlog
 from typer.testing import CliRunner, Result
 
-from agentd import log, render, render_runs
+from agentd import log
 from agentd.cli import app
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.models import InboxKind, RunStatus, Step, StepKind, StepStatus, action_digest, utcnow
+from agentd.views import render
+from agentd.views import runs as render_runs
 
 CONFIG = """\
 [models.default]

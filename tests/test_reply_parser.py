@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from agentd import config
 from agentd.db import items as qi
-from agentd.decide import MAX_REPLY_CHARS, Decision, Menu, _strip_fences
 from agentd.errors import ModelOutputInvalid
+from agentd.harness.menu import MAX_REPLY_CHARS, Decision, Menu, _strip_fences
 from agentd.models import InboxStatus
 from tests.test_cli import CONFIG as CLI_CONFIG
 from tests.test_cli import REPLIES, agentd, approval, assert_clean_error

@@ -13,7 +13,7 @@ from agentd import config
 
 CHILD = """
 import ctypes, ctypes.util
-from agentd import process
+from agentd.outside import process
 libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 before = libc.prctl(3)  # PR_GET_DUMPABLE
 took = process.guard_memory()

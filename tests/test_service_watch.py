@@ -31,7 +31,7 @@ from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import world as worlds
 from agentd.db.store import SyncStore
-from agentd.demo import AGENT, Demo, demo_config
+from agentd.demo.ops import AGENT, Demo, demo_config
 from agentd.models import JSON, InboxItem, InboxKind, InboxStatus, Run, RunStatus, Step
 
 pytestmark = pytest.mark.slow
@@ -112,7 +112,7 @@ class SafeDemo(Demo):
 
     def start_service(self) -> int:
         self.service_dir.mkdir(parents=True)
-        serve = ["-m", "agentd.demo_service", "serve", "--state", str(self.service_dir)]
+        serve = ["-m", "agentd.demo.service", "serve", "--state", str(self.service_dir)]
         self.spawn([sys.executable, *serve], "service.out")
         port_file = self.service_dir / "port"
         until(lambda: port_file.exists() and port_file.read_text() != "", "the service's port")
@@ -374,12 +374,12 @@ def test_demo_spawn_closes_its_log_file(tmp_path: Path) -> None:
 
 
 def test_demo_service_port_file_is_never_seen_empty(tmp_path: Path) -> None:
-    """agentd/demo_service.py serve() writes its port file in place (create, then write), so
+    """agentd/demo/service.py serve() writes its port file in place (create, then write), so
     `Demo.start_service`, which waits only for the file to exist, can read "" and crash."""
     seen_empty = 0
     for n in range(20):
         state = tmp_path / f"svc{n}"
-        serve = ["-m", "agentd.demo_service", "serve", "--state", str(state)]
+        serve = ["-m", "agentd.demo.service", "serve", "--state", str(state)]
         proc = subprocess.Popen([sys.executable, *serve], start_new_session=True)
         try:
             port_file, empty = state / "port", False

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd import sdnotify
+from agentd.daemon import sdnotify
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from agentd import render_outer, render_time
 from agentd.cli import app
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.errors import UsageError
 from agentd.models import InboxKind, StepKind
+from agentd.views import outer as render_outer
+from agentd.views import times as render_time
 
 CONFIG = """\
 [models.default]

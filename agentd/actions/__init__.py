@@ -1,4 +1,5 @@
 """Actions that touch the outside world: the Executor protocol and the registry of built-in types.
+May import config/, outside/ and the ground; never db/, llm/ or a loop (the loops hand them what they need).
 
 Control actions (finish, ask, notify, sleep, wait_event, build) change the run or the inbox and are
 carried out by the engine; the executors here (command, http, mcp_tool) reach outside systems and

@@ -12,12 +12,12 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from agentd import process
 from agentd.actions import ActionContext
 from agentd.config import CommandAction, secret
 from agentd.errors import ActionFailed
 from agentd.models import JSON
-from agentd.process import DEFAULT_ENV, Completed, run_argv
+from agentd.outside import process
+from agentd.outside.process import DEFAULT_ENV, Completed, run_argv
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 VERIFY_ANSWERS = {"done": True, "not-done": False}  # verify_argv's last line of output

@@ -21,8 +21,8 @@ from agentd.actions import ActionContext
 from agentd.actions.command import redact, resolve_secrets
 from agentd.config import SECRET_PLACEHOLDER, HttpAction, secret
 from agentd.errors import ActionFailed
-from agentd.fetch import exchange
 from agentd.models import JSON
+from agentd.outside.fetch import exchange
 
 RESERVED_ARGS = frozenset({"url", "method", "body"})
 _PLACEHOLDER = re.compile(r"\{(secret:)?([A-Za-z_][A-Za-z0-9_]*)\}")

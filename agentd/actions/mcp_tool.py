@@ -17,9 +17,9 @@ from agentd.actions import ActionContext
 from agentd.actions.command import redact
 from agentd.config import McpToolAction, schema_mismatch, secret
 from agentd.errors import ActionFailed
-from agentd.mcp import client
 from agentd.models import JSON
-from agentd.process import DEFAULT_ENV
+from agentd.outside import mcp_client as client
+from agentd.outside.process import DEFAULT_ENV
 
 
 class McpToolExecutor:

@@ -24,11 +24,11 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from agentd import render
 from agentd.config import Paths
-from agentd.deps import Deps
 from agentd.errors import NotFound
 from agentd.mcp import server as mcp_server
+from agentd.runs.deps import Deps
+from agentd.views import render
 from agentd.web import auth, data, html, routes
 from agentd.web.guard import MCP_PATH, guard
 from agentd.web.routes import Site

@@ -1,4 +1,5 @@
 """The `agentd` command line: parse → call one function → render (a table, or --json).
+The top surface: may import every layer; heavy ones (the daemon, the SDKs) inside the commands.
 
 One module per command group (root: the app, its options and shared edge helpers; admin: init,
 serve, demo, doctor, usage, events; status; goals; runs; inbox; checkins; web). Typer has no

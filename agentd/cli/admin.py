@@ -14,9 +14,11 @@ from typing import Annotated, Any
 
 import typer
 
-from agentd import config, daemon, doctor, log, render
+from agentd import config, log
+from agentd.cli import doctor
 from agentd.cli.root import JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
 from agentd.config import Paths, ScriptedModel
+from agentd.daemon import serve as daemon
 from agentd.db import accounting
 from agentd.db import backup as backups
 from agentd.db import items as qi
@@ -24,6 +26,7 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, ConfigError, StateError, UsageError, require_utf8
 from agentd.models import JSON, GoalStatus, RunStatus, utcnow
+from agentd.views import render
 
 event_app = sub_app(help="Events: tell agentd something happened (starts or wakes runs).")
 
@@ -240,7 +243,7 @@ def backup_cmd(
     )
 
 
-# ── demo: agentd/demo.py provides main(home, yes, recover) -> exit code ──────────────────────
+# ── demo: agentd/demo/ops.py provides main(home, yes, recover) -> exit code ──────────────────────
 @app.command("demo")
 def demo_cmd(
     yes: Annotated[bool, Opt("--yes", help="Approve through the inbox automatically.")] = False,
@@ -267,9 +270,9 @@ def demo_cmd(
     drafted from the run's journal, judged, revised and shown with its verdicts.
     """
     try:
-        demo = importlib.import_module("agentd.demo")  # lazily: the demo is optional
+        demo = importlib.import_module("agentd.demo.ops")  # lazily: the demo is optional
     except ModuleNotFoundError as e:
-        if e.name != "agentd.demo":
+        if e.name != "agentd.demo.ops":
             raise
         raise StateError("the demo is not part of this build") from None
     raise typer.Exit(int(demo.main(home, yes, recover, keep=keep, build=build)))

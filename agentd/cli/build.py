@@ -9,10 +9,6 @@ from typing import Annotated, Any
 
 import typer
 
-from agentd import daemon, render_build
-from agentd.build import spec as build_spec
-from agentd.build.driver import unfit_model
-from agentd.build.start import start
 from agentd.cli.root import (
     GoalId,
     JsonFlag,
@@ -25,10 +21,15 @@ from agentd.cli.root import (
     paths_of,
     sub_app,
 )
+from agentd.daemon import serve as daemon
 from agentd.db import artifacts as qa
 from agentd.db import queries as q
 from agentd.errors import NotFound, UsageError
+from agentd.inner import spec as build_spec
+from agentd.inner.driver import unfit_model
+from agentd.inner.start import start
 from agentd.models import JSON, Run, StepKind, utcnow
+from agentd.views import build as render_build
 
 artifact_app = sub_app(help="What builds made: every version, with the judge's verdict.")
 ArtifactId = Annotated[

@@ -7,7 +7,6 @@ from typing import Annotated, Literal
 
 import typer
 
-from agentd import render_outer
 from agentd.cli.goals import goal_app
 from agentd.cli.root import (
     GoalId,
@@ -22,7 +21,9 @@ from agentd.cli.root import (
 )
 from agentd.errors import UsageError
 from agentd.models import JSON
-from agentd.outer import cadence, plan, schedule
+from agentd.operator import schedules as plan
+from agentd.outer import cadence, schedule
+from agentd.views import outer as render_outer
 
 Misfire = Literal["skip", "once", "all"]
 

@@ -9,14 +9,17 @@ from typing import Annotated
 
 import typer
 
-from agentd import config, goals, render, render_outer
+from agentd import config
 from agentd.cli.root import GoalId, JsonFlag, Opt, config_of, emit, open_store, paths_of, sub_app
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import Unchanged
 from agentd.models import GoalStatus, utcnow
-from agentd.outer import plan
+from agentd.operator import goals
+from agentd.operator import schedules as plan
+from agentd.views import outer as render_outer
+from agentd.views import render
 
 goal_app = sub_app(
     help="Goals: what you want done and why (add, list, show, pause, resume, close), and when "

@@ -6,13 +6,15 @@ from typing import Annotated
 
 import typer
 
-from agentd import config, inbox, render
+from agentd import config
 from agentd.cli.goals import unchanged_is_a_note
 from agentd.cli.root import ItemId, JsonFlag, Opt, emit, open_store, paths_of, resume_note, sub_app
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.models import utcnow
-from agentd.outer import plan
+from agentd.operator import inbox
+from agentd.operator import schedules as plan
+from agentd.views import render
 
 inbox_app = sub_app(help="The operator inbox: questions, approvals and notices from the agents.")
 

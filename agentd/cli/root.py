@@ -19,12 +19,14 @@ import typer
 from typer.core import TyperGroup, TyperOption
 
 import agentd
-from agentd import config, daemon, render
+from agentd import config
 from agentd.config import Config, Paths
+from agentd.daemon import serve as daemon
 from agentd.db import safety
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, StateError, UsageError
 from agentd.outer import cadence
+from agentd.views import render
 
 HOME = "--home"
 

@@ -11,13 +11,16 @@ from typing import Annotated
 
 import typer
 
-from agentd import daemon, goals, render, render_runs
 from agentd.cli.goals import unchanged_is_a_note
 from agentd.cli.root import GoalId, JsonFlag, Limit, Opt, RunId, emit, open_store, paths_of, sub_app
+from agentd.daemon import serve as daemon
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import NotFound, UsageError
 from agentd.models import RunStatus, utcnow
+from agentd.operator import goals
+from agentd.views import render
+from agentd.views import runs as render_runs
 
 runs_app = sub_app(
     help="Runs: start one, list them, show one's timeline (or follow it live), cancel one."

@@ -8,8 +8,9 @@ from typing import Any
 
 import typer
 
-from agentd import daemon, doctor_reach, render
+from agentd.cli import doctor_reach
 from agentd.cli.root import JsonFlag, app, emit, open_store, paths_of
+from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
 from agentd.db import items as qi
 from agentd.db import outbox
@@ -17,6 +18,7 @@ from agentd.db import queries as q
 from agentd.db import schedules as qs
 from agentd.models import JSON, GoalStatus, InboxKind, RunStatus, from_ts, utcnow
 from agentd.outer import timebase
+from agentd.views import render
 
 ACTIVE_RUNS = 10  # running and waiting runs listed (all are counted)
 NEXT_CHECKINS = 5  # the soonest check-ins listed

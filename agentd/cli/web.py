@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from agentd import daemon, doctor_reach
+from agentd.cli import doctor_reach
 from agentd.cli.root import JsonFlag, Opt, app, config_of, emit, paths_of
+from agentd.daemon import serve as daemon
 from agentd.errors import AgentdError
 from agentd.web import auth
 

@@ -1,8 +1,9 @@
 """The one-method Model interface every provider implements, and the provider registry.
+An adapter (the only importers of the model SDKs): may import config/ and the ground only.
 
 A provider turns a ModelRequest (system text, prompt, the menu's JSON schema) into a ModelReply whose
 raw text the engine journals *before* validating it. Providers raise ModelError for failures worth a
-durable retry; they never decide what is valid — `agentd.decide` does.
+durable retry; they never decide what is valid — `agentd.harness.menu` does.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One request per decision — the system text, one user message, and `output_config.format` carrying
 the menu's JSON schema (no tools). The raw reply text goes back to the engine, which journals it
-before `agentd.decide` validates it. SDK exceptions are translated here: worth a durable retry →
+before `agentd.harness.menu` validates it. SDK exceptions are translated here: worth a durable retry →
 ModelError, refused → ModelRejected. No message ever contains the API key.
 """
 

@@ -2,7 +2,7 @@
 menu as a strict JSON-schema response format — no tools.
 
 `strict_schema` rewrites the menu's pydantic schema into the subset strict mode accepts. The raw
-reply text (or the refusal) goes back to the engine, which journals it before `agentd.decide`
+reply text (or the refusal) goes back to the engine, which journals it before `agentd.harness.menu`
 validates it. SDK exceptions are translated here; no message ever contains the API key.
 """
 

@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agentd import render, render_runs
 from agentd.config import Config
 from agentd.db import accounting
 from agentd.db import artifacts as qa
@@ -25,7 +24,9 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import NotFound
 from agentd.models import JSON, Goal, InboxItem, Run, RunStatus, WaitKind, from_ts
-from agentd.outer import plan
+from agentd.operator import schedules as plan
+from agentd.views import render
+from agentd.views import runs as render_runs
 
 SCHEMA_ID = "agentd.goal-context/1"
 RECENT_RUNS = 10  # outcomes a goal's document carries; `agentd://goals/{id}/runs` has more

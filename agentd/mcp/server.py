@@ -1,8 +1,9 @@
 """agentd as an MCP server (`agentd mcp`): a goal's context as resources, the operator's everyday
 operations as tools, and change notifications — one process over stdio, reading the home's database.
 
-Tools go through the CLI's code paths (agentd/goals.py, agentd/inbox.py), so they validate and refuse
-exactly as the CLI does; an expected error comes back as a tool error carrying the CLI's message.
+Tools go through the operator layer the CLI uses (agentd/operator/goals.py, inbox.py), so they
+validate and refuse exactly as the CLI does; an expected error comes back as a tool error carrying
+the CLI's message.
 Approvals are human-only: no plain tool approves or denies. With `[mcp] approvals = true` an
 `approve` tool asks the person at the client through MCP elicitation and records that it did.
 

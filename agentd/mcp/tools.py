@@ -1,6 +1,7 @@
-"""The tools agentd serves over MCP: the operator's everyday operations, through the CLI's code paths
-(agentd/goals.py, agentd/inbox.py) so they validate and refuse as the CLI does. An expected error is a
-tool error carrying the CLI's message; asking for what already holds is a result with a note.
+"""The tools agentd serves over MCP: the operator's everyday operations, through the operator
+layer the CLI uses (agentd/operator/goals.py, inbox.py), so they validate and refuse as the CLI
+does. An expected error is a tool error carrying the CLI's message; asking for what already
+holds is a result with a note.
 
 Approvals are human-only. No tool here approves or denies; `register_approve` (only with
 `[mcp] approvals = true`) adds one that asks the person at the client through MCP elicitation, and
@@ -25,7 +26,6 @@ from mcp.server.mcpserver import (
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from agentd import goals, inbox, render
 from agentd.config import Config, Paths
 from agentd.db import accounting, memory
 from agentd.db import checkins as qc
@@ -34,7 +34,9 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, Refused, Unchanged
 from agentd.models import JSON, GoalStatus, InboxKind, InboxStatus
-from agentd.outer import plan
+from agentd.operator import goals, inbox
+from agentd.operator import schedules as plan
+from agentd.views import render
 
 T = TypeVar("T")
 # What agentd knows: the client answered its elicitation (a person, if the client shows it to one).

@@ -1,4 +1,5 @@
 """Notification channels: the Protocol, the registry, and the words every channel shares.
+A surface inside the daemon: may import views/, the operator layer and everything below them.
 
 A channel takes one outbox message (a JSON dict planned by agentd/notify/plan.py, made `inert`
 by the sender) and delivers it, or raises DeliveryFailed; the outbox retries. Messages carry what
@@ -9,9 +10,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from agentd.config_notify import EmailNotify, NotifierConfig, NtfyNotify, WebhookNotify
+from agentd.config.notify import EmailNotify, NotifierConfig, NtfyNotify, WebhookNotify
 from agentd.models import JSON
-from agentd.render import safe
+from agentd.views.render import safe
 
 PRIORITY_LEVEL = {"min": 1, "low": 2, "default": 3, "high": 4, "urgent": 5}
 
@@ -40,7 +41,7 @@ def build(name: str, cfg: NotifierConfig) -> Channel:
 
 
 def inert(message: JSON) -> JSON:
-    """The message with every text made inert (agentd.render.safe): no ESC, control, bidi or
+    """The message with every text made inert (agentd.views.render.safe): no ESC, control, bidi or
     invisible character reaches a mail subject, a push title or a terminal mail reader, where they
     could recolour, reorder or hide what the operator reads. The body keeps its line breaks."""
     return {

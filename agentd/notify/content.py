@@ -10,8 +10,8 @@ from agentd.models import InboxItem
 
 BODY_CHARS = 1000  # a question or a message beyond this is read in the inbox
 # Questions whose text quotes an action with its arguments (and, for unknown_outcome, the world
-# now) or the model's rejected reply: agentd/acting.py `ask_unknown_outcome`, agentd/engine.py
-# `check` (escalated denials) and `after_invalid`, agentd/build/driver.py; and more below. Their
+# now) or the model's rejected reply: agentd/runs/acting.py `ask_unknown_outcome`, agentd/runs/engine.py
+# `check` (escalated denials) and `after_invalid`, agentd/inner/driver.py; and more below. Their
 # notification says what kind of question waits, in words of our own.
 QUOTING_QUESTIONS = {
     "unknown_outcome": "a run stopped during an action and cannot tell whether it happened",
@@ -19,7 +19,7 @@ QUOTING_QUESTIONS = {
     "invalid_output": "the model's replies were invalid several times: what should the run do?",
     # …and those quoting the world, an artifact or an exception: a check-in's evidence that a
     # goal is achieved (agentd/outer/verdicts.py), a build's judged requirement with its evidence
-    # (agentd/build/driver.py escalations), a run's internal error (agentd/engine.py).
+    # (agentd/inner/driver.py escalations), a run's internal error (agentd/runs/engine.py).
     "achieved": "a check-in thinks a goal is achieved: confirm or say what is missing",
     "build_needs_info": "a build needs information only you have",
     "build_stuck": "a build fails the same requirements again: how should it go on?",

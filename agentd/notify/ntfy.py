@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from agentd import config
-from agentd.config_notify import NtfyNotify
+from agentd.config.notify import NtfyNotify
 from agentd.errors import DeliveryFailed
 from agentd.models import JSON
 from agentd.notify import PRIORITY_LEVEL, subject, text

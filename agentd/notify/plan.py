@@ -10,7 +10,7 @@ from datetime import UTC
 from typing import Any
 
 from agentd.config import AgentConfig, Config
-from agentd.config_notify import ChannelBase
+from agentd.config.notify import ChannelBase
 from agentd.db import checkins as qc
 from agentd.db import items as qi
 from agentd.db import outbox
@@ -32,7 +32,7 @@ def category(c: sqlite3.Connection, item: InboxItem) -> str:
     if item.rule == "nudge":
         return "nudge"
     if item.run_id is not None and item.title.startswith(f"run {item.run_id} failed"):
-        try:  # the notice a failed run leaves (agentd/control.py finish)
+        try:  # the notice a failed run leaves (agentd/runs/control.py finish)
             if q.get_run(c, item.run_id).status == RunStatus.FAILED:
                 return "failure"
         except NotFound:

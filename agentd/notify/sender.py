@@ -18,10 +18,10 @@ from agentd.clock import SYSTEM
 from agentd.config import Config
 from agentd.db import outbox
 from agentd.db.outbox import OutboxRow
-from agentd.deps import Deps
 from agentd.errors import DeliveryFailed, StateError
 from agentd.notify import Channel, build, inert
 from agentd.notify.plan import claim_due, plan_queued, retry_at
+from agentd.runs.deps import Deps
 
 log = structlog.get_logger("agentd.notify")
 

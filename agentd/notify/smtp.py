@@ -11,7 +11,7 @@ from email.message import EmailMessage
 from email.utils import formatdate
 
 from agentd import config
-from agentd.config_notify import EmailNotify
+from agentd.config.notify import EmailNotify
 from agentd.errors import DeliveryFailed
 from agentd.models import JSON
 from agentd.notify import subject, text

@@ -17,7 +17,7 @@ import json
 import httpx
 
 from agentd import config
-from agentd.config_notify import WebhookNotify
+from agentd.config.notify import WebhookNotify
 from agentd.errors import DeliveryFailed
 from agentd.models import JSON
 from agentd.notify import subject

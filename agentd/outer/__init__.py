@@ -1,4 +1,5 @@
 """The outer loop: goals that remember why and check back in on their own.
+A loop: may import runs/ (to start a run), the harness, the adapters, config/ and the ground.
 
 schedule (when fires are due: cron / interval, time zones, DST, misfire policy, jitter) · cadence
 (the goal's bounds: min / max interval, quiet hours, backoff, deadlines) · precheck (did anything

@@ -23,7 +23,6 @@ from typing import Any
 
 import structlog
 
-from agentd import harness, inbox
 from agentd.config import AgentConfig, McpSource
 from agentd.db import accounting, world
 from agentd.db import checkins as qc
@@ -31,14 +30,15 @@ from agentd.db import memory as mem
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.db.checkins import Checkin, CheckinStatus
-from agentd.decide import MAX_REPLY_CHARS
-from agentd.deps import LEASE_S, Deps
 from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected, Refused
+from agentd.harness import policy as harness
+from agentd.harness.menu import MAX_REPLY_CHARS
 from agentd.llm import ModelReply, ModelRequest
 from agentd.models import JSON, Goal, GoalStatus
 from agentd.outer import cadence, checkin_prompt, schedule, verdicts
 from agentd.outer.checkin_prompt import Reply
 from agentd.outer.precheck import OVERDUE_AFTER_S, Facts, Precheck, lacking, precheck
+from agentd.runs.deps import LEASE_S, Deps
 from agentd.sources import COUNTERS
 
 log = structlog.get_logger("agentd.outer")
@@ -47,11 +47,6 @@ Launch = Callable[[int, int], None]
 MODEL_TIMEOUT_S = 120.0
 MAX_MODEL_ATTEMPTS = 6  # failed calls of one check-in before it ends failed (next look as usual)
 MAX_REASKS = 1  # an invalid reply is re-asked once with the error
-
-# The operator's commands, for the plan's spelling `checkin.accept` / `checkin.dismiss`.
-accept = inbox.accept
-dismiss = inbox.dismiss
-same_topic = verdicts.same_topic
 
 
 async def run_checkin(deps: Deps, checkin_id: int, launch: Launch) -> None:

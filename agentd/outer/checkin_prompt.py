@@ -21,10 +21,10 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
 
 from agentd.db.memory import ANSWER_MARK
-from agentd.decide import Menu, _brief, _clip, _load  # the same bounded parser as decisions
 from agentd.errors import ModelOutputInvalid
+from agentd.harness.menu import Menu, _brief, _clip, _load  # the same bounded parser as decisions
+from agentd.harness.prompt import operator_says, quote
 from agentd.models import JSON, Goal
-from agentd.prompt import operator_says, quote
 
 SYSTEM = """You are the check-in step of a background agent run by agentd. Now and then agentd looks
 at a goal on its own; it asks you only when something moved. From the goal, its memory and what

@@ -34,11 +34,11 @@ from agentd.db import checkins as qc
 from agentd.db import queries as q
 from agentd.db import schedules as qs
 from agentd.db.checkins import CheckinStatus
-from agentd.deps import Deps
 from agentd.errors import StateError
 from agentd.models import Goal
 from agentd.outer import cadence, checkin, schedule
 from agentd.outer.schedule import ScheduleSpec
+from agentd.runs.deps import Deps
 
 log = structlog.get_logger("agentd.outer")
 Launch = Callable[[int, int], None]

@@ -1,4 +1,5 @@
 """Sources that observe the world: the Source protocol, the registry, and snapshot diffing.
+May import config/, outside/ and the ground; never db/, llm/ or a loop.
 
 A source reads one outside thing (an HTTP endpoint, a command's output, a log file's tail) and
 returns a small JSON-able dict. It never raises for an outside failure: the failure is the observation.

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from agentd.config import CommandSource
 from agentd.models import JSON
-from agentd.process import DEFAULT_ENV, run_argv
+from agentd.outside.process import DEFAULT_ENV, run_argv
 
 # The exit codes by which a shell says it could not run the command at all (POSIX).
 CANNOT_RUN = {126: "a program it runs is not executable", 127: "a program it runs was not found"}

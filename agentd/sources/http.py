@@ -14,8 +14,8 @@ import socket
 import httpx
 
 from agentd.config import HttpSource
-from agentd.fetch import exchange
 from agentd.models import JSON
+from agentd.outside.fetch import exchange
 
 
 class HttpSourceReader:

@@ -14,9 +14,9 @@ from typing import Any
 
 from agentd.config import McpSource, secret
 from agentd.errors import ActionFailed
-from agentd.mcp import client
 from agentd.models import JSON
-from agentd.process import DEFAULT_ENV
+from agentd.outside import mcp_client as client
+from agentd.outside.process import DEFAULT_ENV
 
 
 class McpSourceReader:

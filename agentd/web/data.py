@@ -1,22 +1,22 @@
 """What the pages and the JSON API read and do, over a short-lived SyncStore (in a thread): the
 same functions the CLI's commands call (`inbox list|show`, `goal show`, `runs show`, and
-agentd/inbox.py for every answer), so the web can do nothing the CLI cannot."""
+agentd/operator/inbox.py for every answer), so the web can do nothing the CLI cannot."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentd import goals, inbox
 from agentd.config import Config
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import UsageError
 from agentd.models import JSON, Goal, InboxItem, Run, Step
-from agentd.outer import plan
-from agentd.render import jsonable
-from agentd.render_outer import as_json
-from agentd.render_runs import show_json
+from agentd.operator import goals, inbox
+from agentd.operator import schedules as plan
+from agentd.views.outer import as_json
+from agentd.views.render import jsonable
+from agentd.views.runs import show_json
 from agentd.web import edit as form_edit
 
 # Keys of an item's data shown as its evidence, in this order (the rest follow as they are).
@@ -72,7 +72,7 @@ def run_json(store: SyncStore, run_id: int) -> JSON:
 
 
 def act(store: SyncStore, cfg: Config, item_id: int, verb: str, form: dict[str, str]) -> JSON:
-    """Carry out one operator decision through agentd/inbox.py; returns what was done as the
+    """Carry out one operator decision through agentd/operator/inbox.py; returns what was done as the
     flash codes of the page shown next (agentd/web/flash.py)."""
     text = form.get("text", "")
     done: JSON = {"item": str(item_id)}

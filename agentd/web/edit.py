@@ -10,13 +10,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from agentd import render
 from agentd.config import Config
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
-from agentd.decide import Menu
 from agentd.errors import ModelOutputInvalid, UsageError
+from agentd.harness.menu import Menu
 from agentd.models import JSON, InboxItem, InboxKind
+from agentd.views import render
 
 # How the form's field types map from the schema: anything else is edited as JSON text.
 KINDS = frozenset({"string", "integer", "number", "boolean"})

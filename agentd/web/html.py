@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from agentd import render, render_outer
 from agentd.models import Goal, InboxItem, InboxKind, Run, Step
-from agentd.render_runs import run_header, timeline
-from agentd.render_time import relative
+from agentd.views import outer as render_outer
+from agentd.views import render
+from agentd.views.runs import run_header, timeline
+from agentd.views.times import relative
 from agentd.web.edit import ArgField
 
 STYLE = """

@@ -1,6 +1,6 @@
 """One scenario run on agentd itself: a fresh migrated home, the real `Outer` service (catch-up at
 start, ticks, `run_checkin`) with `Deps.clock` a ManualClock, the scripted model in place of the
-check-in model, and the scripted user acting through `agentd.inbox` (answer / accept / dismiss).
+check-in model, and the scripted user acting through `agentd.operator.inbox` (answer / accept / dismiss).
 
 The clock jumps from event to event: the tables' next wake-up (a look, a schedule's fire), the end
 of quiet hours while a fire waits, and the bench's own events (world changes, the user reading,
@@ -21,8 +21,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from agentd import config, control, daemon, inbox
+from agentd import config
 from agentd.clock import ManualClock
+from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
 from agentd.db import queries as q
 from agentd.db import schedules as qs
@@ -30,8 +31,11 @@ from agentd.db import waits as qw
 from agentd.db.store import Store, SyncStore
 from agentd.errors import Refused
 from agentd.models import RunStatus
-from agentd.outer import cadence, plan, schedule
+from agentd.operator import inbox
+from agentd.operator import schedules as plan
+from agentd.outer import cadence, schedule
 from agentd.outer.service import Outer
+from agentd.runs import control
 from bench.outer_sim import journal, metrics
 from bench.outer_sim.model import SimModel
 from bench.outer_sim.scenarios import HOUR, Need, Scenario, WorldEvent

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentd.config import Config
-from agentd.decide import Menu
+from agentd.harness.menu import Menu
 from agentd.llm import ModelRequest
 from agentd.models import JSON, Goal, GoalStatus
 from agentd.outer import checkin_prompt

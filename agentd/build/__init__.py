@@ -1,5 +1,0 @@
-"""The inner loop: make what a goal needs — generate → a general judge checks it against the goal,
-the request and every requirement → revise — until it passes or a bound asks the operator.
-
-`spec` (requirements and verdicts), `prompts` and `checks` are pure; `driver` is the build run.
-"""

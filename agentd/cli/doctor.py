@@ -1,0 +1,448 @@
+"""`agentd doctor`: check a home for what would fail at run time — config, database (schema,
+`PRAGMA quick_check`), daemon (and whether it runs the config on disk), models and their API keys,
+each source looked at once, the programs actions run, triggers, goals and limits.
+
+It changes nothing (a source is looked at as the daemon would: a command source runs) and returns
+a Report that the CLI renders. Secrets are checked for presence only; their values never reach
+a message. Whether a program exists is checked here, not when the config loads: a config is often
+written or checked on another machine than the one that runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentd import config, llm, sources
+from agentd.cli import doctor_reach
+from agentd.config import (
+    CommandAction,
+    CommandSource,
+    Config,
+    ModelConfig,
+    OtherModel,
+    Paths,
+    ScriptedModel,
+)
+from agentd.db import items as qi
+from agentd.db import meta, safety, schema
+from agentd.db import queries as q
+from agentd.db.checkins import cadence_row
+from agentd.db.store import SyncStore
+from agentd.errors import AgentdError, ConfigError, ModelError
+from agentd.llm import SUMMARY_SCHEMA, ModelRequest
+from agentd.llm.scripted import load_replies
+from agentd.views.render import Check
+
+LOADED_CONFIG_KEY = "loaded_config_sha256"  # written by the daemon at start and each reload
+SOURCE_GRACE_S = 5.0  # on top of a source's own timeout
+EVENTS_LOOKED_AT = 1000
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every finding for one home; healthy when each required check passed."""
+
+    home: str
+    checks: list[Check]
+    config: Config | None = field(default=None, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks if c.required)
+
+    @property
+    def exit_code(self) -> int:
+        """0 healthy; 2 the config file is invalid (as for every config error); 1 otherwise."""
+        if self.config is None and any(c.name == "config" and not c.ok for c in self.checks):
+            return ConfigError.exit_code
+        return 0 if self.ok else 1
+
+    def with_checks(self, more: list[Check]) -> Report:
+        return Report(self.home, self.checks + more, self.config)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "home": self.home, "checks": [c._asdict() for c in self.checks]}
+
+
+def examine(paths: Paths, daemon_pid: int | None) -> Report:
+    """Check the home at `paths`; `daemon_pid` is who holds its lock (-1: someone, pid unknown).
+    What needs the network or a child process (sources, pings) is `probe`'s."""
+    cfg: Config | None = None
+    try:
+        cfg = config.load(paths.config)
+        counts = f"{len(cfg.agents)} agent(s), {len(cfg.models)} model(s)"
+        checks = [Check("config", True, f"{paths.config}: valid; {counts}")]
+    except AgentdError as e:
+        checks = [Check("config", False, str(e))]
+    checks += check_database(paths)
+    checks.append(check_daemon(daemon_pid))
+    if cfg is not None:
+        loaded = check_loaded_config(paths, daemon_pid)
+        checks += [loaded] if loaded is not None else []
+        models = [check_model(n, m) for n, m in cfg.models.items()]
+        checks += models or [Check("models", False, "no [models.NAME] configured")]
+        checks += check_programs(cfg, _identity(daemon_pid))
+        checks += check_limits(cfg)
+        checks += check_goals_and_triggers(paths, cfg)
+        checks += doctor_reach.check_notify(paths, cfg)
+        checks += doctor_reach.check_web(paths, cfg, daemon_pid)
+    return Report(str(paths.home), checks, cfg)
+
+
+def check_database(paths: Paths) -> list[Check]:
+    if not paths.db.exists():
+        return [Check("database", False, f"{paths.db}: missing; run `agentd init`")]
+    try:
+        store = SyncStore(paths.db, migrate_schema=False)
+        try:
+            # BEGIN IMMEDIATE takes the write lock (or fails); the empty transaction changes nothing.
+            have = store.write(schema.version)
+            store.read(lambda c: safety.quick_check(c, paths.db))
+        finally:
+            store.close()
+    except AgentdError as e:
+        return [Check("database", False, str(e))]
+    want = len(schema.MIGRATIONS)
+    advice = (
+        "current" if have == want else "run any command to migrate" if have < want else "upgrade"
+    )
+    migrated = Check("schema", have == want, f"version {have} of {want} ({advice})")
+    return [Check("database", True, f"{paths.db}: writable; quick_check ok"), migrated]
+
+
+def check_daemon(pid: int | None) -> Check:
+    """Information only: a stopped daemon is a normal state for a home, not a failure."""
+    if pid is None:
+        return Check("daemon", False, "not running; start it with `agentd serve`", False)
+    return Check("daemon", True, f"running (pid {pid if pid > 0 else 'unknown'})", False)
+
+
+def check_loaded_config(paths: Paths, pid: int | None) -> Check | None:
+    """Does the running daemon use the config on disk? Information: an edit not yet reloaded is
+    normal for a moment, but what doctor just checked is not what runs. None: nothing to say
+    (no daemon, or one that recorded no config)."""
+    if pid is None or not paths.db.exists():
+        return None
+    try:
+        store = SyncStore(paths.db, migrate_schema=False)
+        try:
+            loaded = store.read(lambda c: meta.get_meta(c, LOADED_CONFIG_KEY))
+        finally:
+            store.close()
+        on_disk = hashlib.sha256(paths.config.read_bytes()).hexdigest()
+    except (AgentdError, OSError):
+        return None  # the database and config checks report it
+    if not loaded:
+        return None
+    if loaded == on_disk:
+        return Check("config loaded", True, "the daemon runs the config on disk")
+    return Check(
+        "config loaded",
+        False,
+        f"{paths.config} changed since the daemon loaded it; reload it to apply "
+        f"(`systemctl reload agentd`, or `kill -HUP {pid if pid > 0 else 'PID'}`)",
+        False,
+    )
+
+
+def check_model(name: str, model: ModelConfig) -> Check:
+    label = f"model {name}"
+    if isinstance(model, ScriptedModel):
+        try:
+            count = len(load_replies(model.replies))
+        except AgentdError as e:
+            return Check(label, False, str(e))
+        return Check(label, True, f"scripted; replies {model.replies} ({count})")
+    if not isinstance(model, OtherModel):  # an embedded decider (runbook): nothing to reach
+        return Check(label, True, f"{model.provider}: built in; needs no API key")
+    what, env = f"{model.provider} {model.model}", model.api_key_env
+    if env is None:
+        return Check(label, True, f"{what}: no api_key_env configured")
+    if config.secret(env) is None:  # the value itself is never shown
+        return Check(label, False, f"{what}: ${env} is not set in this environment")
+    return Check(label, True, f"{what}: ${env} is set")
+
+
+# ── programs: what command actions and command sources will exec ─────────────────────────────
+
+
+Identity = tuple[int, set[int]]  # effective uid, and every gid of the process
+
+
+def _identity(pid: int | None) -> Identity | None:
+    """The daemon's user and groups (from /proc), or None: then this process's are used."""
+    if pid is None or pid <= 0:
+        return None
+    try:
+        fields = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+        uid = int(fields["Uid"].split()[1])
+        gids = {int(fields["Gid"].split()[1]), *map(int, fields.get("Groups", "").split())}
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+    return uid, gids
+
+
+def may_execute(path: Path, who: Identity | None) -> bool:
+    """Whether `who` (None: this process) may execute the file `path` (by its mode bits)."""
+    if who is None:
+        return os.access(path, os.X_OK)
+    st = path.stat()
+    uid, gids = who
+    if uid == 0:
+        return bool(st.st_mode & 0o111)
+    if st.st_uid == uid:
+        return bool(st.st_mode & 0o100)
+    return bool(st.st_mode & (0o010 if st.st_gid in gids else 0o001))
+
+
+def find_program(argv0: str, path_var: str, cwd: Path | None) -> Path | None:
+    """Where exec will find `argv0`: as a path (relative to `cwd`), else on `path_var`."""
+    if "/" in argv0:
+        found = (cwd or Path.cwd()) / argv0
+        return found if found.is_file() else None
+    hit = shutil.which(argv0, mode=os.F_OK, path=path_var)
+    return Path(hit) if hit else None
+
+
+def used(cfg: Config) -> tuple[set[str], set[str]]:
+    """The actions and sources some agent uses: only their failures fail doctor (an example
+    table no agent names yet is reported, not held against the home)."""
+    actions = {a for agent in cfg.agents.values() for a in agent.actions}
+    return actions, {s for agent in cfg.agents.values() for s in agent.sources}
+
+
+def _programs(
+    cfg: Config,
+) -> Iterator[tuple[str, list[str], dict[str, str], Path | None, bool]]:
+    actions, sources_used = used(cfg)
+    for name, action in cfg.actions.items():
+        if isinstance(action, CommandAction):
+            yield f"action {name}", action.argv, action.env, action.cwd, name in actions
+            if action.verify_argv:
+                yield (f"action {name} verify", action.verify_argv, action.env, action.cwd,
+                       name in actions)  # fmt: skip
+    for name, source in cfg.sources.items():
+        if isinstance(source, CommandSource):
+            yield f"source {name}", source.argv, {}, None, name in sources_used
+
+
+def check_programs(cfg: Config, who: Identity | None) -> list[Check]:
+    """argv[0] of every command action, verify command and command source exists and is
+    executable by the daemon's user (from /proc when it runs; else by whoever runs doctor)."""
+    base_path = config.base_env()["PATH"]
+    user = "the daemon's user" if who is not None else "this user"
+    checks = []
+    for label, argv, env, cwd, in_use in _programs(cfg):
+        name = f"program {label.removeprefix('action ').removeprefix('source ')}"
+        where = env.get("PATH", base_path)
+        found = find_program(argv[0], where, cwd)
+        unused = "" if in_use else " (no agent uses it yet)"
+        if found is None:
+            place = f"in {cwd or 'the current folder'}" if "/" in argv[0] else f"on PATH={where}"
+            msg = f"{label}: {argv[0]!r} not found {place}; install it or give its full path"
+            checks.append(Check(name, False, msg + unused, in_use))
+        elif not may_execute(found, who):
+            msg = f"{label}: {found} is not executable by {user}"
+            checks.append(Check(name, False, msg + unused, in_use))
+        else:
+            checks.append(Check(name, True, f"{label}: {found}"))
+    return checks
+
+
+# ── limits, goals and triggers ───────────────────────────────────────────────────────────────
+
+
+def _negatives(node: Any, key: str) -> Iterator[str]:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _negatives(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(node, bool):
+        return
+    elif isinstance(node, int | float) and node < 0:
+        yield f"{key} = {node}"
+
+
+def check_limits(cfg: Config) -> list[Check]:
+    """No limit, budget, timeout or size in the config is negative (the config validates most;
+    this also covers any it does not)."""
+    found = list(_negatives(cfg.model_dump(mode="json"), ""))
+    if found:
+        return [Check("limits", False, "negative: " + "; ".join(found))]
+    return [Check("limits", True, "no negative limit in the config")]
+
+
+def check_goals_and_triggers(paths: Paths, cfg: Config) -> list[Check]:
+    """Goals whose agent is gone or whose cadence is negative, and triggers no event carries."""
+    if not paths.db.exists():
+        return []
+    try:
+        store = SyncStore(paths.db, migrate_schema=False)
+        try:
+            goals, cadences, names = store.read(lambda c: _goal_facts(c))
+        finally:
+            store.close()
+    except AgentdError:
+        return []  # the database check reports it
+    checks = []
+    for goal in goals:
+        if goal.agent not in cfg.agents:
+            msg = (
+                f"goal {goal.goal_id} ({goal.status}) names agent {goal.agent!r}, gone from "
+                f"the config: its runs fail; restore the agent or "
+                f"`agentd goal close {goal.goal_id}`"
+            )
+            checks.append(Check(f"goal {goal.goal_id}", False, msg))
+        bad = [f"{k} = {v:g}" for k, v in cadences.get(goal.goal_id, {}).items() if v < 0]
+        if bad:
+            msg = f"goal {goal.goal_id}: negative cadence {', '.join(bad)}; set it again"
+            checks.append(Check(f"goal {goal.goal_id}", False, msg))
+    checks += _trigger_checks(cfg, names)
+    return checks
+
+
+def _goal_facts(c: Any) -> tuple[list[Any], dict[int, dict[str, float]], set[str]]:
+    goals = [g for g in q.list_goals(c) if g.status in ("active", "paused")]
+    cadences: dict[int, dict[str, float]] = {}
+    for goal in goals:
+        row = cadence_row(c, goal.goal_id) or {}
+        cadences[goal.goal_id] = {
+            k: float(row[k]) for k in ("every_s", "min_s", "max_s") if row.get(k) is not None
+        }
+    names = {e.name for e in qi.list_events(c, EVENTS_LOOKED_AT)}
+    return goals, cadences, names
+
+
+def _trigger_checks(cfg: Config, seen: set[str]) -> list[Check]:
+    """A trigger on a source's state is emitted by its watcher (the config checks that one
+    exists); any other name only by `agentd event send`: say so when none was ever seen."""
+    checks = []
+    for name, agent in cfg.agents.items():
+        for trigger in agent.triggers:
+            label = f"trigger {name}"
+            named = cfg.state_trigger(trigger)
+            if named is not None:
+                by = ", ".join(cfg.watchers(named[0]))
+                checks.append(Check(label, True, f"{trigger!r}: emitted by watching agent {by}"))
+            elif trigger in seen:
+                checks.append(Check(label, True, f"{trigger!r}: sent before"))
+            else:
+                msg = (
+                    f"{trigger!r}: nothing in agentd emits it and none was sent yet; only "
+                    f"`agentd event send {trigger}` starts this agent (a typo of a source "
+                    f"state? those are SOURCE.healthy, SOURCE.unhealthy, SOURCE.check_failed)"
+                )
+                checks.append(Check(label, False, msg, False))
+    return checks
+
+
+# ── probes: sources looked at once, models pinged (concurrently) ─────────────────────────────
+
+
+async def probe(report: Report, *, with_ping: bool = False) -> Report:
+    """Look at each source once and, with `ping`, ask each model for a tiny reply — all at
+    once, whatever the other checks found (a ping helps most when something else fails)."""
+    cfg = report.config
+    if cfg is None:
+        return report
+    looks = check_sources(cfg)
+    pings = ping(cfg) if with_ping else _nothing()
+    found = await asyncio.gather(looks, pings)
+    return report.with_checks([c for group in found for c in group])
+
+
+async def _nothing() -> list[Check]:
+    return []
+
+
+async def check_sources(cfg: Config) -> list[Check]:
+    built = {n: sources.build(n, s, config.base_env()) for n, s in cfg.sources.items()}
+
+    _actions, in_use = used(cfg)
+
+    async def one(name: str) -> Check:
+        limit_s = getattr(cfg.sources[name], "timeout_s", 0.0) + SOURCE_GRACE_S
+        raw = await sources.observe_all([built[name]], timeout_s=limit_s)
+        check = _source_check(name, raw[name])
+        url = getattr(cfg.sources[name], "url", None)
+        if not check.ok and url and "unhealthy" in check.message:  # down — or a wrong port
+            check = check._replace(message=f"{check.message} at {url}: if the service is up, "
+                                   "check the URL and port (a watch would act on this)")  # fmt: skip
+        if name in in_use or check.ok:
+            return check
+        return check._replace(message=check.message + " (no agent uses it yet)", required=False)
+
+    return list(await asyncio.gather(*(one(n) for n in built)))
+
+
+def _source_check(name: str, obs: Any) -> Check:
+    label = f"source {name}"
+    state = sources.state_of(obs)
+    error = obs.get("error") if isinstance(obs, dict) else None
+    if state == config.CHECK_FAILED:
+        return Check(label, False, f"check failed, the look cannot be made: {error}")
+    if state == config.UNHEALTHY:
+        symptom = f"HTTP {obs['status']}" if "status" in obs else error or "not ok"
+        return Check(label, False, f"looked once: unhealthy ({symptom})", False)
+    if state is None and error:
+        return Check(label, False, f"looked once: {error}", False)
+    detail = f"HTTP {obs['status']}" if isinstance(obs, dict) and "status" in obs else "ok"
+    return Check(label, True, f"looked once: {detail}")
+
+
+async def ping(cfg: Config, timeout_s: float = 30.0) -> list[Check]:
+    """Ask every configured model, concurrently, for a tiny reply (a summary request: it costs
+    a few tokens and consumes no scripted decision). Reports latency, or the provider's error
+    without secrets — naming the URL when the connection failed."""
+    names = list(cfg.models)
+    return list(await asyncio.gather(*(_ping_one(n, cfg.models[n], timeout_s) for n in names)))
+
+
+async def _ping_one(name: str, model_cfg: ModelConfig, timeout_s: float) -> Check:
+    request = ModelRequest(
+        run_id=0, goal_id=0, decision_no=0, attempt=1, purpose="summarize",
+        system='Reply with JSON {"summary": "pong"}.', prompt="ping", schema=SUMMARY_SCHEMA,
+    )  # fmt: skip
+    label = f"ping {name}"
+    started = time.monotonic()
+    model = None
+    try:
+        model = llm.build(name, model_cfg)
+        async with asyncio.timeout(timeout_s):
+            reply = await model.complete(request)
+    except TimeoutError:
+        return Check(label, False, f"no answer within {timeout_s:g}s{_at(model_cfg)}")
+    except ModelError as e:
+        return Check(label, False, f"{e}{_at(model_cfg)}")
+    except AgentdError as e:
+        return Check(label, False, str(e))
+    finally:
+        closing = getattr(model, "aclose", None)
+        if closing is not None:
+            await closing()
+    ms = (time.monotonic() - started) * 1000
+    return Check(label, True, f"{reply.model} answered in {ms:.0f} ms")
+
+
+def _at(model_cfg: ModelConfig) -> str:
+    """Where a network model was called: its base_url, else its provider's API."""
+    if not isinstance(model_cfg, OtherModel):
+        return ""
+    if model_cfg.base_url:
+        return f" (at {model_cfg.base_url})"
+    if model_cfg.provider == "anthropic":
+        from agentd.llm.anthropic import DEFAULT_BASE_URL as anthropic_url
+
+        return f" (at {anthropic_url})"
+    from agentd.llm.openai import DEFAULT_BASE_URL as openai_url
+
+    return f" (at {openai_url})"

@@ -1,0 +1,92 @@
+"""`agentd doctor`'s checks of what reaches the operator: each notification channel (its secret,
+its latest delivery, an unsigned webhook) and the web inbox (is it served where the config says,
+asked of the running daemon over its socket; is the token sound)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentd import config
+from agentd.config import Config, Paths
+from agentd.db import outbox, poke, schema
+from agentd.db.store import SyncStore
+from agentd.errors import AgentdError
+from agentd.views.render import Check
+
+
+def check_notify(paths: Paths, cfg: Config) -> list[Check]:
+    """Each [notify.NAME]: its secret is set, and its latest delivery did not fail; an unsigned
+    webhook is a warning (it delivers, but nothing proves the messages are agentd's)."""
+    health: dict[str, Any] = {}
+    if cfg.notify and paths.db.exists():
+        try:
+            store = SyncStore(paths.db, migrate_schema=False)
+            try:
+                if store.read(schema.version) >= 4:  # the outbox exists
+                    health = store.read(outbox.channel_health)
+            finally:
+                store.close()
+        except AgentdError:
+            pass  # the database check reports it
+    checks = []
+    for name, n in cfg.notify.items():
+        env = getattr(n, "secret_env", None) or getattr(n, "token_env", None)
+        env = env or getattr(n, "password_env", None)
+        h = health.get(name, {})
+        if env is not None and config.secret(env) is None:
+            checks.append(Check(f"notify {name}", False, f"{n.type}: ${env} is not set here"))
+        elif h.get("failing"):
+            msg = (
+                f"{n.type}: failing, {h['pending']} message(s) waiting to retry: {h['error']}"
+                "; fix the receiver or the config, the outbox retries with backoff"
+            )
+            checks.append(Check(f"notify {name}", False, msg))
+        else:
+            sent = "never used yet" if not h else f"{h['pending']} waiting, last send ok"
+            gave_up = f"; {h['failed']} given up" if h.get("failed") else ""
+            if n.type == "webhook" and n.secret_env is None:  # a warning: it still delivers
+                msg = (
+                    f"webhook: {sent}{gave_up}; unsigned: receivers cannot tell its messages "
+                    f'from forged ones; set secret_env = "NAME" in [notify.{name}], the '
+                    "variable holding a whsec_<base64> secret"
+                )
+                checks.append(Check(f"notify {name}", False, msg, required=False))
+                continue
+            checks.append(Check(f"notify {name}", True, f"{n.type}: {sent}{gave_up}"))
+    return checks
+
+
+def web_served(paths: Paths, pid: int | None) -> Any:
+    """What the running daemon serves (`{"pid", "port", "web", "socket"}`, asked over its unix
+    socket), or None: no daemon, no token yet, or no answer."""
+    if pid is None or not paths.api_token.exists():
+        return None
+    return poke.ask(paths.api_sock, "/api/daemon", paths.api_token.read_text().strip())
+
+
+def check_web(paths: Paths, cfg: Config, pid: int | None) -> list[Check]:
+    """With `[web] enabled`, does the running daemon serve the pages? A port another program
+    holds is a failure: the login URL would hand the token to that program."""
+    if not cfg.web.enabled:
+        return []
+    if paths.api_token.exists() and not poke.strong_token(paths.api_token.read_text().strip()):
+        return [Check("web inbox", False, f"{paths.api_token} holds no token or one too short to "
+                      "be safe: run `agentd web --rotate` to write a new one")]  # fmt: skip
+    if pid is None:
+        return []
+    want = cfg.web.port(cfg.api)
+    served = web_served(paths, pid)
+    if not isinstance(served, dict):
+        return [Check("web inbox", False, "the daemon does not answer on its socket "
+                      f"{paths.api_sock}; restart it", False)]  # fmt: skip
+    if served.get("web") and served.get("port") is not None:
+        note = "" if served["port"] == want else f" (the config says {want}: restart to apply)"
+        return [Check("web inbox", True, f"served on 127.0.0.1:{served['port']}{note}")]
+    failed = served.get("port_failed")
+    why = (
+        f"could not listen on 127.0.0.1:{failed} (another program holds the port? see the "
+        "daemon's log: api.port_failed); free it or set [api] port = N, then restart `agentd serve`"
+        if failed
+        else "enabled after the daemon started; restart `agentd serve`"
+    )
+    return [Check("web inbox", False, f"not served: {why}")]

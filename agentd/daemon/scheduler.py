@@ -1,0 +1,487 @@
+"""The scheduler: turns committed rows into wake-ups — answers, events, due timers, expiries —
+and watched states into runs.
+
+It polls `PRAGMA data_version` (cheap) so a CLI commit is noticed within `poll_interval_s`;
+timers and expiries are checked every tick. With the control API up (`safety_scan_s` set), every
+commit of another process pokes the daemon (agentd/db/poke.py), so the scan becomes a slow safety
+net: the loop sleeps until a poke, a nudge, the next timer or expiry, or `safety_scan_s`.
+It only writes rows (a WAKE step, a new run) and hands runs to the engine through `launch`;
+it never runs a model loop itself.
+
+Watching is level-triggered: a trigger naming a source's state (`health.unhealthy`) holds while
+the source is in that state, and an active goal whose trigger holds gets a run — at every poll,
+and when a goal appears or becomes active (noticed through `data_version`) — once per episode
+(one stretch of that state, `sources.episode_key`): the episode is recorded with the goal, so a
+run that ended while the service stays down is not started again at the next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from agentd.clock import SystemClock
+from agentd.config import Config
+from agentd.db import items as qi
+from agentd.db import meta
+from agentd.db import queries as q
+from agentd.db import waits as qw
+from agentd.db import world as worlds
+from agentd.errors import StateError
+from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
+from agentd.runs import control
+from agentd.runs.deps import LEASE_S, Deps
+from agentd.sources import episode_key, observe_all, state_changes, state_of, transitions
+
+log = structlog.get_logger("agentd.scheduler")
+Launch = Callable[[int, int], None]
+# An answer's resolved_at is stamped before its transaction commits; the margin covers that gap.
+RESOLVE_MARGIN_S = 10.0
+FULL_SCAN_S = 60.0
+MAX_REMINDERS = 3  # `on_expire = "remind"`: then the item expires like `deny`
+
+
+class Scheduler:
+    def __init__(
+        self, deps: Deps, launch: Launch, live: Callable[[], set[int]] = lambda: set()
+    ) -> None:
+        self.deps = deps
+        self.launch = launch
+        self.live = live  # runs the engine drives now: the others `running` are orphans
+        self._orphans: set[int] = set()
+        self._seen_version = -1
+        self._nudged = asyncio.Event()
+        self._resolved_cursor = 0.0
+        self._last_full_scan = 0.0
+        self.ticks = 0
+        # Set by the daemon when pokes arrive (the API's socket is up): seconds between scans.
+        self.safety_scan_s: float | None = None
+        # Agents polled by this process: only their snapshots are fresh enough to start runs on
+        # (at start, the last snapshot may be from before a long stop).
+        self._polled: set[str] = set()
+        self._pollers: AsyncIOScheduler | None = None
+        self._pollers_for: object = None  # the config the poll jobs were made from
+
+    def nudge(self) -> None:
+        """Something was committed that may need matching now (a run started waiting)."""
+        self._nudged.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        interval = self.deps.config.daemon.poll_interval_s
+        self._pollers = AsyncIOScheduler(timezone="UTC")
+        self._sync_pollers()
+        self._pollers.start()
+        try:
+            await self._loop(stop, interval)
+        finally:
+            self._pollers.shutdown(wait=False)
+            self._pollers = None
+
+    def _sync_pollers(self) -> None:
+        """One APScheduler interval job per watching agent, rebuilt when the config is reloaded.
+        Missed looks are not caught up (coalesce): a poll is a fresh look, not a debt."""
+        if self._pollers is None or self._pollers_for is self.deps.config:
+            return
+        self._pollers_for = self.deps.config
+        self._pollers.remove_all_jobs()
+        for name, agent in self.deps.config.agents.items():
+            if agent.watch is None:
+                continue
+            self._pollers.add_job(
+                self.poll, "interval", seconds=agent.watch.interval_s, args=[name],
+                id=f"poll:{name}", coalesce=True, max_instances=1, misfire_grace_time=None,
+                next_run_time=datetime.now(UTC),
+            )  # fmt: skip
+
+    async def poll(self, agent: str) -> None:
+        """Look at an agent's world between runs; a change of state becomes an event, a health
+        flip wakes the agent's runs that sleep or wait for an approval (withdrawing the
+        approval), and goals whose state trigger now holds get their run (one per episode)."""
+        try:
+            cfg = self.deps.config.agents.get(agent)
+            if cfg is None or cfg.watch is None:
+                return  # a reload removed it; its job goes at the next tick
+            raw = await observe_all([self.deps.sources[n] for n in cfg.sources])
+            wake = cfg.watch.wake_runs
+            owner = self.deps.owner
+            now = self.deps.clock.now()
+            fresh = self._polled | {agent}
+            plan = state_triggers(self.deps.config)  # per poll: a reloaded config applies
+
+            def work(c: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+                woken = _record_poll(c, agent, raw, owner, now, wake_runs=wake)
+                return woken, _start_due(c, _due(c, plan, fresh), owner)
+
+            woken, started = await self.deps.store.write(work)
+            self._polled.add(agent)
+        except Exception:
+            log.exception("poll.failed", agent=agent)
+            return
+        for run_id, epoch in woken:
+            log.info("run.woken", run_id=run_id, by="world")
+            self.launch(run_id, epoch)
+        self._launch_started(started)
+        self.nudge()
+
+    async def _loop(self, stop: asyncio.Event, interval: float) -> None:
+        while not stop.is_set():
+            try:
+                await self.tick()
+            except StateError as e:  # a locked or briefly unwritable database: try next tick
+                log.error("scheduler.tick_failed", error=str(e))
+            pause = await self._pause(interval)
+            waiter = asyncio.ensure_future(self._nudged.wait())
+            stopper = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait({waiter, stopper}, timeout=pause, return_when="FIRST_COMPLETED")
+            finally:
+                waiter.cancel()
+                stopper.cancel()
+
+    async def _pause(self, interval: float) -> float:
+        """How long to sleep before the next tick: `interval`, or with pokes arriving until the
+        next timer or expiry (at most `safety_scan_s`). A simulated clock keeps the fast pace:
+        its due times are not wall seconds."""
+        if self.safety_scan_s is None or not isinstance(self.deps.clock, SystemClock):
+            return interval
+        due = await self.deps.store.read(lambda c: (qw.next_timer(c), qi.next_expiry(c)))
+        pause = self.safety_scan_s
+        for at in due:
+            if at is not None:
+                pause = min(pause, at - self.deps.clock.now())
+        return max(pause, interval)
+
+    async def tick(self, force: bool = False) -> None:
+        self.ticks += 1
+        self._sync_pollers()
+        nudged = self._nudged.is_set()
+        self._nudged.clear()
+        version = await self.deps.store.data_version()
+        now = self.deps.clock.now()  # timers and expiries are on the injected clock
+        # Expire first: an item past its time is closed before anything wakes on it (at start,
+        # an approval given while the daemon was down is checked against its expiry first).
+        await self._expire(now)
+        # The safety-net scan is paced on the wall: it is about the database, not about time.
+        full = force or time.monotonic() - self._last_full_scan >= FULL_SCAN_S
+        if full or nudged or version != self._seen_version:
+            self._seen_version = version
+            if full:
+                self._last_full_scan = time.monotonic()
+            await self._adopt_new_runs()
+            if full:
+                await self._readopt_orphans()
+            await self._wake_answered(full)
+            await self._wake_on_events()
+            await self._start_triggered()
+            await self._start_on_states()
+        await self._wake_timers(self.deps.clock.now())
+
+    async def _wake(self, run_id: int, why: JSON, wait: JSON) -> None:
+        """Wake a run — only if it still waits for `wait` (what was matched, maybe a tick ago)."""
+        owner = self.deps.owner
+        epoch = await self.deps.store.write(
+            lambda c: q.wake(c, run_id, owner, why, LEASE_S, expect=wait)
+        )
+        if epoch is not None:
+            log.info("run.woken", run_id=run_id, by=why.get("woke_by"), why=why.get("why"))
+            self.launch(run_id, epoch)
+
+    async def _readopt_orphans(self) -> None:
+        """Runs `running` in the database with no task driving them (a load failed, the
+        database stayed locked past the retries) are taken again. Only those orphaned at two
+        full scans in a row: a run between its commit and its launch is never snatched."""
+        running = await self.deps.store.read(qw.running_run_ids)
+        orphans = set(running) - self.live()
+        again, self._orphans = orphans & self._orphans, orphans
+        owner = self.deps.owner
+        for run_id in sorted(again):
+            epoch = await self.deps.store.write(
+                functools.partial(qw.claim_run, run_id=run_id, owner=owner, lease_s=LEASE_S)
+            )
+            log.warning("run.readopted", run_id=run_id)
+            self.launch(run_id, epoch)
+
+    async def _adopt_new_runs(self) -> None:
+        """Runs started from the CLI (`agentd run start`) are rows with no owner: take them."""
+        owner = self.deps.owner
+        for run_id, epoch in await self.deps.store.write(
+            lambda c: qw.claim_unowned(c, owner, LEASE_S)
+        ):
+            self.launch(run_id, epoch)
+
+    async def _wake_answered(self, full: bool) -> None:
+        """Wake runs whose inbox item was resolved. Normally only items resolved recently are
+        looked at (indexed); a full scan runs at start and every FULL_SCAN_S as a safety net."""
+        since = 0.0 if full else self._resolved_cursor - RESOLVE_MARGIN_S
+        self._resolved_cursor = time.time()
+        pairs = await self.deps.store.read(lambda c: qw.runs_with_resolved_items(c, since))
+        if not pairs:
+            return
+
+        def read(c: Any) -> list[tuple[int, JSON, InboxItem]]:
+            return [(r, q.get_run(c, r).wait or {}, qi.get_item(c, i)) for r, i in pairs]
+
+        for run_id, wait, item in await self.deps.store.read(read):
+            await self._wake(run_id, _inbox_wake(wait, item), wait)
+
+    async def _wake_on_events(self) -> None:
+        woken: set[int] = set()
+        for run_id, wait, event_id, name, data in await self.deps.store.read(
+            qw.runs_waiting_on_events
+        ):
+            if run_id in woken or not _matches(wait.get("match", {}), data):
+                continue
+            woken.add(run_id)
+            why = {
+                "woke_by": "event",
+                "why": wait.get("why"),
+                "event_id": event_id,
+                "event": name,
+                "data": data,
+            }
+            await self._wake(run_id, why, wait)
+
+    async def _wake_timers(self, now: float) -> None:
+        due = await self.deps.store.read(lambda c: qw.due_timers(c, now))
+        if not due:
+            return
+        waits = await self.deps.store.read(lambda c: [q.get_run(c, r).wait or {} for r in due])
+        for run_id, wait in zip(due, waits, strict=True):
+            why: JSON = {"woke_by": "timer", "why": wait.get("why")}
+            if wait.get("kind") == "event":
+                why["timed_out"] = f"no {wait.get('event')} event within {wait.get('timeout_s')}s"
+            await self._wake(run_id, why, wait)
+
+    async def _start_on_states(self) -> None:
+        """A goal added or resumed while its trigger already holds gets its run now, not at the
+        next change. Read first: this runs on most ticks, and rarely finds anything."""
+        plan = state_triggers(self.deps.config)
+        if not plan or not self._polled:
+            return
+        fresh = set(self._polled)
+        if not await self.deps.store.read(lambda c: _due(c, plan, fresh)):
+            return
+        owner = self.deps.owner
+        self._launch_started(
+            await self.deps.store.write(lambda c: _start_due(c, _due(c, plan, fresh), owner))
+        )
+
+    def _launch_started(self, started: list[tuple[int, int]]) -> None:
+        for run_id, epoch in started:
+            log.info("run.triggered", run_id=run_id, by="state")
+            self.launch(run_id, epoch)
+
+    async def _start_triggered(self) -> None:
+        agents = {
+            name: set(a.triggers) for name, a in self.deps.config.agents.items() if a.triggers
+        }
+        owner = self.deps.owner
+
+        def work(c: Any) -> list[tuple[int, int]]:
+            cursor = int(meta.get_meta(c, "trigger_cursor", "0"))
+            if not agents:
+                # The cursor moves on even with no trigger listening, so triggers added later
+                # start from the events after that, not from months of history.
+                latest = qi.last_event_id(c)
+                if cursor != latest:
+                    meta.set_meta(c, "trigger_cursor", str(latest))
+                return []
+            events = qi.events_after(c, cursor)
+            started: list[tuple[int, int]] = []
+            for event in events:
+                if (event.dedupe_key or "").startswith("poll:"):
+                    continue  # a watched state: `_start_due` starts its runs, once per episode
+                for goal in q.list_goals(c, "active"):
+                    if event.name not in agents.get(goal.agent, ()):
+                        continue
+                    if q.active_run_of_goal(c, goal.goal_id) is not None:
+                        continue
+                    run_id = q.create_run(
+                        c,
+                        goal_id=goal.goal_id,
+                        agent=goal.agent,
+                        trigger=f"event:{event.name}",
+                        data={"event_id": event.event_id, "event": event.name, "data": event.data},
+                    )
+                    started.append((run_id, qw.claim_run(c, run_id, owner, LEASE_S)))
+            if events:
+                meta.set_meta(c, "trigger_cursor", str(events[-1].event_id))
+            return started
+
+        for run_id, epoch in await self.deps.store.write(work):
+            log.info("run.triggered", run_id=run_id)
+            self.launch(run_id, epoch)
+
+    async def _expire(self, now: float) -> None:
+        items = await self.deps.store.read(lambda c: qi.due_for_expiry(c, now))
+        for item in items:
+            await self.deps.store.write(functools.partial(self._expire_one, item=item, now=now))
+
+    def _expire_one(self, c: Any, *, item: InboxItem, now: float) -> None:
+        # Re-read inside the transaction: the operator may have answered since the scan.
+        item = qi.get_item(c, item.item_id)
+        if item.status != InboxStatus.OPEN or item.expires_at is None:
+            return
+        rule = None
+        if item.run_id is not None:
+            agent = self.deps.config.agents.get(q.get_run(c, item.run_id).agent)
+            rule = agent.policy.expire.get(item.kind.value) if agent else None  # type: ignore[call-overload]
+        reminders = int(item.data.get("reminders", 0)) + 1
+        if rule is not None and rule.on_expire == "remind" and reminders <= MAX_REMINDERS:
+            qi.push_expiry(c, item.item_id, now + rule.after_s, reminders)
+            qi.post(
+                c,
+                InboxKind.NOTICE,
+                title=f"reminder: inbox item {item.item_id} still waits",
+                body=f"{item.kind} {item.item_id}: {item.title}",
+                goal_id=item.goal_id,
+                run_id=item.run_id,
+                data={"reminds": item.item_id},
+            )
+            return
+        # An expired approval is a denial, never an execution; reminders end after a few.
+        qi.resolve(c, item.item_id, InboxStatus.EXPIRED, answer="expired: no answer in time")
+
+
+def _inbox_wake(wait: JSON, item: InboxItem) -> JSON:
+    return {
+        "woke_by": "inbox",
+        "why": wait.get("why"),
+        "item_id": item.item_id,
+        "item_kind": str(item.kind),
+        "status": str(item.status),
+        "answer": item.answer,
+        "action": item.action,
+        "args": item.args,
+        "edited": bool(item.data.get("original_args")),
+    }
+
+
+def _matches(match: JSON, data: JSON) -> bool:
+    return all(data.get(k) == v for k, v in match.items())
+
+
+def _record_poll(
+    c: Any, agent: str, raw: JSON, owner: str, now: float, *, wake_runs: bool
+) -> list[tuple[int, int]]:
+    """One transaction: the snapshot, an event per change of state (`SOURCE.STATE`), and the
+    runs a flip of health wakes. A broken check (`check_failed`) is an event but wakes nothing:
+    it says nothing about the service."""
+    snapshot_id, world, _diff, before = control.record_world(c, agent, None, raw, now)
+    for source, state in state_changes(before, world):
+        data = _state_data(agent, source, world[source])
+        key = f"poll:{agent}:{snapshot_id}:{source}"
+        qi.add_event(c, f"{source}.{state}", data, key, source="poller")
+        # What operators alert on (`journalctl -p warning`): every flip, recovery included.
+        log.warning("health.changed", agent=agent, source=source, state=state)
+    woken: list[tuple[int, int]] = []
+    for source, healthy in transitions(before, world) if wake_runs else []:
+        name = f"{source}.{'healthy' if healthy else 'unhealthy'}"
+        data = _state_data(agent, source, world[source])
+        for run_id, wait in qw.waiting_runs_of_agent(c, agent):
+            if wait.get("why") not in ("sleep", "approval"):
+                # Questions wait for a human; event waits match events themselves; a model
+                # backoff keeps its Retry-After (the next decision sees the world anyway).
+                continue
+            why: JSON = {"woke_by": "world", "why": wait.get("why"), "event": name, "data": data}
+            if wait.get("item_id"):
+                if qi.get_item(c, wait["item_id"]).status != InboxStatus.OPEN:
+                    continue  # already answered: the inbox wake-up takes it from here
+                reason = f"withdrawn: {source} became {'healthy' if healthy else 'unhealthy'}"
+                qi.resolve(c, wait["item_id"], InboxStatus.EXPIRED, answer=reason)
+                why.update(withdrew=wait["item_id"], action=wait.get("action"), reason=reason)
+            epoch = q.wake(c, run_id, owner, why, LEASE_S)
+            if epoch is not None:
+                woken.append((run_id, epoch))
+    return woken
+
+
+def _state_data(agent: str, source: str, obs: JSON) -> JSON:
+    """What an event or a run started by a watched state says about it."""
+    data: JSON = {"agent": agent, "source": source, "state": state_of(obs)}
+    data.update({k: obs[k] for k in ("healthy", "since", "status", "error") if k in obs})
+    return data
+
+
+@dataclass(frozen=True)
+class StateTrigger:
+    """One agent's trigger on a source's state, and the agent whose looks say what it is."""
+
+    trigger: str  # e.g. "health.unhealthy"
+    source: str
+    state: str
+    watcher: str  # the agent itself when it watches the source, else the first that does
+
+
+def state_triggers(cfg: Config) -> dict[str, list[StateTrigger]]:
+    """agent → its triggers that name a watched source's state (the config validates them)."""
+    plan: dict[str, list[StateTrigger]] = {}
+    for name, agent in cfg.agents.items():
+        for trigger in agent.triggers:
+            named = cfg.state_trigger(trigger)
+            watchers = cfg.watchers(named[0]) if named else []
+            if named and watchers:
+                watcher = name if name in watchers else watchers[0]
+                plan.setdefault(name, []).append(StateTrigger(trigger, *named, watcher))
+    return plan
+
+
+@dataclass(frozen=True)
+class _Due:
+    goal_id: int
+    agent: str
+    on: StateTrigger
+    episode: str
+    obs: JSON
+
+
+def _episode_mark(goal_id: int, trigger: str) -> str:
+    return f"episode:{goal_id}:{trigger}"
+
+
+def _due(c: Any, plan: Mapping[str, list[StateTrigger]], fresh: set[str]) -> list[_Due]:
+    """Active goals whose state trigger holds, in an episode not yet recorded for them."""
+    due: list[_Due] = []
+    looks: dict[str, JSON] = {}
+    for goal in q.list_goals(c, "active") if plan else []:
+        for on in plan.get(goal.agent, ()):
+            if on.watcher not in fresh:
+                continue
+            if on.watcher not in looks:
+                last = worlds.last_snapshot(c, on.watcher)
+                looks[on.watcher] = last[1] if last else {}
+            obs = looks[on.watcher].get(on.source)
+            if obs is None or state_of(obs) != on.state:
+                continue
+            episode = episode_key(on.watcher, on.source, obs)
+            if meta.get_meta(c, _episode_mark(goal.goal_id, on.trigger)) != episode:
+                due.append(_Due(goal.goal_id, goal.agent, on, episode, obs))
+    return due
+
+
+def _start_due(c: Any, due: list[_Due], owner: str) -> list[tuple[int, int]]:
+    """Record each due episode with its goal and start a run — unless the goal has a live run,
+    which then sees this episode itself (and answers for it: no second run once it ends)."""
+    started: list[tuple[int, int]] = []
+    for d in due:
+        meta.set_meta(c, _episode_mark(d.goal_id, d.on.trigger), d.episode)
+        if q.active_run_of_goal(c, d.goal_id) is not None:
+            continue
+        data: JSON = {
+            "event": d.on.trigger,
+            "episode": d.episode,
+            "data": _state_data(d.on.watcher, d.on.source, d.obs),
+        }
+        run_id = q.create_run(
+            c, goal_id=d.goal_id, agent=d.agent, trigger=f"state:{d.on.trigger}", data=data
+        )
+        started.append((run_id, qw.claim_run(c, run_id, owner, LEASE_S)))
+    return started

@@ -1,0 +1,391 @@
+"""The daemon's lifecycle: lock the home, migrate, recover, run the root tasks, stop cleanly.
+
+`serve` holds an exclusive lock on the home (a second daemon exits at once), resumes every run that
+was executing, lets the scheduler re-match waits (answers committed while down apply now), records
+the check-ins that fell due while it was down (agentd/outer/service.py), tells systemd READY, and on
+SIGTERM/SIGINT takes no new step and lets steps in flight reach their journal. SIGHUP reloads the
+config (validated first; a bad one is logged and the old one kept). A database that keeps failing
+stops the systemd watchdog and ends the process with exit code 1, so systemd restarts it (and the
+start's `PRAGMA quick_check` then says what is wrong) instead of it logging errors forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agentd import actions, config, llm, sources
+from agentd.api.server import ApiServer
+from agentd.clock import Clock, SystemClock
+from agentd.config import Config, Paths
+from agentd.daemon import sdnotify
+from agentd.daemon.scheduler import Scheduler
+from agentd.db import accounting, meta
+from agentd.db import queries as q
+from agentd.db import waits as qw
+from agentd.db.artifacts import BUILD_TRIGGER
+from agentd.db.store import Store
+from agentd.errors import AgentdError, DaemonRunning, StateError
+from agentd.inner.driver import BuildDriver
+from agentd.llm import Model
+from agentd.notify.sender import Sender
+from agentd.outer import timebase
+from agentd.outer.service import Outer
+from agentd.outside import process
+from agentd.runs.deps import LEASE_S, Deps
+from agentd.runs.engine import Engine
+
+log = structlog.get_logger("agentd.daemon")
+
+
+@contextlib.contextmanager
+def home_lock(paths: Paths) -> Iterator[None]:
+    """Exclusive, crash-safe ownership of a home: an flock on the home directory itself (the
+    kernel drops it if the process dies, and deleting a file cannot break it). The pid is
+    written to `agentd.lock` for people and `agentd doctor`."""
+    try:
+        fd = os.open(paths.home, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+        raise StateError(f"{paths.home}: cannot open the home directory: {e.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DaemonRunning(
+                f"another agentd (pid {_recorded_pid(paths)}) is already serving {paths.home}; "
+                "stop it first, or use another --home"
+            ) from None
+        try:
+            paths.lock.write_text(f"{os.getpid()}\n")
+        except OSError as e:
+            raise StateError(f"{paths.lock}: cannot write the pid file: {e.strerror}") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _recorded_pid(paths: Paths) -> str:
+    try:
+        return paths.lock.read_text().strip() or "?"
+    except OSError:
+        return "?"
+
+
+def daemon_pid(paths: Paths) -> int | None:
+    """The pid of the daemon serving this home, or None when none holds the lock."""
+    try:
+        fd = os.open(paths.home, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = _recorded_pid(paths)
+        return int(pid) if pid.isdigit() else -1
+    finally:
+        os.close(fd)
+    return None
+
+
+def build_deps(cfg: Config, store: Store, owner: str) -> Deps:
+    env = config.base_env()
+    used_actions = {a for agent in cfg.agents.values() for a in agent.actions}
+    used_sources = {s for agent in cfg.agents.values() for s in agent.sources}
+    executors = {}
+    for name in used_actions:
+        ex = actions.build(name, cfg.action(name), env)
+        if ex is not None:
+            executors[name] = ex
+    return Deps(
+        config=cfg,
+        store=store,
+        models={name: llm.build(name, m) for name, m in cfg.models.items()},
+        executors=executors,
+        sources={name: sources.build(name, cfg.sources[name], env) for name in used_sources},
+        owner=owner,
+    )
+
+
+async def serve(
+    paths: Paths,
+    cfg: Config,
+    *,
+    ready: Any = None,
+    stop: asyncio.Event | None = None,
+    models: dict[str, Model] | None = None,
+    clock: Clock | None = None,
+    clock_speed: float | None = None,
+) -> int:
+    """Run until SIGTERM/SIGINT (or `stop` is set); returns the exit code.
+
+    `ready` (a callable) is told when recovery is done — what systemd hears as READY=1.
+    `models` replaces providers built from the config (tests hand in SDK clients on a mock
+    transport: the narrowest seam, everything else real). `clock` replaces the wall clock
+    (tests); `clock_speed` runs the home's recorded simulated clock N× faster than the wall
+    (`serve --clock-speed N`, a testing option: see agentd/outer/timebase.py).
+    """
+    with home_lock(paths):
+        return await _serve_locked(
+            paths, cfg, ready, stop or asyncio.Event(), models or {}, clock, clock_speed
+        )
+
+
+async def _serve_locked(
+    paths: Paths,
+    cfg: Config,
+    ready: Any,
+    stop: asyncio.Event,
+    models: dict[str, Model],
+    clock: Clock | None,
+    clock_speed: float | None,
+) -> int:
+    started = time.monotonic()
+    loop = asyncio.get_running_loop()
+    hup = asyncio.Event()  # handled from the first instant: the default action of HUP is to die
+    loop.add_signal_handler(signal.SIGHUP, hup.set)
+    process.guard_memory()  # API keys in our environment stay out of reach of our commands
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    config_sha = _sha256(paths)
+    store = Store(paths.db, check=True)  # quick_check before migrating: never build on a wreck
+    fresh = not paths.db.exists() or paths.db.stat().st_size == 0
+    try:
+        await store.open()
+    except BaseException:
+        loop.remove_signal_handler(signal.SIGHUP)
+        raise
+    if fresh:  # never silently: a home that lost its database without a marker looks like this
+        log.warning(
+            "daemon.database_created",
+            path=str(paths.db),
+            note="a new, empty database; if this home had one, stop and restore it from a backup",
+        )
+    deps = build_deps(cfg, store, owner)
+    deps.models.update(models)
+    engine = Engine(deps)
+    engine.drivers[BUILD_TRIGGER] = BuildDriver  # build runs: generate → judge → revise
+    scheduler = Scheduler(deps, engine.launch, engine.live)
+    api = ApiServer(paths, deps, scheduler.nudge)
+    deps.on_change = api.on_change  # the scheduler looks now; web pages hear of it
+    failures: list[str] = []  # what made the watchdog give up: the exit code becomes 1
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        limited = [(a, act) for a, cfg_a in cfg.agents.items() for act in cfg_a.policy.max_per_hour]
+        await store.write(lambda c: accounting.set_rate_limits(c, limited))
+        deps.db_id = await store.write(meta.db_id)
+        await store.write(lambda c: meta.set_loaded_config(c, config_sha))
+        deps.clock = clock or await _home_clock(store, clock_speed)
+        outer = Outer(deps, engine.launch)  # its pace follows the clock
+        api.on_poke = outer.wake
+        resumed = await store.write(lambda c: qw.claim_running(c, owner, LEASE_S))
+        for run_id, epoch in resumed:
+            engine.launch(run_id, epoch)
+        await scheduler.tick(force=True)
+        if api.bind():  # the CLI pokes after each write: the database scan is a safety net
+            scheduler.safety_scan_s = cfg.api.safety_scan_s
+            outer.safety_scan_s = cfg.api.safety_scan_s
+        await outer.start()  # check-ins missed while down: recorded, caught up by policy
+        counts = await store.read(q.count_runs)
+        log.info(
+            "daemon.ready",
+            home=str(paths.home),
+            resumed=len(resumed),
+            waiting=counts.get("waiting", 0),
+            startup_ms=round((time.monotonic() - started) * 1000, 1),
+        )
+        sdnotify.notify("READY=1\nSTATUS=serving")
+        if ready is not None:
+            ready()
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(scheduler.run(stop), name="scheduler")
+            tg.create_task(outer.run(stop), name="outer")
+            tg.create_task(_watchdog(deps, stop, failures), name="watchdog")
+            tg.create_task(_reloader(paths, deps, models, hup, stop), name="reload")
+            tg.create_task(_retention(deps, stop), name="retention")
+            tg.create_task(api.run(stop), name="api")
+            tg.create_task(Sender(deps).run(stop), name="notify")  # the outbox: agentd/notify/
+        log.info("daemon.stopping", in_flight=len(engine.tasks))
+        sdnotify.notify("STOPPING=1")
+        await outer.stop(cfg.daemon.shutdown_grace_s)
+        await engine.stop(cfg.daemon.shutdown_grace_s)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+        api.close()
+        await store.close()
+    log.info("daemon.stopped", exit_code=1 if failures else 0)
+    return 1 if failures else 0
+
+
+async def _home_clock(store: Store, speed: float | None) -> Clock:
+    """The wall, or the home's simulated clock at `speed` (continued from its last run)."""
+    wall = time.time()
+    if speed is not None:
+        clock = await store.write(lambda c: timebase.scaled(c, speed, wall))
+        log.warning("daemon.clock_scaled", speed=speed, now=clock.now(), note="testing only")
+        return clock
+    reached = await store.write(lambda c: timebase.to_wall(c, wall))
+    if reached is not None and reached > wall:
+        log.warning(
+            "daemon.clock_reset",
+            note="this home ran on a simulated clock; times it recorded may lie in the future",
+            ahead_s=round(reached - wall),
+        )
+    return SystemClock()
+
+
+def _probe(c: Any) -> None:
+    """A read that touches the database's pages (`SELECT 1` would not even open the file)."""
+    c.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    c.execute("SELECT max(run_id) FROM runs").fetchone()
+
+
+async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> None:
+    """Prove the loop and the database are alive: a real read each period, then WATCHDOG=1.
+
+    When the database keeps failing (store.errors: every caller's errors, not just ours), stop
+    vouching for the process and end it with exit code 1: logging the same error ten times a
+    second while systemd hears all is well helps nobody."""
+    interval = config.watchdog_interval_s() or deps.config.daemon.watchdog_interval_s
+    inode = _inode(deps.store.path)
+    while not stop.is_set():
+        try:
+            async with asyncio.timeout(interval):
+                await deps.store.read(_probe)
+        except (TimeoutError, StateError) as e:
+            log.error("daemon.unhealthy", error=str(e) or "database read timed out")
+        else:
+            if not deps.store.errors.failing() and _inode(deps.store.path) == inode:
+                sdnotify.notify("WATCHDOG=1")
+        if _inode(deps.store.path) != inode:  # deleted or replaced: our writes would be lost
+            failures.append(f"{deps.store.path} was removed or replaced under the daemon")
+            log.critical(
+                "daemon.database_gone", error=failures[-1],
+                note="stopping before more is written to a file nobody can open; restore the "
+                "latest backup (README: Backups and restore)",
+            )  # fmt: skip
+            sdnotify.notify(f"STATUS=database gone: {failures[-1]}"[:200])
+            stop.set()
+            return
+        if deps.store.errors.failing():
+            failures.append(deps.store.errors.last)
+            log.critical(
+                "daemon.database_failing",
+                error=deps.store.errors.last,
+                errors=deps.store.errors.limit,
+                within_s=deps.store.errors.window_s,
+                note="watchdog stopped; exiting with status 1. If the database is corrupt the "
+                "next start says so: restore the latest backup (README: Backups and restore)",
+            )
+            sdnotify.notify(f"STATUS=database failing: {deps.store.errors.last}"[:200])
+            stop.set()
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+def _sha256(paths: Paths) -> str:
+    """The sha256 of the config file's bytes ("" if it cannot be read): `doctor` compares it."""
+    try:
+        return hashlib.sha256(paths.config.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+async def _reloader(
+    paths: Paths, deps: Deps, models: dict[str, Model], hup: asyncio.Event, stop: asyncio.Event
+) -> None:
+    """On SIGHUP: load and validate the config; apply it, or log why not and keep the old one."""
+    while True:
+        waits = [asyncio.ensure_future(hup.wait()), asyncio.ensure_future(stop.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if stop.is_set():
+            return
+        hup.clear()
+        sdnotify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
+        await reload(paths, deps, models)
+        sdnotify.notify("READY=1\nSTATUS=serving")
+
+
+async def reload(paths: Paths, deps: Deps, models: dict[str, Model]) -> bool:
+    """Swap in the config file as it is now. Every run meets the new policy at its next check:
+    the harness re-checks at execution against `deps.menu()`, rebuilt from `deps.config`.
+    Unchanged models and sources keep their objects (clients, a file's read position)."""
+    sha = _sha256(paths)
+    try:
+        cfg = config.load(paths.config)
+        fresh = build_deps(cfg, deps.store, deps.owner)
+    except AgentdError as e:
+        log.error("config.reload_failed", error=str(e), note="the config loaded before is kept")
+        return False
+    # An agent that still pursues goals cannot vanish by a reload: its runs would be abandoned
+    # and its goals orphaned without anyone deciding so. Close or move those goals first.
+    in_use = await deps.store.read(
+        lambda c: sorted({g.agent for g in q.list_goals(c, status="active")} - set(cfg.agents))
+    )
+    if in_use:
+        log.error(
+            "config.reload_failed",
+            error=f"agents {', '.join(in_use)} are gone from the config but have active goals",
+            note="the config loaded before is kept; close or pause those goals, or keep the agent",
+        )
+        return False
+    old = deps.config
+    keep_models = {n: m for n, m in deps.models.items() if old.models.get(n) == cfg.models.get(n)}
+    keep_sources = {
+        n: s for n, s in deps.sources.items() if old.sources.get(n) == cfg.sources.get(n)
+    }
+    fresh.models.update({n: m for n, m in keep_models.items() if n in fresh.models})
+    fresh.models.update({n: m for n, m in models.items() if n in cfg.models})  # tests' clients
+    fresh.sources.update({n: s for n, s in keep_sources.items() if n in fresh.sources})
+    deps.config, deps.models = cfg, fresh.models
+    deps.executors, deps.sources, deps.menus = fresh.executors, fresh.sources, {}
+    limited = [(a, act) for a, cfg_a in cfg.agents.items() for act in cfg_a.policy.max_per_hour]
+    try:
+        await deps.store.write(lambda c: accounting.set_rate_limits(c, limited))
+        await deps.store.write(lambda c: meta.set_loaded_config(c, sha))
+    except StateError as e:
+        log.error("config.reload_unrecorded", error=str(e))
+    if cfg.daemon != old.daemon:
+        log.warning("config.daemon_needs_restart", note="[daemon] settings apply at the next start")
+    deps.on_change()  # the scheduler looks at triggers and waits under the new config now
+    log.info("config.reloaded", sha256=sha, agents=sorted(cfg.agents))
+    return True
+
+
+async def _retention(deps: Deps, stop: asyncio.Event) -> None:
+    """Apply `journal_retention_days` once an hour: finished runs' steps, old snapshots."""
+    keep_s = deps.config.daemon.journal_retention_days * 86400
+    while not stop.is_set():
+        try:
+            pruned = await deps.store.write(lambda c: meta.prune(c, time.time() - keep_s))
+        except StateError as e:  # a lock held too long: prune at the next hour
+            log.error("journal.prune_failed", error=str(e))
+            pruned = 0
+        if pruned:
+            log.info("journal.pruned", rows=pruned)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 3600)

@@ -1,0 +1,195 @@
+"""The operator's operations on goals and runs: add, move and close goals, start and cancel runs.
+
+Each is one short transaction, like the inbox's (agentd/operator/inbox.py): closing a goal cancels its active
+runs in the same transaction, and cancelling a run withdraws its open questions and approvals. The
+daemon notices within a second, or at its next start if it is stopped.
+
+A goal's title, why and criteria go into every prompt of its runs and check-ins, so they are bounded
+here, for every surface: not blank, at most TITLE_MAX_CHARS / WHY_MAX_CHARS / CRITERION_MAX_CHARS
+characters, valid Unicode. Asking for a state that already holds (pausing a paused goal) raises
+`Unchanged`, which the command line reports as a note with exit 0.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from agentd.db import accounting
+from agentd.db import items as qi
+from agentd.db import queries as q
+from agentd.db.store import SyncStore
+from agentd.errors import Refused, Unchanged, UsageError, require_utf8
+from agentd.models import Goal, GoalStatus, Run, RunStatus, Step
+from agentd.views import render
+
+ALL_RUNS = 1_000_000
+TITLE_MAX_CHARS = 300  # a line; a 120,000-character title once cost 30,826 tokens per decision
+WHY_MAX_CHARS = 2000  # a paragraph
+CRITERION_MAX_CHARS = 300
+MAX_CRITERIA = 20
+
+
+def check_text(what: str, value: str, max_chars: int, example: str) -> str:
+    """`value` without surrounding whitespace, or a UsageError naming `what` and the limit."""
+    text = value.strip()
+    require_utf8(what, text, "the terminal's locale (LANG) or the file it came from")
+    if not text:
+        raise UsageError(f"{what} is empty; {example}")
+    if len(text) > max_chars:
+        raise UsageError(
+            f"{what} is {len(text):,} characters; at most {max_chars:,} fit (it goes into every "
+            f"prompt); {example}"
+        )
+    return text
+
+
+def parse_deadline(value: str, now: datetime) -> datetime:
+    """A deadline: ISO 8601 (a date or time without a zone is read in the local zone) or a delay
+    from `now` (90m, 12h, 3d, 2w). One in the past is refused: it could never be met."""
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        when = render.parse_when(value, now)  # a delay, or a usage error with examples
+    try:  # no zone: the local one (TZ, else the system's), as the person typing means it
+        when = when.astimezone(UTC)
+    except (OverflowError, OSError, ValueError):
+        raise UsageError(f"--deadline {value.strip()!r} is out of range") from None
+    if when <= now:
+        raise UsageError(
+            f"--deadline {value.strip()!r} is in the past ({when:%Y-%m-%d %H:%M} UTC); give a "
+            "future time (a time without a zone is local) or a delay like 3d"
+        )
+    return when
+
+
+def add(
+    store: SyncStore,
+    *,
+    title: str,
+    why: str,
+    agent: str,
+    criteria: list[str],
+    deadline: datetime | None = None,
+) -> Goal:
+    when = deadline.timestamp() if deadline is not None else None
+    title = check_text(
+        "the title",
+        title,
+        TITLE_MAX_CHARS,
+        'say what you want done in a line, e.g. "Keep checkout healthy"',
+    )
+    if any(ch in title for ch in "\r\n") or not title.isprintable():
+        raise UsageError(
+            "the title is one line of text (no line breaks or control characters); "
+            "put the rest in --why"
+        )
+    why = check_text(
+        "--why", why, WHY_MAX_CHARS, 'say why it matters, e.g. --why "5xx loses orders"'
+    )
+    if len(criteria) > MAX_CRITERIA:
+        raise UsageError(f"{len(criteria)} criteria; at most {MAX_CRITERIA} fit in a goal")
+    example = 'e.g. --criterion "p95 latency under 300 ms"'
+    criteria = [check_text("--criterion", text, CRITERION_MAX_CHARS, example) for text in criteria]
+
+    def work(c: Any) -> Goal:
+        goal_id = q.add_goal(c, title=title, why=why, agent=agent, criteria=criteria, deadline=when)
+        return q.get_goal(c, goal_id)
+
+    return store.write(work)
+
+
+def details(store: SyncStore, goal_id: int) -> tuple[Goal, list[Run], dict[str, int]]:
+    """A goal, all its runs (newest first) and the model tokens they spent."""
+
+    def read(c: Any) -> tuple[Goal, list[Run], dict[str, int]]:
+        goal = q.get_goal(c, goal_id)
+        runs = q.list_runs(c, goal_id=goal_id, limit=ALL_RUNS)
+        return goal, runs, accounting.goal_spend(c, goal_id)
+
+    return store.read(read)
+
+
+def run_details(store: SyncStore, run_id: int) -> tuple[Run, Goal, list[Step]]:
+    """A run, its goal and its journal (for `agentd runs show`)."""
+
+    def read(c: Any) -> tuple[Run, Goal, list[Step]]:
+        run = q.get_run(c, run_id)
+        return run, q.get_goal(c, run.goal_id), q.list_steps(c, run_id)
+
+    return store.read(read)
+
+
+def set_status(store: SyncStore, goal_id: int, status: GoalStatus) -> Goal:
+    """Pause or resume a goal (closing goes through `close`, which also cancels runs)."""
+
+    def work(c: Any) -> Goal:
+        _unless_already(q.get_goal(c, goal_id), status)
+        return q.set_goal_status(c, goal_id, status)
+
+    return store.write(work)
+
+
+def _unless_already(goal: Goal, status: GoalStatus) -> None:
+    if goal.status == status:
+        raise Unchanged(f"goal {goal.goal_id} is already {status}; nothing changed")
+    if goal.status in (GoalStatus.ACHIEVED, GoalStatus.ABANDONED):
+        raise Refused(
+            f"goal {goal.goal_id} is closed ({goal.status}); a closed goal stays closed — add a "
+            "new goal with `agentd goal add` to pursue it again"
+        )
+
+
+def close(store: SyncStore, goal_id: int, status: GoalStatus) -> list[int]:
+    """Close a goal as achieved or abandoned and cancel its active runs; returns their ids."""
+    reason = f"goal {goal_id} closed as {status} by the operator"
+
+    def work(c: Any) -> list[int]:
+        _unless_already(q.get_goal(c, goal_id), status)
+        q.set_goal_status(c, goal_id, status)
+        runs = q.list_runs(c, goal_id=goal_id, limit=ALL_RUNS)
+        active = [r.run_id for r in runs if not r.status.finished]
+        for run_id in active:
+            _cancel(c, run_id, reason)
+        return active
+
+    return store.write(work)
+
+
+def start_run(store: SyncStore, goal_id: int) -> Run:
+    """A new run of an active goal that has none running or waiting; the daemon picks it up."""
+
+    def work(c: Any) -> Run:
+        goal = q.get_goal(c, goal_id)
+        if goal.status == GoalStatus.PAUSED:
+            raise Refused(f"goal {goal_id} is paused; `agentd goal resume {goal_id}` first")
+        if goal.status != GoalStatus.ACTIVE:
+            raise Refused(f"goal {goal_id} is {goal.status}; it takes no more runs")
+        if (active := q.active_run_of_goal(c, goal_id)) is not None:
+            raise Refused(
+                f"goal {goal_id} already has run {active}; see `agentd runs show {active}`"
+            )
+        run_id = q.create_run(c, goal_id=goal_id, agent=goal.agent, trigger="operator")
+        return q.get_run(c, run_id)
+
+    return store.write(work)
+
+
+def cancel_run(store: SyncStore, run_id: int, reason: str) -> None:
+    """Cancel a run; one already cancelled is a no-op (Unchanged), one that ended is refused."""
+
+    def work(c: Any) -> None:
+        run = q.get_run(c, run_id)
+        if run.status == RunStatus.CANCELLED:
+            raise Unchanged(f"run {run_id} is already cancelled; nothing changed")
+        if run.status.finished:
+            raise Refused(f"run {run_id} already ended ({run.status}); there is nothing to cancel")
+        _cancel(c, run_id, reason)
+
+    store.write(work)
+
+
+def _cancel(c: Any, run_id: int, reason: str) -> None:
+    """Cancel a run and withdraw its open questions/approvals, which no one could use any more."""
+    q.cancel(c, run_id, reason)
+    qi.withdraw_open_items(c, run_id, reason)

@@ -1,0 +1,9 @@
+"""The run loop: observe → decide → check → act, one journaled step at a time, resumable after a crash.
+
+May import the harness, the adapters (db/, llm/, actions/, sources/, outside/), config/ and the
+ground; never the operator layer, a surface or the daemon.
+
+engine (a run's turns and its lease) · model_calls (asking the model, journaled before it is
+trusted) · acting (an allowed action: intent, execution, result) · control (the control actions'
+effects: waits, wakes, world snapshots) · deps (everything the loops talk to, passed down).
+"""

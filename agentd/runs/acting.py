@@ -1,0 +1,467 @@
+"""Journaling and acting for one run: the plumbing every step writes through, carrying out
+actions (intent journaled first unless idempotent; approvals consumed in the same transaction),
+recovering an action a crash interrupted, and the steps that suspend or end a run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from agentd.actions import ActionContext, Executor
+from agentd.config import AgentConfig, BuiltinAction
+from agentd.db import accounting
+from agentd.db import items as qi
+from agentd.db import queries as q
+from agentd.errors import ActionFailed, Refused, StateError
+from agentd.harness import policy as harness
+from agentd.harness import prompt
+from agentd.harness.menu import Menu
+from agentd.models import (
+    JSON,
+    Goal,
+    GoalStatus,
+    InboxKind,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+    Verdict,
+    action_digest,
+)
+from agentd.outside import process
+from agentd.runs import control
+from agentd.runs.deps import Deps
+from agentd.sources import observe_all
+
+log = structlog.get_logger("agentd.engine")
+
+
+class _Refusal(Exception):  # flow control inside a transaction, never escapes
+    """The harness refused at execution time; raised inside the intent's transaction to roll
+    it back (approval consumption included)."""
+
+    def __init__(self, check: harness.Check) -> None:
+        super().__init__(check.rule)
+        self.check = check
+
+
+class RunJournal:
+    """One run's journal in memory while it executes; every write goes to the store first."""
+
+    def __init__(self, deps: Deps, run_id: int, epoch: int, steps: list[Step], goal: Goal) -> None:
+        self.deps = deps
+        self.run_id = run_id
+        self.epoch = epoch
+        self.steps = steps
+        self.goal = goal
+        self.goal_id = goal.goal_id
+        self.agent_name = goal.agent
+        self._agent = deps.config.agents[goal.agent]
+        self._menu = deps.menu(goal.agent)
+        self.world: JSON = {}
+        self.changes: JSON = {}
+
+    # A SIGHUP reload swaps deps.config: a run mid-way meets it at its next check. An agent the
+    # reload removed keeps the config it had; the engine stops its runs at their next wake.
+    @property
+    def agent(self) -> AgentConfig:
+        return self.deps.config.agents.get(self.agent_name, self._agent)
+
+    @property
+    def menu(self) -> Menu:
+        if self.agent_name in self.deps.config.agents:
+            return self.deps.menu(self.agent_name)
+        return self._menu
+
+    # ── plumbing ──────────────────────────────────────────────────────────────────────────────
+
+    async def _write(self, work: Callable[[Any], Any]) -> Any:
+        return await self.deps.store.write(work)
+
+    async def _append(self, kind: StepKind, **kw: Any) -> Step:
+        seq = len(self.steps) + 1  # the journal in memory is the run's whole journal
+        step, row = q.step_insert(self.run_id, self.epoch, kind, seq, **kw)
+        try:
+            await self.deps.store.insert(row)
+        except StateError as e:
+            if "UNIQUE constraint" in str(e):  # a duplicate seq: another writer moved on
+                raise Refused(f"run {self.run_id}: step {seq} not journaled ({e})") from None
+            raise  # transient (a lock, I/O): the engine retries the run
+        self.steps.append(step)
+        log.info("step.recorded", seq=step.seq, kind=str(kind), action=step.action)
+        return step
+
+    def _trailing(self, pred: Callable[[Step], bool], skip: Callable[[Step], bool]) -> int:
+        """How many steps at the end satisfy `pred`, looking past steps matching `skip`."""
+        n = 0
+        for s in reversed(self.steps):
+            if pred(s):
+                n += 1
+            elif not skip(s):
+                break
+        return n
+
+    # ── acting ────────────────────────────────────────────────────────────────────────────────
+
+    async def act(self, action: str, args: JSON, approval: int | None = None) -> None:
+        """Carry out an allowed (or approved) action.
+
+        The harness runs again inside the transaction that journals the intent (and consumes the
+        approval): the menu, policy, argument schema and rate limit of the config in force now,
+        with the rate limit counted and reserved in that same transaction. Only then does the
+        action execute; its result is journaled after.
+        """
+        if action not in self.agent.actions:
+            await self._refuse(action, args, approval, f"{action} is no longer on the menu")
+            return
+        cfg = self.deps.config.action(action)
+        digest = action_digest(action, args)
+        try:
+            if isinstance(cfg, BuiltinAction):
+                await self.run_control(cfg, action, args, digest, approval)
+                return
+            step = await self._write(lambda c: self._intent(c, action, args, digest, approval))
+        except _Refusal as r:
+            await self._refuse(action, args, approval, r.check.rule, needs=r.check.verdict)
+            return
+        except Refused as e:
+            if approval is None:
+                raise
+            await self._refuse(action, args, approval, f"approval no longer valid: {e}")
+            return
+        self.steps.append(step)
+        ctx = self._context(step.seq, action)
+        status, result = await self._execute(self.deps.executors[action], args, ctx)
+        # Held in memory until journaled: a transient failure to write it must not make the
+        # retry re-run the action or ask the operator about an outcome we know.
+        self.deps.held[(self.run_id, step.seq)] = (status, result)
+        try:
+            await self._complete(step, status, result)
+        except Refused as e:  # cancelled (or taken over) while it ran: the result still shows
+            await self._orphan_result(action, args, ctx, result, e)
+            raise
+        self.deps.held.pop((self.run_id, step.seq), None)
+
+    async def _orphan_result(
+        self, action: str, args: JSON, ctx: ActionContext, result: JSON, err: Refused
+    ) -> None:
+        self.deps.held.pop((self.run_id, ctx.seq), None)
+        title = f"run {self.run_id}: {action} finished after the run stopped"
+        body = (
+            f"{action} {args} (key {ctx.idempotency_key}) finished after its run stopped "
+            f"({err}); its result is not in the run's journal: {prompt.quote(result)}"
+        )
+        await self._write(
+            lambda c: qi.post(
+                c,
+                InboxKind.NOTICE,
+                title=title,
+                body=body,
+                goal_id=self.goal_id,
+                run_id=self.run_id,
+            )
+        )
+
+    def admit(self, c: Any, action: str, args: JSON, digest: str, approval: int | None) -> None:
+        """Inside the intent's transaction: consume the approval (bound to the arguments *and*
+        the action's config as approved) and re-run the harness; _Refusal rolls it all back."""
+        if approval is not None:
+            item = qi.consume_approval(c, approval, digest, self.ref().key)
+            approved_cfg = item.data.get("config_hash")
+            if approved_cfg is not None and approved_cfg != self._config_hash(action):
+                raise _Refusal(harness.Check(
+                    Verdict.DENY,
+                    f"{action}'s definition in config.toml changed since approval "
+                    f"{approval} was given; it is not run under the new definition",
+                ))  # fmt: skip
+        goal = q.get_goal(c, self.goal_id)
+        if goal.status != GoalStatus.ACTIVE:  # paused (or closed) since deciding: nothing runs
+            raise _Refusal(harness.Check(Verdict.DENY, f"goal {self.goal_id} is {goal.status}"))
+        acts = accounting.count_acts_since(c, self.agent_name, action, time.time() - 3600)
+        check = harness.admit(action, args, self.menu, acts, approved=approval is not None)
+        if check.verdict != Verdict.ALLOW:
+            raise _Refusal(check)
+
+    def _intent(self, c: Any, action: str, args: JSON, digest: str, approval: int | None) -> Step:
+        self.admit(c, action, args, digest, approval)
+        ref = self.ref()
+        return q.append_step(
+            c, self.run_id, self.epoch, StepKind.ACT, status=StepStatus.STARTED, action=action,
+            args=args, digest=digest,
+            data={"approval": approval, "key": ref.key, "config": self._config_hash(action)},
+        )  # fmt: skip
+
+    def _config_hash(self, action: str) -> str:
+        return harness.config_hash(self.deps.config.action(action))
+
+    def _resolved(self, action: str, args: JSON) -> JSON:
+        return harness.resolved(self.deps.config.action(action), action, args)
+
+    def _context(self, seq: int, action: str, key: str | None = None) -> ActionContext:
+        """The execution's identity; a command's process group is journaled as it starts.
+        Recovery passes the key the intent was journaled with: verify and re-runs see the very
+        key the interrupted execution saw (an intent journaled before keys carried the
+        database id keeps its old form)."""
+        db_id = (
+            self.deps.db_id if key is None else key.rsplit(":", 2)[0] if key.count(":") == 2 else ""
+        )
+
+        async def spawned(record: JSON) -> None:
+            await self._write(
+                lambda c: q.note_step(c, self.run_id, self.epoch, seq, {"spawned": record})
+            )
+
+        return ActionContext(self.run_id, self.goal_id, seq, action, db_id=db_id, on_spawn=spawned)
+
+    async def _refuse(
+        self,
+        action: str,
+        args: JSON,
+        approval: int | None,
+        rule: str,
+        needs: Verdict = Verdict.DENY,
+    ) -> None:
+        """Journal a refusal at execution time as a CHECK the run reacts to like any verdict:
+        APPROVE (the policy now gates it) asks for an approval, DENY is fed back or escalated.
+        A consumed-or-not approval that did not lead to execution is closed, never left
+        looking granted; a rate limit refusal leaves a notice."""
+        denials = self._trailing(
+            lambda s: s.kind == StepKind.CHECK and s.verdict == Verdict.DENY,
+            lambda s: s.kind not in (StepKind.CHECK, StepKind.ACT),
+        )
+        escalate = needs == Verdict.DENY and denials + 1 >= self.agent.limits.max_denials
+        ref = self.ref()
+
+        def write(c: Any) -> Step:
+            if approval is not None:
+                qi.withdraw_item(c, approval, f"not executed: {rule}")
+            if rule.startswith("rate limit"):
+                qi.post(
+                    c, InboxKind.NOTICE, title=f"{action} refused at execution: {rule}"[:200],
+                    body=f"Run {self.run_id} wanted {action} {args}; refused: {rule}.",
+                    goal_id=self.goal_id, run_id=self.run_id, seq=ref.seq,
+                )  # fmt: skip
+            return q.append_step(
+                c, self.run_id, self.epoch, StepKind.CHECK, action=action, args=args,
+                digest=action_digest(action, args), verdict=needs,
+                data={"rule": rule, "escalate": escalate, "at": "execution"},
+            )  # fmt: skip
+
+        step: Step = await self._write(write)
+        self.steps.append(step)
+        log.warning("action.refused", action=action, rule=rule, verdict=str(needs))
+
+    async def _execute(
+        self, ex: Executor, args: JSON, ctx: ActionContext
+    ) -> tuple[StepStatus, JSON]:
+        log.info("action.executing", action=ctx.action, key=ctx.idempotency_key)
+        try:
+            result = await ex.execute(args, ctx)
+        except ActionFailed as e:
+            return StepStatus.ERROR, {"ok": False, "error": str(e)}
+        return (StepStatus.DONE if result.get("ok", True) else StepStatus.ERROR), result
+
+    async def _complete(self, step: Step, status: StepStatus, result: JSON) -> None:
+        done: Step = await self._write(
+            lambda c: q.complete_step(
+                c, self.run_id, self.epoch, step.seq, status=status, result=result
+            )
+        )
+        self.steps[-1] = done
+
+    async def recover_act(self, step: Step) -> None:
+        """An intent without a result: the daemon died mid-action (DESIGN.md §4.3).
+
+        First no process of the interrupted execution may still be alive (it could finish the
+        effect after we decided it had not happened). Then the action is re-run only if the
+        config in force still admits it as it was when the intent was journaled.
+        """
+        action, args = step.action or "", step.args or {}
+        held = self.deps.held.pop((self.run_id, step.seq), None)
+        if held is not None:  # this daemon ran it and holds the result: journal it, no more
+            await self._complete(step, *held)
+            return
+        executor = self.deps.executors.get(action)
+        ctx = self._context(step.seq, action, key=step.data.get("key"))
+        spawned = step.data.get("spawned")
+        fenced = await (
+            executor.fence(ctx, spawned)
+            if executor is not None  # an action gone from the config may have left processes too
+            else process.fence(spawned, ctx.idempotency_key if ctx.db_id else "")
+        )  # (a bare `run:seq` key is the same in every home: never kill by it)
+        if fenced.get("killed") or fenced.get("survivors"):
+            log.warning("action.fenced", action=action, **fenced)
+        if fenced.get("survivors"):  # still alive after SIGKILL: nothing is known, nothing re-run
+            await self.ask_unknown_outcome(step, ctx, "a process of it could not be stopped")
+            return
+        blocked = self._rerun_blocked(step, executor)
+        if executor is None:
+            await self.ask_unknown_outcome(step, ctx, blocked)
+            return
+        if executor.idempotent and blocked:
+            result = {"ok": False, "outcome": "unknown", "recovered": f"not re-run: {blocked}"}
+            await self._complete(step, StepStatus.ERROR, result)
+            return
+        if executor.idempotent:
+            status, result = await self._execute(executor, args, ctx)
+            await self._complete(step, status, {**result, "recovered": "re-executed (idempotent)"})
+            return
+        happened = await executor.verify(args, ctx)
+        log.warning("action.recovering", action=action, key=ctx.idempotency_key, verified=happened)
+        if happened is True:
+            await self._complete(step, StepStatus.DONE, {"ok": True, "recovered": "verified done"})
+        elif happened is False and blocked:
+            result = {"ok": False, "recovered": f"verified not done; not re-run: {blocked}"}
+            await self._complete(step, StepStatus.ERROR, result)
+        elif happened is False:
+            status, result = await self._execute(executor, args, ctx)
+            await self._complete(step, status, {**result, "recovered": "verified not done; ran"})
+        else:
+            await self.ask_unknown_outcome(step, ctx, blocked)
+
+    def _rerun_blocked(self, step: Step, executor: Executor | None) -> str | None:
+        """Why the config in force forbids running this intent again, or None."""
+        action, args = step.action or "", step.args or {}
+        if executor is None or action not in self.agent.actions:
+            return f"{action} is no longer on this agent's menu"
+        if step.data.get("config") not in (None, self._config_hash(action)):
+            return f"{action}'s definition in config.toml changed since the intent"
+        # The intent already holds its rate-limit reservation: count it as not yet used.
+        check = harness.admit(action, args, self.menu, 0, approved=bool(step.data.get("approval")))
+        return None if check.verdict == Verdict.ALLOW else check.rule
+
+    async def ask_unknown_outcome(
+        self, step: Step, ctx: ActionContext, blocked: str | None = None
+    ) -> None:
+        """Record the outcome as unknown and ask the operator — one transaction, so a crash
+        in between cannot leave a finished step that nobody asked about."""
+        world = await observe_all([self.deps.sources[n] for n in self.agent.sources])
+        retry = (
+            f"It will not be re-run: {blocked}." if blocked else "It will not be retried blindly."
+        )
+        question = (
+            f"agentd stopped while running {step.action} {step.args} (key {ctx.idempotency_key}) "
+            f"and cannot tell whether it happened. {retry} "
+            "Did it happen? Your answer is given to the run."
+        )
+        ref = self.ref()
+        item = {
+            "title": question[:200], "body": f"{question}\nWorld now: {prompt.quote(world)}",
+            "seq": ref.seq, "rule": "unknown_outcome",
+            "expires_at": self._expiry(InboxKind.QUESTION),
+        }  # fmt: skip
+        result = {"ok": False, "outcome": "unknown", "key": ctx.idempotency_key}
+
+        def write(c: Any) -> tuple[Step, Step]:
+            done = q.complete_step(
+                c, self.run_id, self.epoch, step.seq, status=StepStatus.ERROR, result=result
+            )
+            return done, control.post_and_wait(
+                c, ref, InboxKind.QUESTION, "unknown_outcome", **item
+            )
+
+        done, wait = await self._write(write)
+        self.steps[-1:] = [done, wait]
+        self.deps.on_change()
+        log.warning("inbox.question_asked", item_id=wait.data.get("item_id"), why="unknown_outcome")
+
+    async def run_control(
+        self, cfg: BuiltinAction, action: str, args: JSON, digest: str, approval: int | None
+    ) -> None:
+        """Control actions change the run or the inbox; each is one transaction with its step,
+        admitted by the harness (and consuming its approval) inside that transaction."""
+        ref = self.ref()
+        if cfg.type == "finish":
+            status = RunStatus.SUCCEEDED if args["outcome"] == "succeeded" else RunStatus.FAILED
+
+            def finish(c: Any) -> list[Step]:
+                self.admit(c, action, args, digest, approval)
+                return [control.finish(c, ref, status, args["summary"])]
+
+            self.steps.extend(await self._write(finish))
+            log.info("run.finished", status=str(status), summary=args["summary"][:200])
+            return
+        seen = [s.data.get("events_seen", 0) for s in self.steps if s.kind == StepKind.OBSERVE]
+
+        def work(c: Any) -> list[Step]:
+            self.admit(c, action, args, digest, approval)
+            return control.control(
+                c, ref, cfg, action, args, digest, approval=approval,
+                events_seen=seen[-1] if seen else 0, expires_at=self._expiry(InboxKind.QUESTION),
+                now=self.deps.clock.now(),
+            )  # fmt: skip
+
+        steps = await self._write(work)
+        self.steps.extend(steps)
+        self.deps.on_change()
+        if cfg.type == "ask":  # warning: a person must answer before the run goes on
+            item_id = (steps[0].result or {}).get("item_id")
+            log.warning("inbox.question_asked", item_id=item_id, why="question")
+
+    # ── suspending and ending ─────────────────────────────────────────────────────────────────
+
+    def ref(self) -> control.RunRef:
+        return control.RunRef(
+            self.run_id, self.goal_id, self.epoch, len(self.steps) + 1, self.deps.db_id
+        )
+
+    def _expiry(self, kind: InboxKind) -> float | None:
+        rule = self.agent.policy.expire.get(kind.value)  # type: ignore[call-overload]
+        return None if rule is None else self.deps.clock.now() + rule.after_s
+
+    async def suspend(self, wait: JSON, **kw: Any) -> None:
+        step: Step = await self._write(lambda c: q.suspend(c, self.run_id, self.epoch, wait, **kw))
+        self.steps.append(step)
+        self.deps.on_change()
+
+    async def request_approval(self, checked: Step) -> None:
+        action, args, digest = checked.action or "", checked.args or {}, checked.digest or ""
+        decided = next(s for s in reversed(self.steps) if s.kind == StepKind.DECIDE)
+        reason = decided.data.get("reason", "")
+        body = (
+            f"The run proposes {action} with arguments {args}.\n"
+            f"Reason given: {reason}\n"
+            f"Gated by: {checked.data.get('rule')}\n"
+            f"World at the time: {prompt.quote(self.world)}"
+        )
+        ref = self.ref()
+        item = {
+            "title": f"approve {action}?", "body": body, "seq": checked.seq, "action": action,
+            "args": args, "digest": digest, "rule": checked.data.get("rule"),
+            "expires_at": self._expiry(InboxKind.APPROVAL),
+            "data": {
+                "reason": reason, "world": self.world, "resolved": self._resolved(action, args),
+                "config_hash": self._config_hash(action),
+            },
+        }  # fmt: skip
+        step = await self._write(
+            lambda c: control.post_and_wait(c, ref, InboxKind.APPROVAL, "approval", **item)
+        )
+        self.steps.append(step)
+        self.deps.on_change()
+        # warning: a person must act before the run goes on (operators alert on it)
+        item_id = step.data.get("item_id")
+        log.warning("inbox.approval_requested", item_id=item_id, action=action, rule=item["rule"])
+
+    async def ask_operator(self, question: str, why: str) -> None:
+        ref = self.ref()
+        item = {
+            "title": question[:200], "body": question, "seq": ref.seq, "rule": why,
+            "expires_at": self._expiry(InboxKind.QUESTION),
+        }  # fmt: skip
+        step = await self._write(
+            lambda c: control.post_and_wait(c, ref, InboxKind.QUESTION, why, **item)
+        )
+        self.steps.append(step)
+        self.deps.on_change()
+        log.warning("inbox.question_asked", item_id=step.data.get("item_id"), why=why)
+
+    async def finish(self, status: RunStatus, summary: str) -> None:
+        ref = self.ref()
+        step = await self._write(lambda c: control.finish(c, ref, status, summary))
+        self.steps.append(step)
+        log.info("run.finished", status=str(status), summary=summary[:200])

@@ -1,0 +1,43 @@
+"""The dependencies object: everything the engine talks to, built once by the daemon (or a test)
+and passed down — no globals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agentd.actions import Executor
+from agentd.clock import Clock, SystemClock
+from agentd.config import Config
+from agentd.db.store import Store
+from agentd.harness.menu import Menu
+from agentd.llm import Model
+from agentd.models import JSON, StepStatus
+from agentd.sources import Source
+
+LEASE_S = 300.0  # how long a claimed run's lease lasts; re-claimed at every start and wake
+
+
+@dataclass
+class Deps:
+    """Everything the engine talks to, built once by the daemon (or a test) and passed down."""
+
+    config: Config
+    store: Store
+    models: dict[str, Model]
+    executors: dict[str, Executor]
+    sources: dict[str, Source]
+    owner: str
+    menus: dict[str, Menu] = field(default_factory=dict)
+    clock: Clock = field(default_factory=SystemClock)  # the one clock (DESIGN §5: base)
+    db_id: str = ""  # the database's random id (meta), the first part of idempotency keys
+    # Results of actions that ran but are not journaled yet, by (run_id, seq): a retry after a
+    # transient database error journals them instead of running the action again.
+    held: dict[tuple[int, int], tuple[StepStatus, JSON]] = field(default_factory=dict)
+    # Nudges the scheduler after a commit it may act on (a run started waiting).
+    on_change: Callable[[], None] = lambda: None
+
+    def menu(self, agent: str) -> Menu:
+        if agent not in self.menus:
+            self.menus[agent] = Menu(self.config, self.config.agents[agent])
+        return self.menus[agent]

@@ -1,0 +1,207 @@
+"""The CLI's views of the outer loop: a goal's outlook (the next check-in and why, its cadence,
+schedules, memory, recent check-ins) and the check-in journal.
+
+Pure functions over the plain data `agentd.operator.schedules` returns (unix seconds); written text (model
+reasons, memory, nudge topics) passes through `render.safe` / table cells like every other view.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zoneinfo
+from collections.abc import Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+
+from agentd.models import JSON
+from agentd.views import times as render_time
+from agentd.views.render import _fields, jsonable, one_line, safe, table
+from agentd.views.times import span
+
+TIME_KEYS = frozenset(
+    ("now", "at", "next_at", "snoozed_until", "last_fired_at", "next_fire_at", "runs_at",
+     "due_at", "fired_at", "completed_at", "created_at", "updated_at")
+)  # fmt: skip
+
+
+def as_json(value: Any) -> Any:
+    """--json form of the outer loop's data: times (unix seconds inside) as ISO 8601 in UTC,
+    like every other --json output."""
+    if isinstance(value, dict):
+        return {k: _iso(v) if k in TIME_KEYS else as_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_json(v) for v in value]
+    return value
+
+
+def _iso(v: Any) -> Any:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        try:
+            return jsonable(datetime.fromtimestamp(v, UTC))
+        except (ValueError, OverflowError, OSError):  # beyond what a datetime holds
+            return v
+    return v
+
+
+def local(t: float | None, tz: str | None = None, now: float | None = None) -> str:
+    """`Tue Mar 3 09:00 CET` in `tz` (None: the local zone; UTC when the zone is unknown), the
+    year only when it is not `now`'s — the style of every other view (`render_time.local`)."""
+    if t is None:
+        return "-"
+    zone: tzinfo | None = None
+    if tz is not None:
+        zone = UTC
+        with contextlib.suppress(zoneinfo.ZoneInfoNotFoundError, ValueError):
+            zone = zoneinfo.ZoneInfo(tz)
+    try:
+        at = datetime.fromtimestamp(t, UTC)
+        ref = datetime.fromtimestamp(t if now is None else now, UTC)
+    except (ValueError, OverflowError, OSError):  # a time beyond what a datetime holds
+        return f"{t:.0f} (unix seconds)"
+    return render_time.local(at, ref, zone=zone, weekday=True)
+
+
+def relative(t: float | None, now: float) -> str:
+    """`in 2h`, `5m ago`, `now`: the one style of `render_time.relative`."""
+    if t is None:
+        return "-"
+    try:
+        return render_time.relative(
+            datetime.fromtimestamp(t, UTC), datetime.fromtimestamp(now, UTC)
+        )
+    except (ValueError, OverflowError, OSError):  # a time beyond what a datetime holds
+        return "-"
+
+
+def duration(seconds: float) -> str:
+    return span(seconds) if seconds >= 1 else f"{seconds:g}s"
+
+
+def _cadence_line(out: JSON) -> str:
+    cad = out.get("cadence")
+    if not cad:
+        return "- (the goal's agent is not in config.toml)"
+    quiet = f"quiet {cad['quiet']}" if cad["quiet"] else "no quiet hours"
+    line = (
+        f"every {duration(cad['every_s'])} · min {duration(cad['min_s'])} · "
+        f"max {duration(cad['max_s'])} · {quiet} · {safe(cad['tz'])} · model {safe(cad['model'])}"
+    )
+    notes = []
+    if out["overrides"]:
+        notes.append(
+            f"set for this goal: {', '.join(k.removesuffix('_s') for k in out['overrides'])}"
+        )
+    if out["backoff"]:
+        notes.append(
+            f"backed off ×{2 ** out['backoff']} after {out['backoff']} unanswered nudge(s)"
+        )
+    if out["snoozed_until"] and out["snoozed_until"] > out["now"]:
+        notes.append(f"snoozed until {local(out['snoozed_until'], cad['tz'], out['now'])}")
+    return "\n".join([line, *notes])
+
+
+def next_line(out: JSON) -> str:
+    """The next check-in and why, in one or two lines."""
+    tz = (out.get("cadence") or {}).get("tz", "UTC")
+    if not out["enabled"]:
+        return "- (check-ins are off for this goal's agent: [agents.NAME.checkin] enabled = false)"
+    if out["status"] != "active":
+        return f"- (the goal is {out['status']})"
+    nexts = [(out["next_at"], safe(out["next_why"] or ""))] if out["next_at"] else []
+    for s in out["schedules"]:
+        if s.get("runs_at") is not None:
+            why = f"schedule {s['schedule_id']} ({_when(s)})"
+            if s["runs_at"] != s["next_fire_at"]:
+                why += ", after the snooze or quiet hours"
+            nexts.append((s["runs_at"], why))
+    if not nexts:
+        return "- (planned when the daemon next runs: `agentd serve`)"
+    t, why = min(nexts, key=lambda n: n[0])
+    due = " — due: the daemon runs it at its next tick" if t <= out["now"] else ""
+    return f"{local(t, tz, out['now'])} ({relative(t, out['now'])}){due}\nwhy: {why}"
+
+
+def _when(s: JSON) -> str:
+    if s["kind"] == "cron":
+        return f"{safe(s['spec'])} {safe(s['tz'])}"
+    return f"every {duration(float(s['spec']))}"
+
+
+def schedules_table(out: JSON) -> str:
+    rows = [
+        (
+            s["schedule_id"],
+            s["kind"],
+            s["spec"] if s["kind"] == "cron" else _when(s),
+            s["tz"],
+            s["misfire"] + (f" (cap {s['misfire_cap']})" if s["misfire"] == "all" else ""),
+            duration(s["max_lateness_s"]),
+            s.get("error")
+            or f"{local(s['next_fire_at'], s['tz'], out['now'])} "
+            f"({relative(s['next_fire_at'], out['now'])})",
+        )
+        for s in out["schedules"]
+    ]
+    headers = ("id", "kind", "when", "tz", "misfire", "max late", "next fire")
+    return table(headers, rows, {"when": 30, "next fire": 50}, "none (the cadence alone decides)")
+
+
+def memory_lines(entries: Sequence[JSON], now: float | None = None) -> str:
+    if not entries:
+        return "nothing yet"
+    return "\n".join(
+        f"{local(float(e['at']), None, now)}  {safe(e['kind']):<9} {one_line(e['text'], 100)}"
+        for e in entries
+    )
+
+
+def outlook_view(out: JSON) -> str:
+    head = _fields(
+        [
+            ("next check-in", next_line(out)),
+            ("cadence", _cadence_line(out)),
+        ]
+    )
+    parts = [
+        head,
+        f"schedules:\n{schedules_table(out)}",
+        f"memory:\n{memory_lines(out['memory'], out['now'])}",
+    ]
+    if out["recent"]:
+        parts.append(f"recent check-ins:\n{checkins_table(out['recent'], out['now'])}")
+    return "\n\n".join(parts)
+
+
+def _outcome(x: JSON) -> str:
+    verdict = x.get("verdict") or {}
+    effect = x.get("effect") or {}
+    if verdict:
+        kind = verdict.get("kind", "?")
+        what = verdict.get("topic") or verdict.get("question") or verdict.get("request") or ""
+        held = effect.get("suppressed") or effect.get("skipped")
+        item = f" → item {effect['item_id']}" if "item_id" in effect else ""
+        run = f" → run {effect['run_id']}" if "run_id" in effect else ""
+        what = what or x.get("reason") or ""
+        return f"{kind}{item}{run}: {what}" + (f" (held back: {held})" if held else "")
+    reasons = "; ".join(x.get("reasons") or [])
+    return x.get("reason") or reasons or ""
+
+
+def checkins_table(rows: Sequence[JSON], now: float) -> str:
+    cells = [
+        (
+            x["checkin_id"],
+            x["goal_id"],
+            "cadence" if x["schedule_id"] is None else f"schedule {x['schedule_id']}",
+            local(x["due_at"], None, now),
+            relative(x["due_at"], now),
+            x["status"],
+            x["model"] or "-",
+            f"{x['tokens_in']}/{x['tokens_out']}" if x["tokens_in"] or x["tokens_out"] else "-",
+            _outcome(x),
+        )
+        for x in rows
+    ]
+    headers = ("id", "goal", "by", "due", "when", "status", "model", "tokens", "outcome")
+    hint = "no check-ins yet; a goal's first look comes a few hours after it is added"
+    return table(headers, cells, {"model": 24, "outcome": 70}, hint)
