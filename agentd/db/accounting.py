@@ -4,12 +4,11 @@ the actions that have a limit)."""
 
 from __future__ import annotations
 
-import sqlite3
-
+from agentd.db.conn import Conn
 from agentd.models import JSON
 
 
-def goal_spend(c: sqlite3.Connection, goal_id: int, since: float = 0.0) -> JSON:
+def goal_spend(c: Conn, goal_id: int, since: float = 0.0) -> JSON:
     """Model tokens and cost used by every run and every check-in of a goal (since a time)."""
     tokens_in, tokens_out, usd = c.execute(
         "SELECT coalesce(sum(tin), 0), coalesce(sum(tout), 0), coalesce(sum(usd), 0.0) FROM ("
@@ -28,7 +27,7 @@ def goal_spend(c: sqlite3.Connection, goal_id: int, since: float = 0.0) -> JSON:
     }
 
 
-def usage(c: sqlite3.Connection, since: float = 0.0) -> list[JSON]:
+def usage(c: Conn, since: float = 0.0) -> list[JSON]:
     """Model calls summed by goal, model and UTC day — runs' decisions and summaries, and
     check-ins (a re-asked check-in counts its calls): what `agentd usage` shows."""
     rows = c.execute(
@@ -52,7 +51,7 @@ def usage(c: sqlite3.Connection, since: float = 0.0) -> list[JSON]:
     return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
-def count_acts_since(c: sqlite3.Connection, agent: str, action: str, since: float) -> int:
+def count_acts_since(c: Conn, agent: str, action: str, since: float) -> int:
     """Executions (intents) of a rate-limited action by any run of the agent since a time."""
     row = c.execute(
         "SELECT count(*) FROM rate_log WHERE agent = ? AND action = ? AND at >= ?",
@@ -61,7 +60,7 @@ def count_acts_since(c: sqlite3.Connection, agent: str, action: str, since: floa
     return int(row[0])
 
 
-def set_rate_limits(c: sqlite3.Connection, pairs: list[tuple[str, str]]) -> None:
+def set_rate_limits(c: Conn, pairs: list[tuple[str, str]]) -> None:
     """Which (agent, action) pairs have a rate limit: only their executions are logged."""
     c.execute("DELETE FROM rate_limited")
     c.executemany("INSERT INTO rate_limited (agent, action) VALUES (?, ?)", pairs)

@@ -8,10 +8,10 @@ verdict in the one that journals its JUDGE step, so the table never disagrees wi
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
+from agentd.db.conn import Conn
 from agentd.db.queries import create_run, json_col
 from agentd.errors import NotFound
 from agentd.models import JSON, from_ts
@@ -33,14 +33,14 @@ def _row(r: tuple[Any, ...]) -> JSON:
 
 
 def create_build(
-    c: sqlite3.Connection, *, goal_id: int, agent: str, spec: JSON, parent: JSON | None = None
+    c: Conn, *, goal_id: int, agent: str, spec: JSON, parent: JSON | None = None
 ) -> int:
     """A new build run (running, with its START step carrying the spec) — one transaction."""
     data = {"build": spec, **({"parent": parent} if parent else {})}
     return create_run(c, goal_id=goal_id, agent=agent, trigger=BUILD_TRIGGER, data=data)
 
 
-def live_builds(c: sqlite3.Connection, goal_id: int) -> int:
+def live_builds(c: Conn, goal_id: int) -> int:
     return int(
         c.execute(
             "SELECT count(*) FROM runs WHERE goal_id = ? AND trigger = ?"
@@ -51,7 +51,7 @@ def live_builds(c: sqlite3.Connection, goal_id: int) -> int:
 
 
 def add_version(
-    c: sqlite3.Connection,
+    c: Conn,
     *,
     run_id: int,
     goal_id: int,
@@ -68,9 +68,7 @@ def add_version(
     )
 
 
-def judge_version(
-    c: sqlite3.Connection, run_id: int, version: int, verdict: JSON, passed: bool
-) -> None:
+def judge_version(c: Conn, run_id: int, version: int, verdict: JSON, passed: bool) -> None:
     cur = c.execute(
         "UPDATE artifacts SET verdict = ?, status = ?, judged_at = ? WHERE run_id = ? AND version = ?",
         (json_col(verdict), "passed" if passed else "failed", time.time(), run_id, version),
@@ -79,7 +77,7 @@ def judge_version(
         raise NotFound(f"artifact {run_id} has no version {version}")
 
 
-def get_version(c: sqlite3.Connection, run_id: int, version: int | None = None) -> JSON:
+def get_version(c: Conn, run_id: int, version: int | None = None) -> JSON:
     """One version (the latest when `version` is None); NotFound names what exists."""
     if version is None:
         row = c.execute(
@@ -98,15 +96,13 @@ def get_version(c: sqlite3.Connection, run_id: int, version: int | None = None) 
     return _row(row)
 
 
-def versions(c: sqlite3.Connection, run_id: int) -> int:
+def versions(c: Conn, run_id: int) -> int:
     return int(
         c.execute("SELECT count(*) FROM artifacts WHERE run_id = ?", (run_id,)).fetchone()[0]
     )
 
 
-def list_artifacts(
-    c: sqlite3.Connection, goal_id: int | None = None, limit: int = 50
-) -> list[JSON]:
+def list_artifacts(c: Conn, goal_id: int | None = None, limit: int = 50) -> list[JSON]:
     """Build runs, newest first, each with its latest version (if any) and the run's status."""
     sql = (
         "SELECT r.run_id, r.goal_id, r.status, r.summary, r.created_at, r.updated_at,"
@@ -135,7 +131,7 @@ def list_artifacts(
     return out
 
 
-def all_versions(c: sqlite3.Connection, run_id: int) -> list[JSON]:
+def all_versions(c: Conn, run_id: int) -> list[JSON]:
     return [
         _row(r)
         for r in c.execute(

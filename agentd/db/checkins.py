@@ -11,11 +11,11 @@ guarded by the status it expects (`advance`), so a crash or a second worker neve
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from agentd.db.conn import Conn
 from agentd.db.queries import json_col
 from agentd.errors import NotFound, Refused
 from agentd.models import JSON
@@ -72,7 +72,7 @@ def _from_row(r: tuple[Any, ...]) -> Checkin:
 
 
 def add_due(
-    c: sqlite3.Connection,
+    c: Conn,
     goal_id: int,
     due_at: float,
     fired_at: float,
@@ -91,16 +91,14 @@ def add_due(
     return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
 
 
-def get(c: sqlite3.Connection, checkin_id: int) -> Checkin:
+def get(c: Conn, checkin_id: int) -> Checkin:
     row = c.execute(f"SELECT {COLS} FROM checkins WHERE checkin_id = ?", (checkin_id,)).fetchone()
     if row is None:
         raise NotFound(f"no check-in {checkin_id}; `agentd checkins` lists them")
     return _from_row(row)
 
 
-def list_checkins(
-    c: sqlite3.Connection, goal_id: int | None = None, limit: int = 50
-) -> list[Checkin]:
+def list_checkins(c: Conn, goal_id: int | None = None, limit: int = 50) -> list[Checkin]:
     """The journal, newest first (all goals, or one)."""
     where, params = ("WHERE goal_id = ?", (goal_id,)) if goal_id is not None else ("", ())
     rows = c.execute(
@@ -109,7 +107,7 @@ def list_checkins(
     return [_from_row(r) for r in rows]
 
 
-def open_ids(c: sqlite3.Connection, now: float) -> list[int]:
+def open_ids(c: Conn, now: float) -> list[int]:
     """Check-ins to (re)run now, oldest first: due ones (not waiting out a model backoff) and
     any left deciding or decided by a crash."""
     rows = c.execute(
@@ -120,7 +118,7 @@ def open_ids(c: sqlite3.Connection, now: float) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def next_retry(c: sqlite3.Connection) -> float | None:
+def next_retry(c: Conn) -> float | None:
     """The earliest time a check-in waiting out a model backoff wants to run again."""
     row = c.execute(
         "SELECT min(precheck ->> 'retry_at') FROM checkins WHERE status = 'due'"
@@ -129,7 +127,7 @@ def next_retry(c: sqlite3.Connection) -> float | None:
     return None if row[0] is None else float(row[0])
 
 
-def older_open(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> int | None:
+def older_open(c: Conn, goal_id: int, checkin_id: int) -> int | None:
     """An earlier check-in of the same goal still open: check-ins of a goal go one at a time."""
     row = c.execute(
         "SELECT min(checkin_id) FROM checkins WHERE goal_id = ? AND checkin_id < ?"
@@ -139,7 +137,7 @@ def older_open(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> int | No
     return None if row[0] is None else int(row[0])
 
 
-def advance(c: sqlite3.Connection, checkin_id: int, expect: str, **fields: Any) -> None:
+def advance(c: Conn, checkin_id: int, expect: str, **fields: Any) -> None:
     """Move a check-in on, only from the status `expect` (else Refused: it moved already).
 
     JSON fields (precheck, decision, effect) are encoded here; `add_tokens` adds to the usage.
@@ -163,7 +161,7 @@ def advance(c: sqlite3.Connection, checkin_id: int, expect: str, **fields: Any) 
         raise Refused(f"check-in {checkin_id} is no longer {expect}")
 
 
-def previous(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> Checkin | None:
+def previous(c: Conn, goal_id: int, checkin_id: int) -> Checkin | None:
     """The goal's latest earlier check-in whose precheck marks count as seen: one that was
     skipped because nothing moved, or whose verdict was applied."""
     row = c.execute(
@@ -175,7 +173,7 @@ def previous(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> Checkin | 
     return None if row is None else _from_row(row)
 
 
-def model_looks(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> tuple[int, int | None]:
+def model_looks(c: Conn, goal_id: int, checkin_id: int) -> tuple[int, int | None]:
     """(earlier check-ins of the goal a model answered, the deadline stage at the last one)."""
     n, stage = c.execute(
         "SELECT count(*), (SELECT precheck ->> 'stage' FROM checkins WHERE goal_id = ?1"
@@ -186,7 +184,7 @@ def model_looks(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> tuple[i
     return int(n), None if stage is None else int(stage)
 
 
-def model_calls(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> int:
+def model_calls(c: Conn, goal_id: int, checkin_id: int) -> int:
     """Model replies journaled for the goal's earlier check-ins (re-asks included): the next
     request's `decision_no` is this plus one, the same after any restart."""
     row = c.execute(
@@ -200,7 +198,7 @@ def model_calls(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> int:
 # ── what moved (read inside the transaction that journals the precheck) ───────────────────────────
 
 
-def marks_now(c: sqlite3.Connection, goal_id: int, agent: str, carried: list[int]) -> JSON:
+def marks_now(c: Conn, goal_id: int, agent: str, carried: list[int]) -> JSON:
     """The marks a check-in journals: the newest ids it saw, what of the goal was still open."""
 
     def top(sql: str, *params: Any) -> int:
@@ -224,7 +222,7 @@ MAX_WORLD_SAMPLES = 20
 
 
 def gather(
-    c: sqlite3.Connection,
+    c: Conn,
     goal_id: int,
     agent: str,
     triggers: list[str],
@@ -302,7 +300,7 @@ def gather(
 IGNORED_AFTER_S = 86400.0  # a nudge open this long was ignored (not merely slept through)
 
 
-def ignored_nudges(c: sqlite3.Connection, goal_id: int, checkin_id: int, now: float) -> list[int]:
+def ignored_nudges(c: Conn, goal_id: int, checkin_id: int, now: float) -> list[int]:
     """Nudges an earlier check-in posted that are still open a day later (a whole waking day
     to read them), not yet counted as ignored."""
     rows = c.execute(
@@ -314,7 +312,7 @@ def ignored_nudges(c: sqlite3.Connection, goal_id: int, checkin_id: int, now: fl
     return [int(r[0]) for r in rows]
 
 
-def mark_ignored(c: sqlite3.Connection, item_ids: list[int], checkin_id: int) -> int:
+def mark_ignored(c: Conn, item_ids: list[int], checkin_id: int) -> int:
     """Count open nudges as ignored once (each backs the cadence off once); returns how many."""
     n = 0
     for item_id in item_ids:
@@ -326,7 +324,7 @@ def mark_ignored(c: sqlite3.Connection, item_ids: list[int], checkin_id: int) ->
     return n
 
 
-def nudges(c: sqlite3.Connection, goal_id: int, limit: int = 20) -> list[JSON]:
+def nudges(c: Conn, goal_id: int, limit: int = 20) -> list[JSON]:
     """The goal's recent nudges (open, dismissed, accepted): what a new nudge must not repeat.
     Times are the injected clock's where the writer recorded them (`posted_at`, `resolved_at`)."""
     rows = c.execute(
@@ -340,7 +338,7 @@ def nudges(c: sqlite3.Connection, goal_id: int, limit: int = 20) -> list[JSON]:
     return [dict(zip(keys, r, strict=True)) for r in rows]
 
 
-def open_questions(c: sqlite3.Connection, goal_id: int, rule: str) -> list[JSON]:
+def open_questions(c: Conn, goal_id: int, rule: str) -> list[JSON]:
     rows = c.execute(
         "SELECT item_id, title FROM inbox WHERE goal_id = ? AND rule = ? AND status = 'open'"
         " ORDER BY item_id",
@@ -349,14 +347,14 @@ def open_questions(c: sqlite3.Connection, goal_id: int, rule: str) -> list[JSON]
     return [{"item_id": r[0], "title": r[1]} for r in rows]
 
 
-def count_rule(c: sqlite3.Connection, goal_id: int, rule: str) -> int:
+def count_rule(c: Conn, goal_id: int, rule: str) -> int:
     row = c.execute(
         "SELECT count(*) FROM inbox WHERE goal_id = ? AND rule = ?", (goal_id, rule)
     ).fetchone()
     return int(row[0])
 
 
-def withdraw_goal_items(c: sqlite3.Connection, goal_id: int, reason: str, now: float) -> int:
+def withdraw_goal_items(c: Conn, goal_id: int, reason: str, now: float) -> int:
     """Close the goal's own open items (nudges, clarifying questions) once it is closed."""
     return c.execute(
         "UPDATE inbox SET status = 'expired', answer = ?, resolved_at = ?"
@@ -365,7 +363,7 @@ def withdraw_goal_items(c: sqlite3.Connection, goal_id: int, reason: str, now: f
     ).rowcount
 
 
-def set_item_text(c: sqlite3.Connection, item_id: int, title: str, body: str) -> None:
+def set_item_text(c: Conn, item_id: int, title: str, body: str) -> None:
     """Give a just-posted item its final wording (which names its own id: the accept command)."""
     c.execute("UPDATE inbox SET title = ?, body = ? WHERE item_id = ?", (title, body, item_id))
 
@@ -378,7 +376,7 @@ CADENCE_COLS = (
 )
 
 
-def newer_due(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> bool:
+def newer_due(c: Conn, goal_id: int, checkin_id: int) -> bool:
     """Whether a later check-in of the goal is waiting to run."""
     row = c.execute(
         "SELECT 1 FROM checkins WHERE goal_id = ? AND checkin_id > ? AND status = 'due' LIMIT 1",
@@ -387,17 +385,17 @@ def newer_due(c: sqlite3.Connection, goal_id: int, checkin_id: int) -> bool:
     return row is not None
 
 
-def cadence_row(c: sqlite3.Connection, goal_id: int) -> JSON | None:
+def cadence_row(c: Conn, goal_id: int) -> JSON | None:
     """The goal's cadence overrides and state (None: agent defaults, never looked at)."""
     row = c.execute(f"SELECT {CADENCE_COLS} FROM cadences WHERE goal_id = ?", (goal_id,)).fetchone()
     return None if row is None else dict(zip(CADENCE_COLS.split(", "), row, strict=True))
 
 
-def _ensure_cadence(c: sqlite3.Connection, goal_id: int, now: float) -> None:
+def _ensure_cadence(c: Conn, goal_id: int, now: float) -> None:
     c.execute("INSERT OR IGNORE INTO cadences (goal_id, updated_at) VALUES (?, ?)", (goal_id, now))
 
 
-def bump_backoff(c: sqlite3.Connection, goal_id: int, now: float, by: int = 1) -> int:
+def bump_backoff(c: Conn, goal_id: int, now: float, by: int = 1) -> int:
     """Back the goal's cadence off (a dismissed or ignored nudge); returns the new level. The
     level is capped well past where every_s · 2^backoff meets any max_s."""
     _ensure_cadence(c, goal_id, now)
@@ -410,7 +408,7 @@ def bump_backoff(c: sqlite3.Connection, goal_id: int, now: float, by: int = 1) -
     )
 
 
-def set_next(c: sqlite3.Connection, goal_id: int, next_at: float, why: str, now: float) -> None:
+def set_next(c: Conn, goal_id: int, next_at: float, why: str, now: float) -> None:
     """When the goal looks next, and why (what `goal show` tells)."""
     _ensure_cadence(c, goal_id, now)
     c.execute(

@@ -7,10 +7,10 @@ consume one and it checks the digest of what is about to execute.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
+from agentd.db.conn import Conn
 from agentd.db.queries import json_col
 from agentd.errors import NotFound, Refused
 from agentd.models import JSON, Event, InboxItem, InboxKind, InboxStatus, from_ts
@@ -43,7 +43,7 @@ def item_from_row(r: tuple[Any, ...]) -> InboxItem:
 
 
 def post(
-    c: sqlite3.Connection,
+    c: Conn,
     kind: InboxKind,
     *,
     title: str,
@@ -80,7 +80,7 @@ def post(
     return int(cur.lastrowid or 0)
 
 
-def get_item(c: sqlite3.Connection, item_id: int) -> InboxItem:
+def get_item(c: Conn, item_id: int) -> InboxItem:
     row = c.execute(f"SELECT {ITEM_COLS} FROM inbox WHERE item_id = ?", (item_id,)).fetchone()
     if row is None:
         raise NotFound(f"no inbox item {item_id}; `agentd inbox list` shows the open items")
@@ -88,7 +88,7 @@ def get_item(c: sqlite3.Connection, item_id: int) -> InboxItem:
 
 
 def list_items(
-    c: sqlite3.Connection, *, status: str | None = "open", run_id: int | None = None
+    c: Conn, *, status: str | None = "open", run_id: int | None = None
 ) -> list[InboxItem]:
     where: list[str] = []
     params: list[Any] = []
@@ -105,7 +105,7 @@ def list_items(
 
 
 def resolve(
-    c: sqlite3.Connection,
+    c: Conn,
     item_id: int,
     status: InboxStatus,
     *,
@@ -129,7 +129,7 @@ def resolve(
     return get_item(c, item_id)
 
 
-def consume_approval(c: sqlite3.Connection, item_id: int, digest: str, key: str) -> InboxItem:
+def consume_approval(c: Conn, item_id: int, digest: str, key: str) -> InboxItem:
     """Mark an approved item used by the execution `key` — only if it approves exactly `digest`
     and was granted before it expired."""
     cur = c.execute(
@@ -143,20 +143,20 @@ def consume_approval(c: sqlite3.Connection, item_id: int, digest: str, key: str)
     return get_item(c, item_id)
 
 
-def due_for_expiry(c: sqlite3.Connection, now: float) -> list[InboxItem]:
+def due_for_expiry(c: Conn, now: float) -> list[InboxItem]:
     rows = c.execute(
         f"SELECT {ITEM_COLS} FROM inbox WHERE status = 'open' AND expires_at <= ?", (now,)
     )
     return [item_from_row(r) for r in rows]
 
 
-def next_expiry(c: sqlite3.Connection) -> float | None:
+def next_expiry(c: Conn) -> float | None:
     """When the next open item expires (the scheduler sleeps until then at most)."""
     row = c.execute("SELECT min(expires_at) FROM inbox WHERE status = 'open'").fetchone()
     return None if row[0] is None else float(row[0])
 
 
-def push_expiry(c: sqlite3.Connection, item_id: int, expires_at: float, reminders: int) -> None:
+def push_expiry(c: Conn, item_id: int, expires_at: float, reminders: int) -> None:
     item = get_item(c, item_id)
     c.execute(
         "UPDATE inbox SET expires_at = ?, data = ? WHERE item_id = ?",
@@ -164,7 +164,7 @@ def push_expiry(c: sqlite3.Connection, item_id: int, expires_at: float, reminder
     )
 
 
-def withdraw_open_items(c: sqlite3.Connection, run_id: int, reason: str) -> int:
+def withdraw_open_items(c: Conn, run_id: int, reason: str) -> int:
     """Expire a run's open questions/approvals and its granted-but-unused approvals (the run
     ended or no longer needs them): the audit trail never shows an approval that never ran."""
     return c.execute(
@@ -175,7 +175,7 @@ def withdraw_open_items(c: sqlite3.Connection, run_id: int, reason: str) -> int:
     ).rowcount
 
 
-def withdraw_item(c: sqlite3.Connection, item_id: int, reason: str) -> None:
+def withdraw_item(c: Conn, item_id: int, reason: str) -> None:
     """Close one open or granted-but-unused item as expired, with the reason."""
     c.execute(
         "UPDATE inbox SET status = 'expired', answer = ?, resolved_at = ?"
@@ -200,7 +200,7 @@ def event_from_row(r: tuple[Any, ...]) -> Event:
 
 
 def add_event(
-    c: sqlite3.Connection, name: str, data: JSON, dedupe_key: str | None, source: str = "cli"
+    c: Conn, name: str, data: JSON, dedupe_key: str | None, source: str = "cli"
 ) -> int | None:
     """Store an event; None when an event with the same dedupe key already exists."""
     cur = c.execute(
@@ -211,14 +211,14 @@ def add_event(
     return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
 
 
-def event_by_key(c: sqlite3.Connection, dedupe_key: str) -> Event | None:
+def event_by_key(c: Conn, dedupe_key: str) -> Event | None:
     """The event recorded under a dedupe key, if any (what a duplicate `event send` names)."""
     row = c.execute(f"SELECT {EVENT_COLS} FROM events WHERE dedupe_key = ?", (dedupe_key,))
     found = row.fetchone()
     return None if found is None else event_from_row(found)
 
 
-def events_after(c: sqlite3.Connection, event_id: int, limit: int = 500) -> list[Event]:
+def events_after(c: Conn, event_id: int, limit: int = 500) -> list[Event]:
     rows = c.execute(
         f"SELECT {EVENT_COLS} FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?",
         (event_id, limit),
@@ -226,10 +226,10 @@ def events_after(c: sqlite3.Connection, event_id: int, limit: int = 500) -> list
     return [event_from_row(r) for r in rows]
 
 
-def last_event_id(c: sqlite3.Connection) -> int:
+def last_event_id(c: Conn) -> int:
     return int(c.execute("SELECT coalesce(max(event_id), 0) FROM events").fetchone()[0])
 
 
-def list_events(c: sqlite3.Connection, limit: int = 50) -> list[Event]:
+def list_events(c: Conn, limit: int = 50) -> list[Event]:
     rows = c.execute(f"SELECT {EVENT_COLS} FROM events ORDER BY event_id DESC LIMIT ?", (limit,))
     return [event_from_row(r) for r in rows]

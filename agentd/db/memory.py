@@ -9,9 +9,9 @@ MAX_SHOWN_CHARS of text, newest first kept. Check-in prompts read this, never ra
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
+from agentd.db.conn import Conn
 from agentd.models import JSON
 
 MAX_ENTRIES = 40  # entries kept per goal before the oldest are folded
@@ -31,9 +31,7 @@ def _row(r: tuple[Any, ...]) -> JSON:
     return {"entry_id": r[0], "kind": r[1], "text": r[2], "source": r[3], "at": r[4]}
 
 
-def remember(
-    c: sqlite3.Connection, goal_id: int, kind: str, text: str, source: str, now: float
-) -> int:
+def remember(c: Conn, goal_id: int, kind: str, text: str, source: str, now: float) -> int:
     """Add one entry (inside the caller's transaction); fold the oldest when over the bound."""
     text = " ".join(text.split())  # one line: memory is read as a list
     if len(text) > MAX_TEXT:
@@ -50,7 +48,7 @@ def remember(
     return int(cur.lastrowid or 0)
 
 
-def latest(c: sqlite3.Connection, goal_id: int) -> JSON | None:
+def latest(c: Conn, goal_id: int) -> JSON | None:
     row = c.execute(
         f"SELECT {_COLS} FROM goal_memory WHERE goal_id = ? AND kind != ?"
         " ORDER BY entry_id DESC LIMIT 1",
@@ -59,7 +57,7 @@ def latest(c: sqlite3.Connection, goal_id: int) -> JSON | None:
     return None if row is None else _row(row)
 
 
-def rewrite(c: sqlite3.Connection, entry_id: int, text: str, now: float) -> None:
+def rewrite(c: Conn, entry_id: int, text: str, now: float) -> None:
     """Replace an entry's text (a repeated "nothing to report" updates one entry, not forty)."""
     c.execute(
         "UPDATE goal_memory SET text = ?, at = ? WHERE entry_id = ?",
@@ -67,7 +65,7 @@ def rewrite(c: sqlite3.Connection, entry_id: int, text: str, now: float) -> None
     )
 
 
-def recall(c: sqlite3.Connection, goal_id: int) -> list[JSON]:
+def recall(c: Conn, goal_id: int) -> list[JSON]:
     """The goal's memory, oldest first ("earlier" leading), at most MAX_SHOWN_CHARS of text:
     the operator's words are kept first, then the newest of the rest."""
     rows = [
@@ -91,7 +89,7 @@ def recall(c: sqlite3.Connection, goal_id: int) -> list[JSON]:
     return earlier + sorted(shown, key=lambda r: int(r["entry_id"]))
 
 
-def answers(c: sqlite3.Connection, goal_id: int) -> int:
+def answers(c: Conn, goal_id: int) -> int:
     """How many of the operator's answers the goal's memory holds."""
     row = c.execute(
         "SELECT count(*) FROM goal_memory WHERE goal_id = ? AND kind = 'answer'", (goal_id,)
@@ -99,7 +97,7 @@ def answers(c: sqlite3.Connection, goal_id: int) -> int:
     return int(row[0])
 
 
-def _fold(c: sqlite3.Connection, goal_id: int, n: int, now: float) -> None:
+def _fold(c: Conn, goal_id: int, n: int, now: float) -> None:
     """Fold the `n` oldest entries into the "earlier" entry: observations first, then (only if
     there are not enough) the operator's own words."""
     pinned = ",".join("?" * len(PINNED))

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import secrets
-import sqlite3
 import time
 
+from agentd.db.conn import Conn
 
-def get_meta(c: sqlite3.Connection, key: str, default: str = "") -> str:
+
+def get_meta(c: Conn, key: str, default: str = "") -> str:
     row = c.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return default if row is None else str(row[0])
 
 
-def set_meta(c: sqlite3.Connection, key: str, value: str) -> None:
+def set_meta(c: Conn, key: str, value: str) -> None:
     c.execute(
         "INSERT INTO meta (key, value) VALUES (?, ?)"
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -20,7 +21,7 @@ def set_meta(c: sqlite3.Connection, key: str, value: str) -> None:
     )
 
 
-def db_id(c: sqlite3.Connection) -> str:
+def db_id(c: Conn) -> str:
     """This database's random id, made on first use: idempotency keys carry it, so two homes
     (staging and prod, a re-initialised home) never send the same key to one API."""
     value = get_meta(c, "db_id")
@@ -30,7 +31,7 @@ def db_id(c: sqlite3.Connection) -> str:
     return value
 
 
-def prune(c: sqlite3.Connection, older_than: float) -> int:
+def prune(c: Conn, older_than: float) -> int:
     """Journal retention: drop the steps of runs that finished before the horizon (the run row
     keeps its status and summary), world snapshots older than it — except those an unfinished
     run still refers to and each agent's latest —, events and closed inbox items older than it,
@@ -72,12 +73,12 @@ def prune(c: sqlite3.Connection, older_than: float) -> int:
 LOADED_CONFIG_SHA256 = "loaded_config_sha256"
 
 
-def set_loaded_config(c: sqlite3.Connection, sha256_hex: str) -> None:
+def set_loaded_config(c: Conn, sha256_hex: str) -> None:
     """Record the sha256 of the config file bytes the daemon loaded (at start and every reload):
     `agentd doctor` compares it with the file on disk to say a reload is pending."""
     set_meta(c, LOADED_CONFIG_SHA256, sha256_hex)
 
 
-def loaded_config(c: sqlite3.Connection) -> str:
+def loaded_config(c: Conn) -> str:
     """The sha256 hex of the config the daemon last loaded, or "" when none was recorded."""
     return get_meta(c, LOADED_CONFIG_SHA256)

@@ -5,10 +5,10 @@ each channel's health for `doctor` and `status`."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from agentd.db.conn import Conn
 from agentd.db.queries import json_col
 from agentd.models import JSON
 
@@ -32,23 +32,23 @@ def _row(r: tuple[Any, ...]) -> OutboxRow:
     return OutboxRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8])
 
 
-def queued(c: sqlite3.Connection, limit: int = 200) -> list[int]:
+def queued(c: Conn, limit: int = 200) -> list[int]:
     """Inbox items posted since the last planning, oldest first."""
     rows = c.execute("SELECT item_id FROM notify_queue ORDER BY item_id LIMIT ?", (limit,))
     return [int(r[0]) for r in rows]
 
 
-def dequeue(c: sqlite3.Connection, item_id: int) -> None:
+def dequeue(c: Conn, item_id: int) -> None:
     c.execute("DELETE FROM notify_queue WHERE item_id = ?", (item_id,))
 
 
-def clear_queue(c: sqlite3.Connection) -> int:
+def clear_queue(c: Conn) -> int:
     """Drop every queued item at once (no agent notifies anywhere: nothing to plan)."""
     return c.execute("DELETE FROM notify_queue").rowcount
 
 
 def add(
-    c: sqlite3.Connection,
+    c: Conn,
     *,
     key: str,
     channel: str,
@@ -69,7 +69,7 @@ def add(
     return cur.rowcount == 1
 
 
-def cancel_closed(c: sqlite3.Connection) -> int:
+def cancel_closed(c: Conn) -> int:
     """Pending messages about items answered, closed or gone: reminders stop here."""
     return c.execute(
         "UPDATE outbox SET status = 'cancelled' WHERE status = 'pending' AND item_id IS NOT NULL"
@@ -78,7 +78,7 @@ def cancel_closed(c: sqlite3.Connection) -> int:
     ).rowcount
 
 
-def due(c: sqlite3.Connection, now: float, limit: int = 50) -> list[OutboxRow]:
+def due(c: Conn, now: float, limit: int = 50) -> list[OutboxRow]:
     rows = c.execute(
         f"SELECT {ROW_COLS} FROM outbox WHERE status = 'pending' AND next_attempt_at <= ?"
         " ORDER BY next_attempt_at, outbox_id LIMIT ?",
@@ -87,16 +87,16 @@ def due(c: sqlite3.Connection, now: float, limit: int = 50) -> list[OutboxRow]:
     return [_row(r) for r in rows]
 
 
-def next_due_at(c: sqlite3.Connection) -> float | None:
+def next_due_at(c: Conn) -> float | None:
     row = c.execute("SELECT min(next_attempt_at) FROM outbox WHERE status = 'pending'").fetchone()
     return None if row[0] is None else float(row[0])
 
 
-def has_queued(c: sqlite3.Connection) -> bool:
+def has_queued(c: Conn) -> bool:
     return c.execute("SELECT 1 FROM notify_queue LIMIT 1").fetchone() is not None
 
 
-def defer(c: sqlite3.Connection, outbox_id: int, until: float) -> None:
+def defer(c: Conn, outbox_id: int, until: float) -> None:
     """Hold a message back (quiet hours) without counting an attempt."""
     c.execute(
         "UPDATE outbox SET next_attempt_at = ? WHERE outbox_id = ? AND status = 'pending'",
@@ -104,7 +104,7 @@ def defer(c: sqlite3.Connection, outbox_id: int, until: float) -> None:
     )
 
 
-def hold_item(c: sqlite3.Connection, dedupe_key: str, stage: int, until: float) -> None:
+def hold_item(c: Conn, dedupe_key: str, stage: int, until: float) -> None:
     """Hold an item's message of `stage` (every channel's, not yet tried) until `until`, and move
     the item's later stages by as much: reminders and the escalation count from the first message,
     so quiet hours delay the rest of the schedule rather than release it at once when they end."""
@@ -130,7 +130,7 @@ def hold_item(c: sqlite3.Connection, dedupe_key: str, stage: int, until: float) 
     )
 
 
-def sent(c: sqlite3.Connection, outbox_id: int, now: float) -> None:
+def sent(c: Conn, outbox_id: int, now: float) -> None:
     c.execute(
         "UPDATE outbox SET status = 'sent', attempts = attempts + 1, sent_at = ?,"
         " last_attempt_at = ?, last_error = NULL WHERE outbox_id = ?",
@@ -138,9 +138,7 @@ def sent(c: sqlite3.Connection, outbox_id: int, now: float) -> None:
     )
 
 
-def attempt_failed(
-    c: sqlite3.Connection, outbox_id: int, now: float, error: str, retry_at: float | None
-) -> None:
+def attempt_failed(c: Conn, outbox_id: int, now: float, error: str, retry_at: float | None) -> None:
     """Record a failed attempt; `retry_at` None gives the message up (status failed)."""
     c.execute(
         "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ?, last_error = ?,"
@@ -150,7 +148,7 @@ def attempt_failed(
     )
 
 
-def channel_health(c: sqlite3.Connection) -> dict[str, JSON]:
+def channel_health(c: Conn) -> dict[str, JSON]:
     """Per channel: messages pending and given up, when one was last sent, and whether its latest
     attempt failed (`failing`, with the error) — what `doctor` and `status` show."""
     out: dict[str, JSON] = {}
@@ -176,7 +174,7 @@ def channel_health(c: sqlite3.Connection) -> dict[str, JSON]:
     return out
 
 
-def prune(c: sqlite3.Connection, older_than: float) -> int:
+def prune(c: Conn, older_than: float) -> int:
     """Finished messages older than the horizon."""
     return c.execute(
         "DELETE FROM outbox WHERE status != 'pending' AND created_at < ?", (older_than,)

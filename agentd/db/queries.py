@@ -11,6 +11,7 @@ import sqlite3
 import time
 from typing import Any
 
+from agentd.db.conn import Conn
 from agentd.db.store import Insert
 from agentd.errors import NotFound, Refused
 from agentd.models import (
@@ -44,7 +45,7 @@ def _uj(text: str | None) -> Any:
 # ── goals ────────────────────────────────────────────────────────────────────────────────────────
 
 
-def goal_from_row(r: sqlite3.Row | tuple[Any, ...]) -> Goal:
+def goal_from_row(r: tuple[Any, ...]) -> Goal:
     return Goal(
         goal_id=r[0],
         title=r[1],
@@ -62,7 +63,7 @@ GOAL_COLS = "goal_id, title, why, agent, status, criteria, deadline, created_at,
 
 
 def add_goal(
-    c: sqlite3.Connection,
+    c: Conn,
     *,
     title: str,
     why: str,
@@ -79,14 +80,14 @@ def add_goal(
     return int(cur.lastrowid or 0)
 
 
-def get_goal(c: sqlite3.Connection, goal_id: int) -> Goal:
+def get_goal(c: Conn, goal_id: int) -> Goal:
     row = c.execute(f"SELECT {GOAL_COLS} FROM goals WHERE goal_id = ?", (goal_id,)).fetchone()
     if row is None:
         raise NotFound(f"no goal {goal_id}; `agentd goal list` shows the goals")
     return goal_from_row(row)
 
 
-def list_goals(c: sqlite3.Connection, status: str | None = None) -> list[Goal]:
+def list_goals(c: Conn, status: str | None = None) -> list[Goal]:
     sql = f"SELECT {GOAL_COLS} FROM goals"
     rows = (
         c.execute(sql + " WHERE status = ? ORDER BY goal_id", (status,))
@@ -104,7 +105,7 @@ GOAL_MOVES: dict[GoalStatus, set[GoalStatus]] = {
 }
 
 
-def set_goal_status(c: sqlite3.Connection, goal_id: int, status: GoalStatus) -> Goal:
+def set_goal_status(c: Conn, goal_id: int, status: GoalStatus) -> Goal:
     goal = get_goal(c, goal_id)
     if status not in GOAL_MOVES[goal.status]:
         raise Refused(f"goal {goal_id} is {goal.status}; it cannot become {status}")
@@ -143,9 +144,7 @@ def run_from_row(r: tuple[Any, ...]) -> Run:
     )
 
 
-def create_run(
-    c: sqlite3.Connection, *, goal_id: int, agent: str, trigger: str, data: JSON | None = None
-) -> int:
+def create_run(c: Conn, *, goal_id: int, agent: str, trigger: str, data: JSON | None = None) -> int:
     """A new run, `running`, with its START step — one transaction."""
     now = time.time()
     cur = c.execute(
@@ -162,7 +161,7 @@ def create_run(
     return run_id
 
 
-def get_run(c: sqlite3.Connection, run_id: int) -> Run:
+def get_run(c: Conn, run_id: int) -> Run:
     row = c.execute(f"SELECT {RUN_COLS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
         raise NotFound(f"no run {run_id}; `agentd runs list` shows the runs")
@@ -170,7 +169,7 @@ def get_run(c: sqlite3.Connection, run_id: int) -> Run:
 
 
 def list_runs(
-    c: sqlite3.Connection,
+    c: Conn,
     *,
     goal_id: int | None = None,
     status: str | None = None,
@@ -191,7 +190,7 @@ def list_runs(
     return [run_from_row(r) for r in c.execute(sql, (*params, limit))]
 
 
-def active_run_of_goal(c: sqlite3.Connection, goal_id: int) -> int | None:
+def active_run_of_goal(c: Conn, goal_id: int) -> int | None:
     row = c.execute(
         "SELECT run_id FROM runs WHERE goal_id = ? AND status IN ('running','waiting')"
         " AND trigger != 'build' LIMIT 1",  # builds make an artifact beside the goal's run
@@ -200,11 +199,11 @@ def active_run_of_goal(c: sqlite3.Connection, goal_id: int) -> int | None:
     return None if row is None else int(row[0])
 
 
-def count_runs(c: sqlite3.Connection) -> dict[str, int]:
+def count_runs(c: Conn) -> dict[str, int]:
     return {s: n for s, n in c.execute("SELECT status, count(*) FROM runs GROUP BY status")}
 
 
-def _fence(c: sqlite3.Connection, run_id: int, epoch: int) -> None:
+def _fence(c: Conn, run_id: int, epoch: int) -> None:
     """Raise unless we still hold the run's lease at `epoch` and it is running."""
     row = c.execute("SELECT lease_epoch, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
@@ -286,13 +285,13 @@ def step_insert(
     return step, Insert(INSERT_STEP, params, lambda c: _not_inserted(c, run_id, epoch, seq))
 
 
-def _not_inserted(c: sqlite3.Connection, run_id: int, epoch: int, seq: int) -> None:
+def _not_inserted(c: Conn, run_id: int, epoch: int, seq: int) -> None:
     _fence(c, run_id, epoch)  # raises the precise reason (no run, lease lost, not running)
     raise Refused(f"run {run_id}: step {seq} was not journaled")
 
 
 def append_step(
-    c: sqlite3.Connection,
+    c: Conn,
     run_id: int,
     epoch: int,
     kind: StepKind,
@@ -322,7 +321,7 @@ def append_step(
 
 
 def complete_step(
-    c: sqlite3.Connection,
+    c: Conn,
     run_id: int,
     epoch: int,
     seq: int,
@@ -342,7 +341,7 @@ def complete_step(
     return get_step(c, run_id, seq)
 
 
-def note_step(c: sqlite3.Connection, run_id: int, epoch: int, seq: int, data: JSON) -> None:
+def note_step(c: Conn, run_id: int, epoch: int, seq: int, data: JSON) -> None:
     """Add keys to a started step's data (a command's process group, once it has one)."""
     _fence(c, run_id, epoch)
     step = get_step(c, run_id, seq)
@@ -353,7 +352,7 @@ def note_step(c: sqlite3.Connection, run_id: int, epoch: int, seq: int, data: JS
 
 
 def settle_decision(
-    c: sqlite3.Connection,
+    c: Conn,
     run_id: int,
     epoch: int,
     seq: int,
@@ -377,7 +376,7 @@ def settle_decision(
     return get_step(c, run_id, seq)
 
 
-def get_step(c: sqlite3.Connection, run_id: int, seq: int) -> Step:
+def get_step(c: Conn, run_id: int, seq: int) -> Step:
     row = c.execute(
         f"SELECT {STEP_COLS} FROM steps WHERE run_id = ? AND seq = ?", (run_id, seq)
     ).fetchone()
@@ -386,7 +385,7 @@ def get_step(c: sqlite3.Connection, run_id: int, seq: int) -> Step:
     return step_from_row(row)
 
 
-def list_steps(c: sqlite3.Connection, run_id: int) -> list[Step]:
+def list_steps(c: Conn, run_id: int) -> list[Step]:
     rows = c.execute(f"SELECT {STEP_COLS} FROM steps WHERE run_id = ? ORDER BY seq", (run_id,))
     return [step_from_row(r) for r in rows]
 
@@ -395,7 +394,7 @@ def list_steps(c: sqlite3.Connection, run_id: int) -> list[Step]:
 
 
 def suspend(
-    c: sqlite3.Connection,
+    c: Conn,
     run_id: int,
     epoch: int,
     wait: JSON,
@@ -428,7 +427,7 @@ def suspend(
 
 
 def wake(
-    c: sqlite3.Connection,
+    c: Conn,
     run_id: int,
     owner: str,
     why: JSON,
@@ -458,7 +457,7 @@ def wake(
     return epoch
 
 
-def finish(c: sqlite3.Connection, run_id: int, epoch: int, status: RunStatus, summary: str) -> Step:
+def finish(c: Conn, run_id: int, epoch: int, status: RunStatus, summary: str) -> Step:
     step = append_step(
         c, run_id, epoch, StepKind.FINISH, data={"status": str(status), "summary": summary}
     )
@@ -470,7 +469,7 @@ def finish(c: sqlite3.Connection, run_id: int, epoch: int, status: RunStatus, su
     return step
 
 
-def cancel(c: sqlite3.Connection, run_id: int, reason: str) -> None:
+def cancel(c: Conn, run_id: int, reason: str) -> None:
     """Operator cancel: allowed from any unfinished state; journals a FINISH step."""
     run = get_run(c, run_id)
     if run.status.finished:

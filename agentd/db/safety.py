@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from agentd.db.conn import Conn
 from agentd.errors import StateError
 
 # STRICT tables need 3.37, the `->>` operator 3.38 (DESIGN: the schema uses both).
@@ -91,7 +92,7 @@ def read_only_reason(db: Path) -> str | None:
     return None
 
 
-def quick_check(conn: sqlite3.Connection, path: Path) -> None:
+def quick_check(conn: Conn, path: Path) -> None:
     """`PRAGMA quick_check`: refuse a corrupt database with the first problems it names."""
     try:
         rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]

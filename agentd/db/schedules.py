@@ -9,13 +9,13 @@ A removed schedule is disabled, not deleted: the check-ins it fired keep pointin
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentd.db import checkins as qc
 from agentd.db.checkins import CheckinStatus
+from agentd.db.conn import Conn
 from agentd.errors import NotFound, Refused
 
 
@@ -51,7 +51,7 @@ def _from_row(r: tuple[Any, ...]) -> Schedule:
 
 
 def add(
-    c: sqlite3.Connection,
+    c: Conn,
     goal_id: int,
     *,
     kind: str,
@@ -75,7 +75,7 @@ def add(
     return int(cur.lastrowid or 0)
 
 
-def get(c: sqlite3.Connection, schedule_id: int) -> Schedule:
+def get(c: Conn, schedule_id: int) -> Schedule:
     row = c.execute(
         f"SELECT {COLS} FROM schedules WHERE schedule_id = ?", (schedule_id,)
     ).fetchone()
@@ -84,7 +84,7 @@ def get(c: sqlite3.Connection, schedule_id: int) -> Schedule:
     return _from_row(row)
 
 
-def of_goal(c: sqlite3.Connection, goal_id: int, *, enabled_only: bool = True) -> list[Schedule]:
+def of_goal(c: Conn, goal_id: int, *, enabled_only: bool = True) -> list[Schedule]:
     where = " AND enabled = 1" if enabled_only else ""
     rows = c.execute(
         f"SELECT {COLS} FROM schedules WHERE goal_id = ?{where} ORDER BY schedule_id", (goal_id,)
@@ -92,7 +92,7 @@ def of_goal(c: sqlite3.Connection, goal_id: int, *, enabled_only: bool = True) -
     return [_from_row(r) for r in rows]
 
 
-def remove(c: sqlite3.Connection, goal_id: int, schedule_id: int) -> Schedule:
+def remove(c: Conn, goal_id: int, schedule_id: int) -> Schedule:
     """Disable a goal's schedule (its fired check-ins keep their reference)."""
     sched = get(c, schedule_id)
     if sched.goal_id != goal_id:
@@ -106,7 +106,7 @@ def remove(c: sqlite3.Connection, goal_id: int, schedule_id: int) -> Schedule:
     return get(c, schedule_id)
 
 
-def active(c: sqlite3.Connection) -> list[Schedule]:
+def active(c: Conn) -> list[Schedule]:
     """Enabled schedules of active goals: what the daemon keeps jobs for."""
     rows = c.execute(
         f"SELECT {', '.join('s.' + k.strip() for k in COLS.split(','))} FROM schedules s"
@@ -117,7 +117,7 @@ def active(c: sqlite3.Connection) -> list[Schedule]:
 
 
 def record_fires(
-    c: sqlite3.Connection,
+    c: Conn,
     sched: Schedule,
     *,
     run: list[float],
@@ -148,13 +148,13 @@ def record_fires(
     return new_due, written
 
 
-def set_next_fire(c: sqlite3.Connection, schedule_id: int, next_fire_at: float | None) -> None:
+def set_next_fire(c: Conn, schedule_id: int, next_fire_at: float | None) -> None:
     c.execute(
         "UPDATE schedules SET next_fire_at = ? WHERE schedule_id = ?", (next_fire_at, schedule_id)
     )
 
 
-def last_fire(c: sqlite3.Connection, schedule_id: int) -> float | None:
+def last_fire(c: Conn, schedule_id: int) -> float | None:
     """The newest due time recorded for a schedule in the check-in journal."""
     row = c.execute(
         "SELECT max(due_at) FROM checkins WHERE schedule_id = ?", (schedule_id,)
@@ -167,7 +167,7 @@ def last_fire(c: sqlite3.Connection, schedule_id: int) -> float | None:
 OVERRIDES = ("every_s", "min_s", "max_s", "quiet", "tz", "snoozed_until")
 
 
-def set_overrides(c: sqlite3.Connection, goal_id: int, now: float, **fields: Any) -> None:
+def set_overrides(c: Conn, goal_id: int, now: float, **fields: Any) -> None:
     """Upsert a goal's cadence overrides (only the fields given; None clears one to the agent's
     default). Unknown fields are a programming error."""
     unknown = set(fields) - set(OVERRIDES)
@@ -181,19 +181,19 @@ def set_overrides(c: sqlite3.Connection, goal_id: int, now: float, **fields: Any
         )
 
 
-def reset_cadence(c: sqlite3.Connection, goal_id: int, now: float) -> None:
+def reset_cadence(c: Conn, goal_id: int, now: float) -> None:
     """Back to the agent's defaults: no overrides, no snooze, no backoff."""
     set_overrides(c, goal_id, now, **dict.fromkeys(OVERRIDES))
     c.execute("UPDATE cadences SET backoff = 0 WHERE goal_id = ?", (goal_id,))
 
 
-def active_goal_agents(c: sqlite3.Connection) -> dict[int, str]:
+def active_goal_agents(c: Conn) -> dict[int, str]:
     """goal_id → agent of every active goal."""
     rows = c.execute("SELECT goal_id, agent FROM goals WHERE status = 'active'")
     return {int(g): str(a) for g, a in rows}
 
 
-def unplanned_goals(c: sqlite3.Connection) -> list[int]:
+def unplanned_goals(c: Conn) -> list[int]:
     """Active goals with no next look yet (new goals, or ones whose cadence was reset)."""
     rows = c.execute(
         "SELECT g.goal_id FROM goals g LEFT JOIN cadences k ON k.goal_id = g.goal_id"
@@ -202,7 +202,7 @@ def unplanned_goals(c: sqlite3.Connection) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def due_looks(c: sqlite3.Connection, now: float) -> list[tuple[int, float]]:
+def due_looks(c: Conn, now: float) -> list[tuple[int, float]]:
     """(goal_id, next_at) of active goals whose cadence look is due and not yet recorded (a
     recorded look stays due until its check-in ends and plans the next one)."""
     rows = c.execute(
@@ -215,9 +215,7 @@ def due_looks(c: sqlite3.Connection, now: float) -> list[tuple[int, float]]:
     return [(int(g), float(t)) for g, t in rows]
 
 
-def next_wake(
-    c: sqlite3.Connection, agents: list[str], skip_schedules: Sequence[int] = ()
-) -> float | None:
+def next_wake(c: Conn, agents: list[str], skip_schedules: Sequence[int] = ()) -> float | None:
     """The earliest time anything of the outer loop is due for goals of `agents`: a look not yet
     recorded, a schedule's fire, or a check-in waiting out a model backoff."""
     row = c.execute(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from agentd.db.conn import Conn
 from agentd.errors import StateError
 
 MIGRATIONS: list[str] = [
@@ -273,7 +274,7 @@ MIGRATIONS: list[str] = [
 ]
 
 
-def version(conn: sqlite3.Connection) -> int:
+def version(conn: Conn) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 

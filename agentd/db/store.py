@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import structlog
 
 from agentd.db import safety
+from agentd.db.conn import Conn, Work
 from agentd.db.meta import get_meta
 from agentd.db.poke import API_SOCK_NAME, poke
 from agentd.db.schema import MIGRATIONS, migrate
@@ -32,7 +33,6 @@ from agentd.db.schema import version as schema_version
 from agentd.errors import AgentdError, StateError
 
 T = TypeVar("T")
-Work = Callable[[sqlite3.Connection], T]
 log = structlog.get_logger("agentd.db")
 
 BUSY_TIMEOUT_MS = 5000
@@ -154,7 +154,7 @@ class Insert:
 
     sql: str
     params: tuple[Any, ...]
-    explain: Callable[[sqlite3.Connection], None]
+    explain: Callable[[Conn], None]
 
 
 Request = tuple["Work[Any] | Insert", "asyncio.Future[Any]"]
@@ -185,7 +185,7 @@ def _run_of_inserts(works: list[Any], start: int) -> int:
     return n
 
 
-def _insert_rows(conn: sqlite3.Connection, rows: list[Insert]) -> None:
+def _insert_rows(conn: Conn, rows: list[Insert]) -> None:
     inserted = conn.executemany(rows[0].sql, [r.params for r in rows]).rowcount
     if inserted != len(rows):
         if len(rows) == 1:

@@ -8,15 +8,15 @@ Write functions expect to be called inside a write transaction (see agentd/db/qu
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 
+from agentd.db.conn import Conn
 from agentd.models import JSON
 
 # ── leases ───────────────────────────────────────────────────────────────────────────────────────
 
 
-def claim_running(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:
+def claim_running(c: Conn, owner: str, lease_s: float) -> list[tuple[int, int]]:
     """Take the lease on every `running` run (recovery); returns (run_id, new epoch) pairs.
 
     Bumping the epoch fences any late write from a previous owner of the same run.
@@ -33,11 +33,11 @@ def claim_running(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tup
     return [(int(r[0]), int(r[1])) for r in rows]
 
 
-def running_run_ids(c: sqlite3.Connection) -> list[int]:
+def running_run_ids(c: Conn) -> list[int]:
     return [int(r[0]) for r in c.execute("SELECT run_id FROM runs WHERE status = 'running'")]
 
 
-def claim_unowned(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tuple[int, int]]:
+def claim_unowned(c: Conn, owner: str, lease_s: float) -> list[tuple[int, int]]:
     """Take the lease on running runs nobody owns (created by the CLI)."""
     ids = [
         r[0]
@@ -48,7 +48,7 @@ def claim_unowned(c: sqlite3.Connection, owner: str, lease_s: float) -> list[tup
     return [(int(i), claim_run(c, int(i), owner, lease_s)) for i in ids]
 
 
-def claim_run(c: sqlite3.Connection, run_id: int, owner: str, lease_s: float) -> int:
+def claim_run(c: Conn, run_id: int, owner: str, lease_s: float) -> int:
     """Take the lease on one running run; returns its new epoch."""
     c.execute(
         "UPDATE runs SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1"
@@ -61,14 +61,14 @@ def claim_run(c: sqlite3.Connection, run_id: int, owner: str, lease_s: float) ->
 # ── what the daemon's waker matches ─────────────────────────────────────────────────────────────
 
 
-def waiting_runs_of_agent(c: sqlite3.Connection, agent: str) -> list[tuple[int, JSON]]:
+def waiting_runs_of_agent(c: Conn, agent: str) -> list[tuple[int, JSON]]:
     rows = c.execute(
         "SELECT run_id, wait FROM runs WHERE status = 'waiting' AND agent = ?", (agent,)
     )
     return [(int(r), json.loads(w or "{}")) for r, w in rows]
 
 
-def due_timers(c: sqlite3.Connection, now: float, limit: int = 500) -> list[int]:
+def due_timers(c: Conn, now: float, limit: int = 500) -> list[int]:
     rows = c.execute(
         "SELECT run_id FROM runs WHERE status = 'waiting' AND next_wake_at <= ?"
         " ORDER BY next_wake_at LIMIT ?",
@@ -77,14 +77,14 @@ def due_timers(c: sqlite3.Connection, now: float, limit: int = 500) -> list[int]
     return [int(r[0]) for r in rows]
 
 
-def next_timer(c: sqlite3.Connection) -> float | None:
+def next_timer(c: Conn) -> float | None:
     row = c.execute(
         "SELECT min(next_wake_at) FROM runs WHERE status = 'waiting' AND next_wake_at IS NOT NULL"
     ).fetchone()
     return None if row[0] is None else float(row[0])
 
 
-def runs_with_resolved_items(c: sqlite3.Connection, since: float = 0.0) -> list[tuple[int, int]]:
+def runs_with_resolved_items(c: Conn, since: float = 0.0) -> list[tuple[int, int]]:
     """(run_id, item_id) for waiting runs whose inbox item was resolved at or after `since`.
 
     Driven from the inbox's resolved_at index (CROSS JOIN fixes the loop order in SQLite), so
@@ -98,7 +98,7 @@ def runs_with_resolved_items(c: sqlite3.Connection, since: float = 0.0) -> list[
     return [(int(a), int(b)) for a, b in rows]
 
 
-def runs_waiting_on_events(c: sqlite3.Connection) -> list[tuple[int, JSON, int, str, JSON]]:
+def runs_waiting_on_events(c: Conn) -> list[tuple[int, JSON, int, str, JSON]]:
     """(run_id, wait, event_id, name, data) for each event newer than the run's wait began."""
     rows = c.execute(
         "SELECT r.run_id, r.wait, e.event_id, e.name, e.data FROM runs r"

@@ -5,7 +5,6 @@ the daemon's write transactions; `now` is the daemon's clock."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC
 from typing import Any
 
@@ -15,6 +14,7 @@ from agentd.db import checkins as qc
 from agentd.db import items as qi
 from agentd.db import outbox
 from agentd.db import queries as q
+from agentd.db.conn import Conn
 from agentd.errors import NotFound
 from agentd.models import JSON, InboxItem, InboxKind, RunStatus
 from agentd.notify.content import about
@@ -26,7 +26,7 @@ PRIORITY = {"approval": "high", "failure": "high", "question": "default", "notic
 REMINDED = (InboxKind.APPROVAL, InboxKind.QUESTION)  # items that wait for an answer
 
 
-def category(c: sqlite3.Connection, item: InboxItem) -> str:
+def category(c: Conn, item: InboxItem) -> str:
     if item.kind != InboxKind.NOTICE:
         return str(item.kind)
     if item.rule == "nudge":
@@ -40,7 +40,7 @@ def category(c: sqlite3.Connection, item: InboxItem) -> str:
     return "notice"
 
 
-def _agent_of(c: sqlite3.Connection, item: InboxItem) -> tuple[str | None, str]:
+def _agent_of(c: Conn, item: InboxItem) -> tuple[str | None, str]:
     """The agent an item belongs to, and its goal's title."""
     agent, goal_title = None, ""
     try:
@@ -83,7 +83,7 @@ def message_for(cfg: Config, item: InboxItem, what: str, agent: str, goal_title:
     }
 
 
-def plan_queued(c: sqlite3.Connection, cfg: Config, now: float) -> int:
+def plan_queued(c: Conn, cfg: Config, now: float) -> int:
     """Expand queued inbox items into outbox rows; returns the rows added. Each queued item leaves
     the queue in the transaction that plans it, so a crash plans it again (rows are unique).
     With no agent notifying anywhere the queue is dropped in one statement: a backlog (a restore,
@@ -129,13 +129,13 @@ def plan_queued(c: sqlite3.Connection, cfg: Config, now: float) -> int:
     return added
 
 
-def _quiet_until(c: sqlite3.Connection, agent: AgentConfig, goal_id: int, now: float) -> float:
+def _quiet_until(c: Conn, agent: AgentConfig, goal_id: int, now: float) -> float:
     """`now` outside the goal's quiet hours, else when they end."""
     cad = cadence.cadence_from(agent.checkin, qc.cadence_row(c, goal_id))
     return cadence.leave_quiet(cad, now)
 
 
-def claim_due(c: sqlite3.Connection, cfg: Config, now: float, limit: int = 50) -> list[Any]:
+def claim_due(c: Conn, cfg: Config, now: float, limit: int = 50) -> list[Any]:
     """The rows to attempt now: reminders of closed items are cancelled first, and rows inside
     their goal's quiet hours are moved to the hours' end (no attempt counted). Reminders count
     from the first message: holding a message moves its item's later stages by as much (a first

@@ -7,7 +7,6 @@ items as it ends the run: no crash can separate a step from what it implies.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +16,7 @@ from agentd.db import artifacts, memory
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import world as worlds
+from agentd.db.conn import Conn
 from agentd.models import JSON, InboxKind, RunStatus, Step, StepKind
 from agentd.sources import changes, with_history
 
@@ -39,7 +39,7 @@ class RunRef:
 
 
 def control(
-    c: sqlite3.Connection,
+    c: Conn,
     ref: RunRef,
     cfg: BuiltinAction,
     action: str,
@@ -114,9 +114,7 @@ def control(
     ]
 
 
-def post_and_wait(
-    c: sqlite3.Connection, ref: RunRef, kind: InboxKind, why: str, **item: Any
-) -> Step:
+def post_and_wait(c: Conn, ref: RunRef, kind: InboxKind, why: str, **item: Any) -> Step:
     """Post a question or approval and park the run on it."""
     item_id = qi.post(c, kind, goal_id=ref.goal_id, run_id=ref.run_id, **item)
     wait = {"kind": "inbox", "item_id": item_id, "why": why}
@@ -126,7 +124,7 @@ def post_and_wait(
 
 
 def finish(
-    c: sqlite3.Connection,
+    c: Conn,
     ref: RunRef,
     status: RunStatus,
     summary: str,
@@ -145,7 +143,7 @@ def finish(
 
 
 def record_world(
-    c: sqlite3.Connection, agent: str, run_id: int | None, raw: JSON, now: float
+    c: Conn, agent: str, run_id: int | None, raw: JSON, now: float
 ) -> tuple[int, JSON, JSON, JSON | None]:
     """Store one look at an agent's world with its health history and what changed since the
     previous look (by a run or the poller). Returns (snapshot_id, world, changes, previous)."""

@@ -1,0 +1,38 @@
+"""The connection every query is written against: just the DB-API calls the queries make (execute,
+executemany, and the cursor's fetches, rowcount and lastrowid). sqlite3's connection satisfies it
+today; a PostgreSQL connection behind the same few calls can stand in for it later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class Cursor(Protocol):
+    """What a query reads back from one statement."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def lastrowid(self) -> int | None: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Conn(Protocol):
+    """A connection inside the transaction the store opened for the query (or between them, to read)."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+
+Work = Callable[[Conn], T]  # what a store runs in one transaction (a write) or on its reader
