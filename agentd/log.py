@@ -26,7 +26,7 @@ from structlog.dev import Column, ColumnFormatter
 from structlog.typing import EventDict, ExcInfo, WrappedLogger
 
 from agentd import config
-from agentd.views import render
+from agentd.text import safe
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -94,21 +94,21 @@ def to_journal(stream: Any) -> bool:
 
 def _neutralised(formatter: ColumnFormatter) -> ColumnFormatter:
     """A console column whose `key=value` text has its control characters escaped."""
-    return lambda key, value: render.safe(formatter(key, value))
+    return lambda key, value: safe(formatter(key, value))
 
 
 def _traceback(sio: TextIO, exc_info: ExcInfo) -> None:
     """A plain traceback, escaped; its lines after the first marked `│` (messages are world text)."""
     text = io.StringIO()
     structlog.dev.plain_traceback(text, exc_info)
-    sio.write(render.safe(text.getvalue(), multiline=True))
+    sio.write(safe(text.getvalue(), multiline=True))
 
 
 def _neutralise_blocks(logger: WrappedLogger, name: str, event_dict: EventDict) -> EventDict:
     """A ready-made `exception` or `stack` text, which the console prints as it is, escaped."""
     for key in ("exception", "stack"):
         if isinstance(event_dict.get(key), str):
-            event_dict[key] = render.safe(event_dict[key], multiline=True)
+            event_dict[key] = safe(event_dict[key], multiline=True)
     return event_dict
 
 

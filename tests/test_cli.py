@@ -28,7 +28,7 @@ from agentd.models import (
     Verdict,
     action_digest,
 )
-from agentd.views import render
+from agentd.operator.parse import parse_when, pick_agent
 
 CONFIG = """\
 [models.default]
@@ -222,26 +222,26 @@ def test_goal_add_bad_deadline_exits_2_with_an_example(cli_home: Any, when: str)
 
 def test_parse_when_accepts_delays_dates_and_naive_times_as_local_time() -> None:
     now = datetime(2026, 1, 1, 12, tzinfo=UTC)
-    assert render.parse_when("3d", now) == now + timedelta(days=3)
-    assert render.parse_when("90m", now) == now + timedelta(minutes=90)
-    assert render.parse_when("2026-03-01", now) == datetime(2026, 3, 1).astimezone(UTC)
-    assert render.parse_when("2026-03-01T17:00+02:00", now) == datetime(2026, 3, 1, 15, tzinfo=UTC)
+    assert parse_when("3d", now) == now + timedelta(days=3)
+    assert parse_when("90m", now) == now + timedelta(minutes=90)
+    assert parse_when("2026-03-01", now) == datetime(2026, 3, 1).astimezone(UTC)
+    assert parse_when("2026-03-01T17:00+02:00", now) == datetime(2026, 3, 1, 15, tzinfo=UTC)
     with pytest.raises(UsageError):
-        render.parse_when("soon", now)
+        parse_when("soon", now)
 
 
 def test_pick_agent_prefers_the_only_agent_then_default(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     one = config.parse(CONFIG, path)
-    assert render.pick_agent(one, None, path) == "default"
+    assert pick_agent(one, None, path) == "default"
     two = config.parse(CONFIG + '[agents.ops]\nactions = ["finish"]\n', path)
-    assert render.pick_agent(two, None, path) == "default"
-    assert render.pick_agent(two, "ops", path) == "ops"
+    assert pick_agent(two, None, path) == "default"
+    assert pick_agent(two, "ops", path) == "ops"
     no_default = config.parse(
         CONFIG.replace("agents.default", "agents.a") + "[agents.b]\nactions = ['finish']\n", path
     )
     with pytest.raises(UsageError, match=r"pass --agent NAME; .*: a, b"):
-        render.pick_agent(no_default, None, path)
+        pick_agent(no_default, None, path)
 
 
 def test_goal_show_unknown_id_exits_1_without_traceback(cli_home: Any) -> None:

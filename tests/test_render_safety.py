@@ -20,6 +20,7 @@ from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.models import InboxKind, RunStatus, Step, StepKind, StepStatus, action_digest, utcnow
+from agentd.text import CONTINUATION, safe
 from agentd.views import render
 from agentd.views import runs as render_runs
 
@@ -86,28 +87,28 @@ def hostile_approval(home: Any) -> int:
 
 
 def test_safe_escapes_controls_bidi_and_invisible_characters_visibly() -> None:
-    text = render.safe("a\x1b[2Jb\x9bc\u202ed\u200be\x07f\x08g\rh\x7fi\U000e0041j\u3164k")
+    text = safe("a\x1b[2Jb\x9bc\u202ed\u200be\x07f\x08g\rh\x7fi\U000e0041j\u3164k")
     assert text == ("a\\x1b[2Jb\\x9bc\\u202ed\\u200be\\x07f\\x08g\\rh\\x7fi\\U000e0041j\\u3164k")
 
 
 def test_safe_keeps_ordinary_text_as_it_is() -> None:
     text = "Déploiement prévu — ok ✓ 日本語 🙂 a\\b"
-    assert render.safe(text) == text
+    assert safe(text) == text
 
 
 def test_safe_leaves_no_unprintable_code_point_unescaped() -> None:
     every = "".join(map(chr, range(0x110000)))
-    assert render.safe(every).isprintable()
+    assert safe(every).isprintable()
 
 
 def test_safe_shows_newlines_on_one_line_unless_multiline() -> None:
-    assert render.safe("a\nb\r\nc") == "a\\nb\\r\\nc"
-    assert render.safe("a\nb\r\nc", multiline=True) == "a\n  │ b\n  │ c"
+    assert safe("a\nb\r\nc") == "a\\nb\\r\\nc"
+    assert safe("a\nb\r\nc", multiline=True) == "a\n  │ b\n  │ c"
 
 
 def test_safe_is_idempotent() -> None:
-    once = render.safe(HOSTILE)
-    assert render.safe(once) == once
+    once = safe(HOSTILE)
+    assert safe(once) == once
 
 
 def test_step_line_for_live_narration_is_one_inert_line() -> None:
@@ -144,7 +145,7 @@ def test_inbox_show_marks_every_written_line(cli_home: Any) -> None:
     out = agentd(cli_home.root, "inbox", "show", str(item_id)).stdout
     written = out[out.index(render.WRITTEN) : out.index(render.AUTHORITATIVE)]
     body = [line for line in written.splitlines()[1:] if line and not line.startswith("─")]
-    assert body and all(line.startswith(render.CONTINUATION) for line in body)
+    assert body and all(line.startswith(CONTINUATION) for line in body)
 
 
 def test_inbox_show_escapes_look_alike_letters_in_the_real_arguments(cli_home: Any) -> None:

@@ -20,6 +20,7 @@ from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.errors import UsageError
 from agentd.models import InboxKind, StepKind
+from agentd.operator.parse import parse_when
 from agentd.views import outer as render_outer
 from agentd.views import times as render_time
 
@@ -102,19 +103,15 @@ def test_the_outer_loops_views_share_the_style(paris: None) -> None:
 
 
 def test_parse_when_reads_a_naive_time_in_the_local_zone(paris: None) -> None:
-    assert render_time.parse_when("2026-03-01T17:00", WINTER) == datetime(
-        2026, 3, 1, 16, tzinfo=UTC
-    )
-    assert render_time.parse_when("2026-03-01", WINTER) == datetime(2026, 2, 28, 23, tzinfo=UTC)
-    assert render_time.parse_when("2026-03-01T17:00Z", WINTER) == datetime(
-        2026, 3, 1, 17, tzinfo=UTC
-    )
-    assert render_time.parse_when("3d", WINTER) == WINTER + timedelta(days=3)
+    assert parse_when("2026-03-01T17:00", WINTER) == datetime(2026, 3, 1, 16, tzinfo=UTC)
+    assert parse_when("2026-03-01", WINTER) == datetime(2026, 2, 28, 23, tzinfo=UTC)
+    assert parse_when("2026-03-01T17:00Z", WINTER) == datetime(2026, 3, 1, 17, tzinfo=UTC)
+    assert parse_when("3d", WINTER) == WINTER + timedelta(days=3)
 
 
 def test_parse_when_refuses_the_past() -> None:
     with pytest.raises(UsageError, match="in the past"):
-        render_time.parse_when("2026-01-01", WINTER)
+        parse_when("2026-01-01", WINTER)
 
 
 # ── through the CLI ───────────────────────────────────────────────────────────────────────────

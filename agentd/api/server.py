@@ -28,7 +28,7 @@ from agentd.config import Paths
 from agentd.errors import NotFound
 from agentd.mcp import server as mcp_server
 from agentd.runs.deps import Deps
-from agentd.views import render
+from agentd.text import to_json
 from agentd.web import auth, data, html, routes
 from agentd.web.guard import MCP_PATH, guard
 from agentd.web.routes import Site
@@ -80,7 +80,7 @@ class _Embedded(uvicorn.Server):
 
 
 def _json(value: Any, status: int = 200) -> Response:
-    return Response(render.to_json(value), status_code=status, media_type="application/json")
+    return Response(to_json(value), status_code=status, media_type="application/json")
 
 
 class ApiServer:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from agentd import config, log
-from agentd.cli import doctor
+from agentd.cli import doctor, init_text
 from agentd.cli.root import JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
 from agentd.config import Paths, ScriptedModel
 from agentd.daemon import serve as daemon
@@ -26,6 +26,8 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, ConfigError, StateError, UsageError, require_utf8
 from agentd.models import JSON, GoalStatus, RunStatus, utcnow
+from agentd.operator.parse import parse_object
+from agentd.text import jsonable, screen
 from agentd.views import render
 
 event_app = sub_app(help="Events: tell agentd something happened (starts or wakes runs).")
@@ -33,7 +35,7 @@ event_app = sub_app(help="Events: tell agentd something happened (starts or wake
 
 def _template() -> str:
     resource = importlib.resources.files("agentd") / "config.example.toml"
-    return resource.read_text() if resource.is_file() else render.FALLBACK_CONFIG
+    return resource.read_text() if resource.is_file() else init_text.FALLBACK_CONFIG
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -90,7 +92,7 @@ def _write_home(paths: Paths, force: bool = False) -> tuple[list[str], str | Non
         if not isinstance(model, ScriptedModel) or model.replies.exists():
             continue
         if model.replies.parent == paths.home:
-            _write_private(model.replies, render.PLACEHOLDER_REPLIES)
+            _write_private(model.replies, init_text.PLACEHOLDER_REPLIES)
             done.append(f"created {model.replies}")
     existed = paths.db.exists() and paths.db.stat().st_size > 0
     store = SyncStore(paths.db)
@@ -120,9 +122,9 @@ def init_cmd(
     paths = paths_of(ctx)
     done, problem = _write_home(paths, force)
     for line in done:
-        typer.echo(render.screen(line))
+        typer.echo(screen(line))
     if problem is not None:
-        typer.echo(render.screen(f"note: the config does not load yet: {problem}"), err=True)
+        typer.echo(screen(f"note: the config does not load yet: {problem}"), err=True)
     if paths.home.stat().st_mode & 0o077:  # an existing home: its mode is the operator's choice
         typer.echo(
             f"note: other users may open {paths.home}, which holds what the agents saw and were "
@@ -178,7 +180,7 @@ def serve_cmd(
             raise
         # Under systemd the message gets its priority too (each line is an entry of its own),
         # so `journalctl -p err` shows it.
-        lines = render.screen(f"agentd: {e}").splitlines()
+        lines = screen(f"agentd: {e}").splitlines()
         typer.echo("\n".join(f"<{log.PRIORITY['error']}>{ln}" for ln in lines), err=True)
         raise typer.Exit(e.exit_code) from None
     raise typer.Exit(code)
@@ -319,7 +321,7 @@ def _event_fields(data: str | None) -> JSON:
             f"--data is {size:,} bytes; an event carries at most {EVENT_DATA_MAX_BYTES:,} "
             "(64 KiB): send a reference (a path, a URL, an id) instead of the content"
         )
-    return render.parse_object("--data", data)
+    return parse_object("--data", data)
 
 
 def _nobody_listens(cfg: config.Config, c: Any, name: str) -> str | None:
@@ -386,14 +388,14 @@ def event_send(
     with open_store(ctx) as store:
         event, duplicate, unheard = store.write(work)
     if duplicate:
-        out = {**render.jsonable(event), "duplicate": True}
+        out = {**jsonable(event), "duplicate": True}
         emit(as_json, out, lambda: str(event.event_id))
         first = f"event {event.event_id} ({event.name})"
-        typer.echo(render.screen(f"note: key {key!r} was already recorded as {first}"), err=True)
+        typer.echo(screen(f"note: key {key!r} was already recorded as {first}"), err=True)
         return
     emit(as_json, event, lambda: str(event.event_id))
     if unheard:
-        typer.echo(render.screen(f"warning: {unheard}"), err=True)
+        typer.echo(screen(f"warning: {unheard}"), err=True)
 
 
 @event_app.command("list")

@@ -18,6 +18,8 @@ from agentd.errors import Unchanged
 from agentd.models import GoalStatus, utcnow
 from agentd.operator import goals
 from agentd.operator import schedules as plan
+from agentd.operator.parse import pick_agent
+from agentd.text import jsonable, screen, to_json
 from agentd.views import outer as render_outer
 from agentd.views import render
 
@@ -67,7 +69,7 @@ def goal_add(
         --criterion "p95 latency under 300 ms" --deadline 7d
     """
     paths = paths_of(ctx)
-    name = render.pick_agent(config.load(paths.config), agent, paths.config)
+    name = pick_agent(config.load(paths.config), agent, paths.config)
     with open_store(ctx) as store:
         now = datetime.fromtimestamp(plan.home_now(store), UTC)  # a test clock, if the home has one
         when = goals.parse_deadline(deadline, now) if deadline is not None else None
@@ -104,7 +106,7 @@ def goal_show(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) ->
         goal, runs, spend = goals.details(store, goal_id)
         outlook = plan.outlook(store, cfg, goal_id)
     data = {
-        **render.jsonable(goal), "runs": runs, "spend": spend,
+        **jsonable(goal), "runs": runs, "spend": spend,
         "checkin": render_outer.as_json(outlook),
     }  # fmt: skip
     emit(
@@ -127,8 +129,8 @@ def unchanged_is_a_note(
         yield
     except Unchanged as e:
         if as_json and store is not None and item_id is not None:
-            typer.echo(render.to_json(store.read(lambda c: qi.get_item(c, item_id))))
-        typer.echo(render.screen(f"note: {e}"), err=True)
+            typer.echo(to_json(store.read(lambda c: qi.get_item(c, item_id))))
+        typer.echo(screen(f"note: {e}"), err=True)
         raise typer.Exit(0) from None
 
 

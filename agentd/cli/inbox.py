@@ -14,6 +14,8 @@ from agentd.db import queries as q
 from agentd.models import utcnow
 from agentd.operator import inbox
 from agentd.operator import schedules as plan
+from agentd.operator.parse import parse_object
+from agentd.text import compact, safe
 from agentd.views import render
 
 inbox_app = sub_app(help="The operator inbox: questions, approvals and notices from the agents.")
@@ -74,11 +76,11 @@ def inbox_approve(
     """
     if edit is not None:
         inbox.check_text("--edit", edit, required=True)
-    changes = render.parse_object("--edit", edit) if edit is not None else None
+    changes = parse_object("--edit", edit) if edit is not None else None
     cfg = config.load(paths_of(ctx).config)
     with open_store(ctx) as store, unchanged_is_a_note():
         item = inbox.approve(store, cfg, item_id, changes, note)
-    what = render.safe(f"{item.action} {render.compact(item.args or {})}")
+    what = safe(f"{item.action} {compact(item.args or {})}")
     typer.echo(f"approved item {item_id}: {what}{resume_note(ctx, item.run_id)}")
 
 

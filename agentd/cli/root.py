@@ -26,9 +26,14 @@ from agentd.db import safety
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, StateError, UsageError
 from agentd.outer import cadence
-from agentd.views import render
+from agentd.text import screen, to_json
 
 HOME = "--home"
+
+HOME_HELP = (
+    "State directory with config.toml and agentd.db; allowed anywhere on the line "
+    "[default: $AGENTD_HOME, else $XDG_DATA_HOME/agentd or ~/.local/share/agentd]."
+)
 
 
 def _option(command: Any, arg: str) -> TyperOption | None:
@@ -89,13 +94,13 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except AgentdError as e:  # its text may quote a model or the world: neutralised
-            typer.echo(render.screen(f"agentd: {e}"), err=True)
+            typer.echo(screen(f"agentd: {e}"), err=True)
             raise typer.Exit(e.exit_code) from None
         except OSError as e:  # a file the operator must fix (permissions, a full disk)
             if e.errno == errno.EPIPE:  # `agentd runs list | head`: click exits quietly
                 raise
             where = f"{e.filename}: " if e.filename else ""
-            typer.echo(render.screen(f"agentd: {where}{e.strerror or e}"), err=True)
+            typer.echo(screen(f"agentd: {where}{e.strerror or e}"), err=True)
             raise typer.Exit(1) from None
 
 
@@ -151,7 +156,7 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    home: Annotated[Path | None, Opt(metavar="PATH", help=render.HOME_HELP)] = None,
+    home: Annotated[Path | None, Opt(metavar="PATH", help=HOME_HELP)] = None,
     version: Annotated[
         bool,
         Opt("--version", callback=_print_version, is_eager=True, help="Print the version; exit."),
@@ -183,7 +188,7 @@ def open_store(ctx: typer.Context) -> Iterator[SyncStore]:
 def emit(as_json: bool, data: Any, text: Callable[[], str]) -> None:
     """--json (escaped by JSON), or the text view; views neutralise what models and the world
     wrote field by field, and `screen` catches any control character one of them missed."""
-    typer.echo(render.to_json(data) if as_json else render.screen(text()))
+    typer.echo(to_json(data) if as_json else screen(text()))
 
 
 def resume_note(ctx: typer.Context, run_id: int | None) -> str:

@@ -19,6 +19,7 @@ from agentd.db.store import SyncStore
 from agentd.errors import NotFound, UsageError
 from agentd.models import RunStatus, utcnow
 from agentd.operator import goals
+from agentd.text import screen
 from agentd.views import render
 from agentd.views import runs as render_runs
 
@@ -131,7 +132,7 @@ def _follow(store: SyncStore, run_id: int, width: int) -> None:
     """The header, then each entry of the timeline once it is settled, until the run ends."""
     run, goal, steps = goals.run_details(store, run_id)
     header = render_runs.run_header(run, goal, utcnow(), steps, width)
-    typer.echo(render.screen(header) + "\n")
+    typer.echo(screen(header) + "\n")
     printed, heading = 0, None
     try:
         while True:
@@ -142,7 +143,7 @@ def _follow(store: SyncStore, run_id: int, width: int) -> None:
                 shown[printed:], utcnow(), width, FOLLOW_SEQ_W, heading
             )
             if lines:
-                typer.echo(render.screen("\n".join(lines)))
+                typer.echo(screen("\n".join(lines)))
             printed = len(shown)
             if run.status.finished:
                 return

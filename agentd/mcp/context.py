@@ -25,7 +25,7 @@ from agentd.db.store import SyncStore
 from agentd.errors import NotFound
 from agentd.models import JSON, Goal, InboxItem, Run, RunStatus, WaitKind, from_ts
 from agentd.operator import schedules as plan
-from agentd.views import render
+from agentd.text import jsonable
 from agentd.views import runs as render_runs
 
 SCHEMA_ID = "agentd.goal-context/1"
@@ -162,7 +162,7 @@ def _outcome(run: Run) -> RunOutcome:
     return RunOutcome(
         run_id=run.run_id, uri=run_uri(run.run_id), status=str(run.status),
         task_status=task_status(run), trigger=run.trigger, summary=run.summary,
-        waiting_for=render.jsonable(run).get("wait"), step_count=run.step_count,
+        waiting_for=jsonable(run).get("wait"), step_count=run.step_count,
         created_at=run.created_at, updated_at=run.updated_at,
     )  # fmt: skip
 
@@ -241,7 +241,7 @@ def run_timeline(c: Any, run_id: int) -> JSON:
     """`runs show --json` (the run, its goal, spend, every step), plus `task_status`."""
     run = q.get_run(c, run_id)
     steps = q.list_steps(c, run_id)
-    shown = render.jsonable(render_runs.show_json(run, q.get_goal(c, run.goal_id), steps))
+    shown = jsonable(render_runs.show_json(run, q.get_goal(c, run.goal_id), steps))
     return {**shown, "task_status": task_status(run)}
 
 
@@ -250,7 +250,7 @@ def artifact(c: Any, artifact_id: int) -> JSON:
     run = q.get_run(c, artifact_id)
     if run.trigger != qa.BUILD_TRIGGER:
         raise NotFound(f"run {artifact_id} is not a build; agentd://goals/{{id}} lists artifacts")
-    return dict(render.jsonable(
+    return dict(jsonable(
         {"artifact": artifact_id, "goal_id": run.goal_id, "run_status": str(run.status),
          "task_status": task_status(run), "versions": qa.all_versions(c, artifact_id)}
     ))  # fmt: skip

@@ -36,7 +36,8 @@ from agentd.errors import AgentdError, Refused, Unchanged
 from agentd.models import JSON, GoalStatus, InboxKind, InboxStatus
 from agentd.operator import goals, inbox
 from agentd.operator import schedules as plan
-from agentd.views import render
+from agentd.operator.parse import pick_agent
+from agentd.text import compact, jsonable, screen
 
 T = TypeVar("T")
 # What agentd knows: the client answered its elicitation (a person, if the client shows it to one).
@@ -74,7 +75,7 @@ async def _call(home: Home, fn: Callable[..., T], *args: Any) -> T | JSON:
 
 
 def _item(value: Any) -> JSON:
-    return value if isinstance(value, dict) else dict(render.jsonable(value))
+    return value if isinstance(value, dict) else dict(jsonable(value))
 
 
 def register(mcp: MCPServer[Any], home: Home) -> None:
@@ -93,7 +94,7 @@ def register(mcp: MCPServer[Any], home: Home) -> None:
         only one configured). Returns the goal; start it with start_run."""
 
         def work() -> Any:
-            name = render.pick_agent(home.cfg, agent, home.paths.config)
+            name = pick_agent(home.cfg, agent, home.paths.config)
             now = datetime.fromtimestamp(plan.home_now(home.store), UTC)
             when = goals.parse_deadline(deadline, now) if deadline is not None else None
             return goals.add(home.store, title=title, why=why, agent=name,
@@ -178,7 +179,7 @@ def _checkin_now(home: Home, goal_id: int) -> JSON:
         checkin_id = qc.add_due(c, goal_id, now, now)
         if checkin_id is None:
             raise Unchanged(f"goal {goal_id} already has a check-in due now; nothing changed")
-        return {"goal_id": goal_id, "checkin_id": checkin_id, "due_at": render.jsonable(
+        return {"goal_id": goal_id, "checkin_id": checkin_id, "due_at": jsonable(
             datetime.fromtimestamp(now, UTC))}  # fmt: skip
 
     return home.store.write(work)
@@ -211,10 +212,10 @@ def register_approve(mcp: MCPServer[Any], home: Home) -> None:
             item = await home.db(open_approval, item_id)
         except AgentdError as e:
             raise ToolError(str(e)) from None
-        what = f"{item.action} {render.compact(item.args or {})}"
+        what = f"{item.action} {compact(item.args or {})}"
         # A run's model wrote the title and body: shown escaped, as on the terminal.
         return Elicit(
-            render.screen(
+            screen(
                 f"agentd asks you (not the assistant) to approve or deny inbox item {item_id}: "
                 f"{item.title}\nAction: {what}\nRule: {item.rule}\n{item.body}"
             ),

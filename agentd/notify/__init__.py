@@ -12,7 +12,7 @@ from typing import Protocol
 
 from agentd.config.notify import EmailNotify, NotifierConfig, NtfyNotify, WebhookNotify
 from agentd.models import JSON
-from agentd.views.render import safe
+from agentd.text import safe
 
 PRIORITY_LEVEL = {"min": 1, "low": 2, "default": 3, "high": 4, "urgent": 5}
 

@@ -21,7 +21,7 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import Refused, Unchanged, UsageError, require_utf8
 from agentd.models import Goal, GoalStatus, Run, RunStatus, Step
-from agentd.views import render
+from agentd.operator.parse import parse_when
 
 ALL_RUNS = 1_000_000
 TITLE_MAX_CHARS = 300  # a line; a 120,000-character title once cost 30,826 tokens per decision
@@ -50,7 +50,7 @@ def parse_deadline(value: str, now: datetime) -> datetime:
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
-        when = render.parse_when(value, now)  # a delay, or a usage error with examples
+        when = parse_when(value, now)  # a delay, or a usage error with examples
     try:  # no zone: the local one (TZ, else the system's), as the person typing means it
         when = when.astimezone(UTC)
     except (OverflowError, OSError, ValueError):

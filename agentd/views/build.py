@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from agentd.models import JSON, Run
-from agentd.views.render import one_line, safe, screen, table
+from agentd.text import one_line, safe, screen
+from agentd.views.tables import table
 from agentd.views.times import stamp
 
 SIDE_BY_SIDE_MIN = 110  # terminal columns below which findings go under the text

@@ -2,7 +2,7 @@
 schedules, memory, recent check-ins) and the check-in journal.
 
 Pure functions over the plain data `agentd.operator.schedules` returns (unix seconds); written text (model
-reasons, memory, nudge topics) passes through `render.safe` / table cells like every other view.
+reasons, memory, nudge topics) passes through `safe` / table cells like every other view.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from agentd.models import JSON
+from agentd.text import jsonable, one_line, safe
 from agentd.views import times as render_time
-from agentd.views.render import _fields, jsonable, one_line, safe, table
+from agentd.views.tables import field_lines, table
 from agentd.views.times import span
 
 TIME_KEYS = frozenset(
@@ -156,7 +157,7 @@ def memory_lines(entries: Sequence[JSON], now: float | None = None) -> str:
 
 
 def outlook_view(out: JSON) -> str:
-    head = _fields(
+    head = field_lines(
         [
             ("next check-in", next_line(out)),
             ("cadence", _cadence_line(out)),

@@ -1,231 +1,20 @@
-"""The CLI's text, out and in: neutralising, tables, detail views, --json; typed-in JSON.
+"""The CLI's views of records: goals, runs, status, inbox items, events, doctor's checks, usage.
 
 Pure functions between domain records and text; nothing here reads the database or the environment.
-Tables keep one line per row (long cells are cut with …); --json always carries the full values,
-with datetimes as ISO 8601 in UTC (`Z`); times on screen follow `render_time`, a run's timeline
-is `render_runs`. Malformed input raises UsageError (exit 2) with an example.
-Text from a model, the world or a person passes through `safe()` before it reaches a terminal.
+Tables keep one line per row (long cells are cut with …); times follow `views.times`, a run's
+timeline is `views.runs`. Text from a model, the world or a person passes through `safe()`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import json
-import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, NamedTuple
+from datetime import datetime
+from typing import NamedTuple
 
-from agentd.config import Config
-from agentd.errors import UsageError
-from agentd.models import JSON, Event, Goal, InboxItem, InboxKind, Run, Step, StepKind
-from agentd.views.times import iso, local, relative, stamp
-from agentd.views.times import parse_when as parse_when  # `goal add --deadline` reads it here
-
-Row = Sequence[object]
-
-# ── help text, and the text `agentd init` writes ─────────────────────────────────────────────
-
-HOME_HELP = (
-    "State directory with config.toml and agentd.db; allowed anywhere on the line "
-    "[default: $AGENTD_HOME, else $XDG_DATA_HOME/agentd or ~/.local/share/agentd]."
-)
-
-# `agentd init` writes these when the package ships no config.example.toml / no replies file.
-FALLBACK_CONFIG = """\
-# agentd configuration. `agentd doctor` checks it; config.example.toml documents every key.
-[models.default]
-provider = "scripted"          # canned replies from replies.json; no API key needed
-replies = "replies.json"
-
-[agents.default]
-description = "A general agent: notes, questions, waits and finishes."
-model = "default"
-actions = ["notify", "ask", "sleep", "finish"]
-"""
-PLACEHOLDER_REPLIES = """[
-  {"reason": "nothing to do yet",
-   "action": {"kind": "finish", "outcome": "succeeded",
-              "summary": "edit replies.json or configure a real model"}}
-]
-"""
-
-
-# ── neutralising text from models and the world ──────────────────────────────────────────────
-
-# Printable by Python's measure, yet invisible: fillers, joiners and selectors that hide or smuggle
-# text. Everything `str.isprintable()` rejects (C0/C1 controls, DEL, bidi overrides and isolates,
-# zero-width and other format characters, line separators, unassigned code points) is escaped too.
-_INVISIBLE = re.compile(
-    r"[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\uffa0\U000e0100-\U000e01ef]"
-)
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# Starts every further line of a multi-line written text, so that line cannot pose as a field.
-CONTINUATION = "  │ "
-
-
-def _escape(ch: str) -> str:
-    if ch in _NAMED:
-        return _NAMED[ch]
-    cp = ord(ch)
-    return f"\\x{cp:02x}" if cp <= 0xFF else f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
-
-
-def _escape_line(text: str, keep: str) -> str:
-    if text.isprintable() and not _INVISIBLE.search(text):
-        return text  # the common case, checked in C
-    return "".join(
-        ch if ch in keep or (ch.isprintable() and not _INVISIBLE.match(ch)) else _escape(ch)
-        for ch in text
-    )
-
-
-def safe(text: object, *, multiline: bool = False, continuation: str = CONTINUATION) -> str:
-    """`text` as it may be shown on a terminal: control, bidi and invisible characters become
-    visible escapes (ESC → `\\x1b`, U+202E → `\\u202e`), so nothing a model or the world wrote can
-    move the cursor, clear the screen, reorder what is shown or hide characters.
-
-    Newlines become `\\n` unless `multiline`; then they are kept (with tabs), and each further line
-    starts with `continuation`, so a written line never starts where a field or a heading would.
-    """
-    text = "" if text is None else str(text)
-    if not multiline:
-        return _escape_line(text, "")
-    lines = text.replace("\r\n", "\n").split("\n")
-    return ("\n" + continuation).join(_escape_line(line, "\t") for line in lines)
-
-
-def screen(text: str) -> str:
-    """The last pass over a whole rendered view or message: keeps its lines, escapes the rest."""
-    return safe(text, multiline=True, continuation="")
-
-
-def _ascii_json(value: Any, **options: Any) -> str:
-    """JSON with every character outside printable ASCII escaped (`\\u202e`, DEL too); decoders
-    read the same text back."""
-    return json.dumps(jsonable(value), ensure_ascii=True, **options)
-
-
-def canonical(value: Any) -> str:
-    """Arguments as shown in the authoritative block: sorted keys, one key a line, everything
-    outside printable ASCII escaped, so a look-alike letter shows as `\\u0430`."""
-    return _ascii_json(value, indent=2, sort_keys=True)
-
-
-# ── primitives ───────────────────────────────────────────────────────────────────────────────
-
-
-def _wait_json(wait: Any) -> Any:
-    """A wait's `until` (unix seconds inside) as ISO 8601, like every other --json time."""
-    if isinstance(wait, dict) and isinstance(wait.get("until"), int | float):
-        with contextlib.suppress(ValueError, OverflowError, OSError):
-            return {**wait, "until": iso(datetime.fromtimestamp(wait["until"], UTC))}
-    return wait
-
-
-def jsonable(value: Any) -> Any:
-    """Dataclasses as objects, datetimes as `2026-03-01T17:00:00Z` (a run's wait time too),
-    everything else as is."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        if isinstance(value, Run):
-            out["wait"] = _wait_json(out["wait"])
-        elif isinstance(value, Step) and value.kind == StepKind.WAIT:
-            out["data"] = _wait_json(out["data"])
-        return out
-    if isinstance(value, datetime):
-        return iso(value)
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    return value
-
-
-def to_json(value: Any) -> str:
-    """--json output: every value in full; control, bidi and other non-ASCII characters escaped."""
-    return _ascii_json(value, indent=2)
-
-
-def compact(value: Any) -> str:
-    """One-line JSON for arguments and results inside a table cell."""
-    return json.dumps(jsonable(value), separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def _line(value: object) -> str:
-    """Whitespace (newlines too) collapsed to single spaces, then neutralised."""
-    return safe(" ".join(str("" if value is None else value).split()))
-
-
-def one_line(value: object, width: int = 60) -> str:
-    """Whitespace collapsed to single spaces, neutralised, cut to `width` characters with an …."""
-    text = _line(value)
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
-
-
-def table(headers: Row, rows: Sequence[Row], widths: dict[str, int], empty: str = "") -> str:
-    """Plain aligned columns; `widths` caps a column (by header) so rows stay on one line."""
-    if not rows:
-        return empty
-    cells = [
-        [one_line(v, widths.get(str(h), 80)) for h, v in zip(headers, r, strict=True)] for r in rows
-    ]
-    sizes = [max([len(str(h))] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = [[str(h).upper() for h in headers], *cells]
-    return "\n".join(
-        "  ".join(c.ljust(n) for c, n in zip(r, sizes, strict=True)).rstrip() for r in lines
-    )
-
-
-def _fields(pairs: Sequence[tuple[str, object]]) -> str:
-    """`label:  value` lines; a multi-line value continues under the value column.
-
-    Values arrive already passed through `safe()` where they hold written text; the newlines left
-    are the view's own (a JSON layout, a list), and any control character left is escaped here.
-    """
-    pad = max(len(k) for k, _ in pairs) + 2
-    out = []
-    for key, value in pairs:
-        lines = screen(str(value)).split("\n")
-        out.append(f"{key + ':':<{pad}}{lines[0]}")
-        out.extend(" " * pad + line for line in lines[1:])
-    return "\n".join(out)
-
-
-# ── input ───────────────────────────────────────────────────────────────────────────────────
-
-
-def parse_object(option: str, text: str) -> JSON:
-    """A JSON object given on the command line; anything else is a usage error."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(
-            f"{option}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
-            f"""give an object, e.g. {option} '{{"key": "value"}}'"""
-        ) from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{option}: expected a JSON object {{...}}, got {type(value).__name__}")
-    return value
-
-
-def pick_agent(cfg: Config, wanted: str | None, path: Path) -> str:
-    """The agent for a new goal: --agent if configured, else the only one, else `default`."""
-    names = ", ".join(sorted(cfg.agents))
-    if not cfg.agents:
-        raise UsageError(f"{path} defines no agents; add an [agents.NAME] table first")
-    if wanted is None:
-        if len(cfg.agents) == 1:
-            return next(iter(cfg.agents))
-        if "default" in cfg.agents:
-            return "default"
-        raise UsageError(f"which agent? pass --agent NAME; {path} defines: {names}")
-    if wanted not in cfg.agents:
-        raise UsageError(f"no agent {wanted!r} in {path}; it defines: {names}")
-    return wanted
-
+from agentd.models import JSON, Event, Goal, InboxItem, InboxKind, Run
+from agentd.text import CONTINUATION, canonical, compact, safe, single_line
+from agentd.views.tables import field_lines, table
+from agentd.views.times import local, relative, stamp
 
 # ── goals ────────────────────────────────────────────────────────────────────────────────────
 
@@ -241,7 +30,7 @@ def goal_view(goal: Goal, runs: Sequence[Run], tokens: JSON, now: datetime) -> s
     deadline = stamp(goal.deadline, now)
     if goal.deadline and goal.deadline <= now and goal.status in ("active", "paused"):
         deadline += "  passed"
-    head = _fields(
+    head = field_lines(
         [
             ("goal", f"{goal.goal_id}  [{goal.status}]  agent {safe(goal.agent)}"),
             ("title", safe(goal.title)),
@@ -278,8 +67,8 @@ def describe_wait(
     else:
         text = f"timer ({why})"
     if wake_at is None:
-        return _line(text)
-    return _line(f"{text} until {stamp(wake_at, now) if now else local(wake_at, wake_at)}")
+        return single_line(text)
+    return single_line(f"{text} until {stamp(wake_at, now) if now else local(wake_at, wake_at)}")
 
 
 def runs_table(runs: Sequence[Run], now: datetime) -> str:
@@ -330,7 +119,7 @@ def status_view(data: JSON, now: datetime) -> str:
         fields.append(("web inbox", served))
     if data.get("notify"):
         fields.append(("notify", _notify_line(data["notify"])))
-    head = _fields(fields)
+    head = field_lines(fields)
     parts = [head]
     if data["active_runs"]:
         parts.append("active runs:\n" + runs_table(data["active_runs"], now))
@@ -406,7 +195,7 @@ def item_view(item: InboxItem, goal: Goal | None, now: datetime) -> str:
     pairs.append(("answer", safe(item.answer or "-", multiline=True)))
     if item.resolved_at:
         pairs.append(("closed", stamp(item.resolved_at, now)))
-    parts = [_fields(pairs), f"{WRITTEN}\n{_written(item)}"]
+    parts = [field_lines(pairs), f"{WRITTEN}\n{_written(item)}"]
     if item.kind == InboxKind.APPROVAL:
         parts.append(_authoritative(item))
     if moves := _next_moves(item):
@@ -432,7 +221,7 @@ def _authoritative(item: InboxItem) -> str:
     if (resolved := item.data.get("resolved")) is not None:
         pairs.append(("resolves to", canonical(resolved)))
     pairs.append(("digest", safe((item.digest or "-")[:12])))
-    fields = "\n".join("  " + line for line in _fields(pairs).split("\n"))
+    fields = "\n".join("  " + line for line in field_lines(pairs).split("\n"))
     what = "will execute if approved" if item.status == "open" else "this approval was bound to"
     return f"{RULE}\n{AUTHORITATIVE} what {what} (from agentd, not the model):\n{fields}\n{RULE}"
 

@@ -16,16 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from agentd.models import JSON, Goal, Run, Step, StepKind, StepStatus, Verdict
-from agentd.views.render import (
-    _fields,
-    _line,
-    canonical,
-    compact,
-    describe_wait,
-    jsonable,
-    one_line,
-    safe,
-)
+from agentd.text import canonical, compact, jsonable, one_line, safe, single_line
+from agentd.views.render import describe_wait
+from agentd.views.tables import field_lines
 from agentd.views.times import clock, day, span, stamp
 
 MIN_WIDTH = 40
@@ -61,7 +54,7 @@ def run_header(
     """The run's facts in `width` columns: its summary wrapped (never cut), the rest cut."""
     spend = run_spend(steps)
     room = max(width, MIN_WIDTH) - len("waiting for: ")
-    summary = textwrap.wrap(_line(run.summary or "-"), room)
+    summary = textwrap.wrap(single_line(run.summary or "-"), room)
     pairs: list[tuple[str, object]] = [
         ("run", f"{run.run_id}  [{run.status}]  agent {safe(run.agent)}"),
         ("goal", f"{goal.goal_id}: {goal.title}"),
@@ -72,7 +65,9 @@ def run_header(
         ("spend", f"{spend['tokens_in']} in + {spend['tokens_out']} out tokens, "
                   f"{spend['usd']:.4f} USD"),
     ]  # fmt: skip
-    return _fields([(k, one_line(v, room)) for k, v in pairs] + [("summary", "\n".join(summary))])
+    return field_lines(
+        [(k, one_line(v, room)) for k, v in pairs] + [("summary", "\n".join(summary))]
+    )
 
 
 # ── world changes as diffs ───────────────────────────────────────────────────────────────────
@@ -396,7 +391,7 @@ def step_view(step: Step, now: datetime) -> str:
                 pairs.append((stream, safe(text.rstrip("\n"), multiline=True)))
         pairs.append(("result json", canonical(step.result)))
     pairs.append(("data", canonical(step.data)))
-    return _fields(pairs)
+    return field_lines(pairs)
 
 
 # ── live narration (`agentd demo`) ───────────────────────────────────────────────────────────
@@ -408,7 +403,7 @@ def step_line(step: Step) -> str:
     if step.action:
         parts.append(one_line(f"{step.action} {compact(step.args or {})}", 60))
     if step.verdict:
-        parts.append(f"→ {step.verdict} ({_line(step.data.get('rule', ''))})")
+        parts.append(f"→ {step.verdict} ({single_line(step.data.get('rule', ''))})")
     if detail := step_detail(step):
         parts.append(f"— {one_line(detail, 100)}")
     return " ".join(parts)
@@ -419,10 +414,10 @@ def step_detail(step: Step) -> str:
     if step.kind == StepKind.ACT:
         if step.result is None:
             return "started; no result journaled yet"
-        return _line(result_head(step.result))
+        return single_line(result_head(step.result))
     if step.kind == StepKind.CHECK:
         return ""  # its verdict and rule are on the line already
     if step.kind == StepKind.DECIDE and step.action:
-        return _line(step.data.get("reason", ""))
+        return single_line(step.data.get("reason", ""))
     _kind, head, rest = _body(Entry([step]), 2)
-    return _line(" ".join([head, *rest]))
+    return single_line(" ".join([head, *rest]))

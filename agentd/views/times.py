@@ -1,4 +1,4 @@
-"""Times as the CLI shows them, and times typed into it — one style in every view.
+"""Times as the CLI shows them — one style in every view (times typed in: agentd.operator.parse).
 
 --json carries ISO 8601 in UTC with a `Z` (`2026-03-01T17:00:00Z`). Tables and views show local
 time with its zone, the year only when it is not this year (`Mar 1 18:00 CET`, `Mar 1 2025 18:00
@@ -9,15 +9,9 @@ read in the local zone; the local zone is the process's (TZ, else the system's).
 from __future__ import annotations
 
 import itertools
-import re
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import datetime, tzinfo
 
-from agentd.errors import UsageError
-
-
-def iso(dt: datetime) -> str:
-    """`2026-03-01T17:00:00Z` (fractions of a second kept): what every --json time looks like."""
-    return dt.astimezone(UTC).isoformat().replace("+00:00", "Z")
+from agentd.text import iso as iso  # views show --json times through here
 
 
 def _local(dt: datetime, zone: tzinfo | None = None) -> datetime | None:
@@ -91,34 +85,3 @@ def relative(dt: datetime | None, now: datetime) -> str:
 def stamp(dt: datetime | None, now: datetime, *, seconds: bool = False) -> str:
     """`Mar 1 18:00 CET (in 2h)`: a time in a detail view, absolute and relative."""
     return "-" if dt is None else f"{local(dt, now, seconds=seconds)} ({relative(dt, now)})"
-
-
-# ── input ───────────────────────────────────────────────────────────────────────────────────
-
-_DELAY = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-WHEN_HELP = (
-    "A future time: a delay (90m, 12h, 3d, 2w) or ISO 8601 (2026-03-01, 2026-03-01T17:00, "
-    "2026-03-01T17:00Z, 2026-03-01T17:00+02:00); without a zone it is local time."
-)
-
-
-def parse_when(value: str, now: datetime, option: str = "--deadline") -> datetime:
-    """A future time typed on the command line: a delay from now (90m, 12h, 3d, 2w) or ISO 8601
-    (a date or a datetime; without a zone it is read in the local zone). In UTC."""
-    try:
-        if m := _DELAY.match(value.strip().lower()):
-            when = now + timedelta(seconds=float(m[1]) * _UNIT_S[m[2]])
-        else:  # astimezone() reads a naive time as local time
-            when = datetime.fromisoformat(value.strip()).astimezone(UTC)
-    except (ValueError, OverflowError, OSError):
-        raise UsageError(
-            f"{option} {value!r} is not a time; use ISO 8601 (2026-03-01, 2026-03-01T17:00, "
-            "2026-03-01T17:00+02:00; without a zone it is local time) or a delay like 90m, 12h, 3d"
-        ) from None
-    if when <= now:
-        raise UsageError(
-            f"{option} {value!r} is in the past ({local(when, now)}, {relative(when, now)}); "
-            "give a future time, e.g. 3d or a later date"
-        )
-    return when

@@ -14,8 +14,8 @@ from agentd.errors import UsageError
 from agentd.models import JSON, Goal, InboxItem, Run, Step
 from agentd.operator import goals, inbox
 from agentd.operator import schedules as plan
+from agentd.text import jsonable
 from agentd.views.outer import as_json
-from agentd.views.render import jsonable
 from agentd.views.runs import show_json
 from agentd.web import edit as form_edit
 

@@ -16,7 +16,7 @@ from agentd.db.store import SyncStore
 from agentd.errors import ModelOutputInvalid, UsageError
 from agentd.harness.menu import Menu
 from agentd.models import JSON, InboxItem, InboxKind
-from agentd.views import render
+from agentd.text import safe
 
 # How the form's field types map from the schema: anything else is edited as JSON text.
 KINDS = frozenset({"string", "integer", "number", "boolean"})
@@ -42,7 +42,7 @@ class ArgField:
         them raw, so the page shows it escaped and read-only, and keeps it as proposed."""
         if not isinstance(self.value, str):
             return False
-        return render.safe(self.value, multiline=True, continuation="") != self.value
+        return safe(self.value, multiline=True, continuation="") != self.value
 
 
 def _menu(store: SyncStore, cfg: Config, item: InboxItem) -> Menu | None:

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentd.views import render
+from agentd.text import to_json
 from agentd.web import auth, html, routes
 
 MCP_PATH = "/mcp"  # agentd's MCP server over streamable HTTP, as `agentd mcp` over stdio
@@ -67,7 +67,7 @@ def _refusal(request: Request, secret: str, pages_on: bool) -> Response | None:
     if path.startswith("/api/") or path == MCP_PATH:
         if auth.bearer_ok(headers, secret):
             return None
-        return Response(render.to_json({"error": "a Bearer token is required (agentd web "
+        return Response(to_json({"error": "a Bearer token is required (agentd web "
                         "--token prints it)"}), 401, {"WWW-Authenticate": "Bearer"},
                         media_type="application/json")  # fmt: skip
     if not pages_on:

@@ -1,5 +1,5 @@
 """The web inbox's pages as HTML strings. Everything a model or the world wrote goes through `h`:
-terminal escapes made visible as `render.safe` does for the CLI, then HTML-escaped — so `<script>`
+terminal escapes made visible as `safe` does for the CLI, then HTML-escaped — so `<script>`
 shows as text and ESC as `\\x1b`. One small script: live updates over server-sent events."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from agentd.models import Goal, InboxItem, InboxKind, Run, Step
+from agentd.text import jsonable, one_line, safe
 from agentd.views import outer as render_outer
-from agentd.views import render
 from agentd.views.runs import run_header, timeline
 from agentd.views.times import relative
 from agentd.web.edit import ArgField
@@ -64,7 +64,7 @@ CSP = "; ".join([
 
 def h(text: object, *, multiline: bool = False) -> str:
     """Written text, inert: control, bidi and invisible characters shown as escapes, then HTML."""
-    return html.escape(render.safe(text, multiline=multiline, continuation=""), quote=True)
+    return html.escape(safe(text, multiline=multiline, continuation=""), quote=True)
 
 
 def page(title: str, body: str, *, flash: str = "", error: str = "", live: bool = True) -> str:
@@ -121,7 +121,7 @@ def _pairs(pairs: Sequence[tuple[str, str]]) -> str:
 
 
 def _json(value: Any) -> str:
-    return h(json.dumps(render.jsonable(value), indent=2, ensure_ascii=False), multiline=True)
+    return h(json.dumps(jsonable(value), indent=2, ensure_ascii=False), multiline=True)
 
 
 def item_page(
@@ -163,7 +163,7 @@ def item_page(
         )  # fmt: skip
     if item.status == "open":
         parts.append(_forms(item, fields))
-    return page(f"Item {item.item_id}: {render.one_line(item.title, 80)}", "".join(parts),
+    return page(f"Item {item.item_id}: {one_line(item.title, 80)}", "".join(parts),
                 flash=flash, error=error)  # fmt: skip
 
 
@@ -273,7 +273,7 @@ def goal_page(goal: Goal, runs: Sequence[Run], outlook: Any, now: datetime) -> s
         + f"<pre>{h(render_outer.outlook_view(outlook), multiline=True)}</pre>"
         + f"<h2>Runs</h2><table>{run_rows}</table>"
     )
-    return page(f"Goal {goal.goal_id}: {render.one_line(goal.title, 80)}", body)
+    return page(f"Goal {goal.goal_id}: {one_line(goal.title, 80)}", body)
 
 
 def run_page(run: Run, goal: Goal, steps: Sequence[Step], now: datetime) -> str:
