@@ -39,7 +39,7 @@ from agentd.models import InboxKind, InboxStatus
 from agentd.notify.sender import Sender
 from agentd.notify.webhook import sign
 from agentd.runs.deps import Deps
-from agentd.views.render import status_view
+from agentd.views.records import status_view
 from tests.conftest import Home, closed_port
 from tests.test_crash import start_daemon, wait_ready
 

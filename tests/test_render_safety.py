@@ -21,7 +21,7 @@ from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.models import InboxKind, RunStatus, Step, StepKind, StepStatus, action_digest, utcnow
 from agentd.text import CONTINUATION, safe
-from agentd.views import render
+from agentd.views import records
 from agentd.views import runs as render_runs
 
 CONFIG = """\
@@ -131,9 +131,9 @@ def test_inbox_show_approval_shows_escaped_model_text_then_the_real_arguments_la
     out = agentd(cli_home.root, "inbox", "show", str(item_id)).stdout
     assert_inert(out)
     assert "\\x1b[2J\\x1b[H" in out and "\\u202e" in out  # shown, not obeyed
-    assert render.WRITTEN in out
+    assert records.WRITTEN in out
     written_end = out.rindex("v1.4.2")
-    authoritative = out.index(render.AUTHORITATIVE)
+    authoritative = out.index(records.AUTHORITATIVE)
     assert written_end < authoritative < out.rindex('"version": "v0.0.1"')
     last = out[authoritative:]
     assert "v1.4.2" not in last and '"deploy.sh"' in last and "action:" in last
@@ -143,7 +143,7 @@ def test_inbox_show_approval_shows_escaped_model_text_then_the_real_arguments_la
 def test_inbox_show_marks_every_written_line(cli_home: Any) -> None:
     item_id = hostile_approval(cli_home)
     out = agentd(cli_home.root, "inbox", "show", str(item_id)).stdout
-    written = out[out.index(render.WRITTEN) : out.index(render.AUTHORITATIVE)]
+    written = out[out.index(records.WRITTEN) : out.index(records.AUTHORITATIVE)]
     body = [line for line in written.splitlines()[1:] if line and not line.startswith("─")]
     assert body and all(line.startswith(CONTINUATION) for line in body)
 
@@ -156,7 +156,7 @@ def test_inbox_show_escapes_look_alike_letters_in_the_real_arguments(cli_home: A
                           args=args, digest=action_digest("restart", args))
     )  # fmt: skip
     out = agentd(cli_home.root, "inbox", "show", str(item_id)).stdout
-    assert '"unit": "\\u0430.service"' in out[out.index(render.AUTHORITATIVE) :]
+    assert '"unit": "\\u0430.service"' in out[out.index(records.AUTHORITATIVE) :]
 
 
 def test_inbox_show_notice_cannot_forge_the_next_move(cli_home: Any) -> None:

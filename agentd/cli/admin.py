@@ -28,7 +28,7 @@ from agentd.errors import AgentdError, ConfigError, StateError, UsageError, requ
 from agentd.models import JSON, GoalStatus, RunStatus, utcnow
 from agentd.operator.parse import parse_object
 from agentd.text import jsonable, screen
-from agentd.views import render
+from agentd.views import records
 
 event_app = sub_app(help="Events: tell agentd something happened (starts or wakes runs).")
 
@@ -293,7 +293,7 @@ def usage_cmd(
     since = time.time() - days * 86400
     with open_store(ctx) as store:
         rows = store.read(lambda c: accounting.usage(c, since))
-    emit(as_json, rows, lambda: render.usage_table(rows))
+    emit(as_json, rows, lambda: records.usage_table(rows))
 
 
 # ── events ───────────────────────────────────────────────────────────────────────────────────
@@ -403,7 +403,7 @@ def event_list(ctx: typer.Context, limit: Limit = 50, as_json: JsonFlag = False)
     """List recent events, newest first."""
     with open_store(ctx) as store:
         events = store.read(lambda c: qi.list_events(c, limit))
-    emit(as_json, events, lambda: render.events_table(events, utcnow()))
+    emit(as_json, events, lambda: records.events_table(events, utcnow()))
 
 
 # ── doctor ───────────────────────────────────────────────────────────────────────────────────
@@ -423,5 +423,5 @@ def doctor_cmd(
     paths = paths_of(ctx)
     report = doctor.examine(paths, daemon.daemon_pid(paths))
     report = asyncio.run(doctor.probe(report, with_ping=ping))
-    emit(as_json, report.as_json(), lambda: render.checks_text(report.checks))
+    emit(as_json, report.as_json(), lambda: records.checks_text(report.checks))
     raise typer.Exit(report.exit_code)

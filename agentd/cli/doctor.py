@@ -39,7 +39,7 @@ from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, ConfigError, ModelError
 from agentd.llm import SUMMARY_SCHEMA, ModelRequest
 from agentd.llm.scripted import load_replies
-from agentd.views.render import Check
+from agentd.views.records import Check
 
 LOADED_CONFIG_KEY = "loaded_config_sha256"  # written by the daemon at start and each reload
 SOURCE_GRACE_S = 5.0  # on top of a source's own timeout

@@ -11,7 +11,7 @@ from agentd.config import Config, Paths
 from agentd.db import outbox, poke, schema
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError
-from agentd.views.render import Check
+from agentd.views.records import Check
 
 
 def check_notify(paths: Paths, cfg: Config) -> list[Check]:

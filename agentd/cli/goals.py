@@ -21,7 +21,7 @@ from agentd.operator import schedules as plan
 from agentd.operator.parse import pick_agent
 from agentd.text import jsonable, screen, to_json
 from agentd.views import outer as render_outer
-from agentd.views import render
+from agentd.views import records
 
 goal_app = sub_app(
     help="Goals: what you want done and why (add, list, show, pause, resume, close), and when "
@@ -91,7 +91,7 @@ def goal_list(
     """List goals, oldest first."""
     with open_store(ctx) as store:
         found = store.read(lambda c: q.list_goals(c, status))
-    emit(as_json, found, lambda: render.goals_table(found, utcnow()))
+    emit(as_json, found, lambda: records.goals_table(found, utcnow()))
 
 
 @goal_app.command("show")
@@ -113,7 +113,7 @@ def goal_show(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) ->
         as_json,
         data,
         lambda: (
-            f"{render.goal_view(goal, runs, spend, utcnow())}\n\n"
+            f"{records.goal_view(goal, runs, spend, utcnow())}\n\n"
             f"{render_outer.outlook_view(outlook)}"
         ),
     )

@@ -16,7 +16,7 @@ from agentd.operator import inbox
 from agentd.operator import schedules as plan
 from agentd.operator.parse import parse_object
 from agentd.text import compact, safe
-from agentd.views import render
+from agentd.views import records
 
 inbox_app = sub_app(help="The operator inbox: questions, approvals and notices from the agents.")
 
@@ -30,7 +30,7 @@ def inbox_list(
     """List open inbox items (--all: every item)."""
     with open_store(ctx) as store:
         items = store.read(lambda c: qi.list_items(c, status=None if show_all else "open"))
-    emit(as_json, items, lambda: render.items_table(items, utcnow(), with_status=show_all))
+    emit(as_json, items, lambda: records.items_table(items, utcnow(), with_status=show_all))
 
 
 @inbox_app.command("show")
@@ -40,7 +40,7 @@ def inbox_show(ctx: typer.Context, item_id: ItemId, as_json: JsonFlag = False) -
         item = store.read(lambda c: qi.get_item(c, item_id))
         goal_id = item.goal_id
         goal = None if goal_id is None else store.read(lambda c: q.get_goal(c, goal_id))
-    emit(as_json, item, lambda: render.item_view(item, goal, utcnow()))
+    emit(as_json, item, lambda: records.item_view(item, goal, utcnow()))
 
 
 @inbox_app.command("answer")

@@ -20,7 +20,7 @@ from agentd.errors import NotFound, UsageError
 from agentd.models import RunStatus, utcnow
 from agentd.operator import goals
 from agentd.text import screen
-from agentd.views import render
+from agentd.views import records
 from agentd.views import runs as render_runs
 
 runs_app = sub_app(
@@ -72,7 +72,7 @@ def runs_list(
     """List runs, newest first."""
     with open_store(ctx) as store:
         runs = store.read(lambda c: q.list_runs(c, goal_id=goal, status=status, limit=limit))
-    emit(as_json, runs, lambda: render.runs_table(runs, utcnow()))
+    emit(as_json, runs, lambda: records.runs_table(runs, utcnow()))
 
 
 def terminal_width() -> int:

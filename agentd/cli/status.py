@@ -18,7 +18,7 @@ from agentd.db import queries as q
 from agentd.db import schedules as qs
 from agentd.models import JSON, GoalStatus, InboxKind, RunStatus, from_ts, utcnow
 from agentd.outer import timebase
-from agentd.views import render
+from agentd.views import records
 
 ACTIVE_RUNS = 10  # running and waiting runs listed (all are counted)
 NEXT_CHECKINS = 5  # the soonest check-ins listed
@@ -80,4 +80,4 @@ def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         web = {"port": served.get("port") if served.get("web") else None,
                "port_failed": served.get("port_failed")}  # fmt: skip
     data = {"home": str(paths.home), "daemon": up, "web": web, **data}
-    emit(as_json, data, lambda: render.status_view(data, utcnow()))
+    emit(as_json, data, lambda: records.status_view(data, utcnow()))

@@ -41,7 +41,7 @@ def build(name: str, cfg: NotifierConfig) -> Channel:
 
 
 def inert(message: JSON) -> JSON:
-    """The message with every text made inert (agentd.views.render.safe): no ESC, control, bidi or
+    """The message with every text made inert (agentd.views.records.safe): no ESC, control, bidi or
     invisible character reaches a mail subject, a push title or a terminal mail reader, where they
     could recolour, reorder or hide what the operator reads. The body keeps its line breaks."""
     return {

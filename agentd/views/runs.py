@@ -17,7 +17,7 @@ from typing import Any
 
 from agentd.models import JSON, Goal, Run, Step, StepKind, StepStatus, Verdict
 from agentd.text import canonical, compact, jsonable, one_line, safe, single_line
-from agentd.views.render import describe_wait
+from agentd.views.records import describe_wait
 from agentd.views.tables import field_lines
 from agentd.views.times import clock, day, span, stamp
 
