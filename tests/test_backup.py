@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agentd.db import queries as q
-from agentd.db import schema
+from agentd.db.sqlite import schema
 from agentd.db.store import SyncStore
 from tests.test_daemon import FINISH, Daemon, one_clear_line
 

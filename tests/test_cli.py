@@ -16,7 +16,7 @@ from agentd import config
 from agentd.cli import app
 from agentd.db import items as qi
 from agentd.db import queries as q
-from agentd.db import schema
+from agentd.db.sqlite import schema
 from agentd.db.store import SyncStore
 from agentd.errors import UsageError
 from agentd.models import (

@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 
 from agentd.cli import app
 from agentd.db import items as qi
-from agentd.db import safety, schema
+from agentd.db import safety
+from agentd.db.sqlite import schema
 from agentd.db.store import SyncStore
 from tests.test_daemon import FINISH, Daemon, one_clear_line
 

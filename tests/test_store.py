@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from agentd.db import meta, schema
+from agentd.db import meta
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.db import world as worlds
+from agentd.db.sqlite import schema
 from agentd.db.store import Store, SyncStore, connect
 from agentd.errors import Refused, StateError
 from agentd.models import RunStatus, StepKind

@@ -32,9 +32,10 @@ from agentd.config import (
     ScriptedModel,
 )
 from agentd.db import items as qi
-from agentd.db import meta, safety, schema
+from agentd.db import meta, safety
 from agentd.db import queries as q
 from agentd.db.checkins import cadence_row
+from agentd.db.sqlite import schema
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, ConfigError, ModelError
 from agentd.llm import SUMMARY_SCHEMA, ModelRequest

@@ -8,7 +8,8 @@ from typing import Any
 
 from agentd import config
 from agentd.config import Config, Paths
-from agentd.db import outbox, poke, schema
+from agentd.db import outbox, poke
+from agentd.db.sqlite import schema
 from agentd.db.store import SyncStore
 from agentd.errors import AgentdError
 from agentd.views.records import Check

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentd.db import safety
-from agentd.db.schema import version
+from agentd.db.sqlite.schema import version
 from agentd.db.store import connect, translate, uri
 from agentd.errors import Refused, StateError
 

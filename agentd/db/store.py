@@ -28,8 +28,8 @@ from agentd.db import safety
 from agentd.db.conn import Conn, Work
 from agentd.db.meta import get_meta
 from agentd.db.poke import API_SOCK_NAME, poke
-from agentd.db.schema import MIGRATIONS, migrate
-from agentd.db.schema import version as schema_version
+from agentd.db.sqlite.schema import MIGRATIONS, migrate
+from agentd.db.sqlite.schema import version as schema_version
 from agentd.errors import AgentdError, StateError
 
 T = TypeVar("T")
