@@ -4,6 +4,7 @@ May import the harness, the adapters (db/, llm/, actions/, sources/, outside/), 
 ground; never the operator layer, a surface or the daemon.
 
 engine (a run's turns and its lease) · model_calls (asking the model, journaled before it is
-trusted) · acting (an allowed action: intent, execution, result) · control (the control actions'
+trusted) · acting (an allowed action: intent, execution, result) · recovery (an action a
+crash interrupted: fenced, then re-run, verified or asked about) · control (the control actions'
 effects: waits, wakes, world snapshots) · deps (everything the loops talk to, passed down).
 """

@@ -46,6 +46,7 @@ from agentd.models import (
 from agentd.runs import control
 from agentd.runs.deps import Deps
 from agentd.runs.model_calls import MODEL_TIMEOUT_S, ModelCalls, context_entry
+from agentd.runs.recovery import Recovery
 from agentd.sources import observe_all
 
 log = structlog.get_logger("agentd.engine")
@@ -189,7 +190,7 @@ class Engine:
             log.warning("engine.cancelled_in_flight", runs=len(late))
 
 
-class RunDriver(ModelCalls):
+class RunDriver(ModelCalls, Recovery):
     """Decides what a run does next from its journal, and does it."""
 
     @classmethod
