@@ -106,3 +106,24 @@ ModelConfig = Annotated[
     ScriptedModel | RunbookModel | TemplateModel | AnthropicModel | OpenAIModel,
     Field(discriminator="provider"),
 ]
+
+
+class Price(Strict):
+    """USD per million tokens for one model id, as the provider reports it."""
+
+    input_usd_per_mtok: float = Field(ge=0)
+    output_usd_per_mtok: float = Field(ge=0)
+    cached_usd_per_mtok: float | None = Field(None, ge=0)  # default: the input price
+
+    def cost_usd(self, tokens_in: int, tokens_out: int, tokens_cached: int = 0) -> float:
+        cached_rate = (
+            self.input_usd_per_mtok
+            if self.cached_usd_per_mtok is None
+            else self.cached_usd_per_mtok
+        )
+        fresh = max(tokens_in - tokens_cached, 0)
+        return (
+            fresh * self.input_usd_per_mtok
+            + tokens_cached * cached_rate
+            + tokens_out * self.output_usd_per_mtok
+        ) / 1e6
