@@ -8,11 +8,10 @@ net: the loop sleeps until a poke, a nudge, the next timer or expiry, or `safety
 It only writes rows (a WAKE step, a new run) and hands runs to the engine through `launch`;
 it never runs a model loop itself.
 
-Watching is level-triggered: a trigger naming a source's state (`health.unhealthy`) holds while
-the source is in that state, and an active goal whose trigger holds gets a run — at every poll,
-and when a goal appears or becomes active (noticed through `data_version`) — once per episode
-(one stretch of that state, `sources.episode_key`): the episode is recorded with the goal, so a
-run that ended while the service stays down is not started again at the next poll.
+Watching is level-triggered (agentd/daemon/watching.py): an active goal whose state trigger
+holds gets a run — at every poll, and when a goal appears or becomes active (noticed through
+`data_version`) — once per episode, so a run that ended while the service stays down is not
+started again at the next poll.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,17 +27,15 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from agentd.clock import SystemClock
-from agentd.config import Config
+from agentd.daemon import watching
 from agentd.db import items as qi
 from agentd.db import meta
 from agentd.db import queries as q
 from agentd.db import waits as qw
-from agentd.db import world as worlds
 from agentd.errors import StateError
 from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
-from agentd.runs import control
 from agentd.runs.deps import LEASE_S, Deps
-from agentd.sources import episode_key, observe_all, state_changes, state_of, transitions
+from agentd.sources import observe_all
 
 log = structlog.get_logger("agentd.scheduler")
 Launch = Callable[[int, int], None]
@@ -114,11 +110,11 @@ class Scheduler:
             owner = self.deps.owner
             now = self.deps.clock.now()
             fresh = self._polled | {agent}
-            plan = state_triggers(self.deps.config)  # per poll: a reloaded config applies
+            plan = watching.state_triggers(self.deps.config)  # per poll: a reloaded config applies
 
             def work(c: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-                woken = _record_poll(c, agent, raw, owner, now, wake_runs=wake)
-                return woken, _start_due(c, _due(c, plan, fresh), owner)
+                woken = watching.record_poll(c, agent, raw, owner, now, wake_runs=wake)
+                return woken, watching.start_due(c, watching.due(c, plan, fresh), owner)
 
             woken, started = await self.deps.store.write(work)
             self._polled.add(agent)
@@ -263,15 +259,17 @@ class Scheduler:
     async def _start_on_states(self) -> None:
         """A goal added or resumed while its trigger already holds gets its run now, not at the
         next change. Read first: this runs on most ticks, and rarely finds anything."""
-        plan = state_triggers(self.deps.config)
+        plan = watching.state_triggers(self.deps.config)
         if not plan or not self._polled:
             return
         fresh = set(self._polled)
-        if not await self.deps.store.read(lambda c: _due(c, plan, fresh)):
+        if not await self.deps.store.read(lambda c: watching.due(c, plan, fresh)):
             return
         owner = self.deps.owner
         self._launch_started(
-            await self.deps.store.write(lambda c: _start_due(c, _due(c, plan, fresh), owner))
+            await self.deps.store.write(
+                lambda c: watching.start_due(c, watching.due(c, plan, fresh), owner)
+            )
         )
 
     def _launch_started(self, started: list[tuple[int, int]]) -> None:
@@ -298,7 +296,7 @@ class Scheduler:
             started: list[tuple[int, int]] = []
             for event in events:
                 if (event.dedupe_key or "").startswith("poll:"):
-                    continue  # a watched state: `_start_due` starts its runs, once per episode
+                    continue  # a watched state: `watching.start_due` starts its runs, once per episode
                 for goal in q.list_goals(c, "active"):
                     if event.name not in agents.get(goal.agent, ()):
                         continue
@@ -367,121 +365,3 @@ def _inbox_wake(wait: JSON, item: InboxItem) -> JSON:
 
 def _matches(match: JSON, data: JSON) -> bool:
     return all(data.get(k) == v for k, v in match.items())
-
-
-def _record_poll(
-    c: Any, agent: str, raw: JSON, owner: str, now: float, *, wake_runs: bool
-) -> list[tuple[int, int]]:
-    """One transaction: the snapshot, an event per change of state (`SOURCE.STATE`), and the
-    runs a flip of health wakes. A broken check (`check_failed`) is an event but wakes nothing:
-    it says nothing about the service."""
-    snapshot_id, world, _diff, before = control.record_world(c, agent, None, raw, now)
-    for source, state in state_changes(before, world):
-        data = _state_data(agent, source, world[source])
-        key = f"poll:{agent}:{snapshot_id}:{source}"
-        qi.add_event(c, f"{source}.{state}", data, key, source="poller")
-        # What operators alert on (`journalctl -p warning`): every flip, recovery included.
-        log.warning("health.changed", agent=agent, source=source, state=state)
-    woken: list[tuple[int, int]] = []
-    for source, healthy in transitions(before, world) if wake_runs else []:
-        name = f"{source}.{'healthy' if healthy else 'unhealthy'}"
-        data = _state_data(agent, source, world[source])
-        for run_id, wait in qw.waiting_runs_of_agent(c, agent):
-            if wait.get("why") not in ("sleep", "approval"):
-                # Questions wait for a human; event waits match events themselves; a model
-                # backoff keeps its Retry-After (the next decision sees the world anyway).
-                continue
-            why: JSON = {"woke_by": "world", "why": wait.get("why"), "event": name, "data": data}
-            if wait.get("item_id"):
-                if qi.get_item(c, wait["item_id"]).status != InboxStatus.OPEN:
-                    continue  # already answered: the inbox wake-up takes it from here
-                reason = f"withdrawn: {source} became {'healthy' if healthy else 'unhealthy'}"
-                qi.resolve(c, wait["item_id"], InboxStatus.EXPIRED, answer=reason)
-                why.update(withdrew=wait["item_id"], action=wait.get("action"), reason=reason)
-            epoch = q.wake(c, run_id, owner, why, LEASE_S)
-            if epoch is not None:
-                woken.append((run_id, epoch))
-    return woken
-
-
-def _state_data(agent: str, source: str, obs: JSON) -> JSON:
-    """What an event or a run started by a watched state says about it."""
-    data: JSON = {"agent": agent, "source": source, "state": state_of(obs)}
-    data.update({k: obs[k] for k in ("healthy", "since", "status", "error") if k in obs})
-    return data
-
-
-@dataclass(frozen=True)
-class StateTrigger:
-    """One agent's trigger on a source's state, and the agent whose looks say what it is."""
-
-    trigger: str  # e.g. "health.unhealthy"
-    source: str
-    state: str
-    watcher: str  # the agent itself when it watches the source, else the first that does
-
-
-def state_triggers(cfg: Config) -> dict[str, list[StateTrigger]]:
-    """agent → its triggers that name a watched source's state (the config validates them)."""
-    plan: dict[str, list[StateTrigger]] = {}
-    for name, agent in cfg.agents.items():
-        for trigger in agent.triggers:
-            named = cfg.state_trigger(trigger)
-            watchers = cfg.watchers(named[0]) if named else []
-            if named and watchers:
-                watcher = name if name in watchers else watchers[0]
-                plan.setdefault(name, []).append(StateTrigger(trigger, *named, watcher))
-    return plan
-
-
-@dataclass(frozen=True)
-class _Due:
-    goal_id: int
-    agent: str
-    on: StateTrigger
-    episode: str
-    obs: JSON
-
-
-def _episode_mark(goal_id: int, trigger: str) -> str:
-    return f"episode:{goal_id}:{trigger}"
-
-
-def _due(c: Any, plan: Mapping[str, list[StateTrigger]], fresh: set[str]) -> list[_Due]:
-    """Active goals whose state trigger holds, in an episode not yet recorded for them."""
-    due: list[_Due] = []
-    looks: dict[str, JSON] = {}
-    for goal in q.list_goals(c, "active") if plan else []:
-        for on in plan.get(goal.agent, ()):
-            if on.watcher not in fresh:
-                continue
-            if on.watcher not in looks:
-                last = worlds.last_snapshot(c, on.watcher)
-                looks[on.watcher] = last[1] if last else {}
-            obs = looks[on.watcher].get(on.source)
-            if obs is None or state_of(obs) != on.state:
-                continue
-            episode = episode_key(on.watcher, on.source, obs)
-            if meta.get_meta(c, _episode_mark(goal.goal_id, on.trigger)) != episode:
-                due.append(_Due(goal.goal_id, goal.agent, on, episode, obs))
-    return due
-
-
-def _start_due(c: Any, due: list[_Due], owner: str) -> list[tuple[int, int]]:
-    """Record each due episode with its goal and start a run — unless the goal has a live run,
-    which then sees this episode itself (and answers for it: no second run once it ends)."""
-    started: list[tuple[int, int]] = []
-    for d in due:
-        meta.set_meta(c, _episode_mark(d.goal_id, d.on.trigger), d.episode)
-        if q.active_run_of_goal(c, d.goal_id) is not None:
-            continue
-        data: JSON = {
-            "event": d.on.trigger,
-            "episode": d.episode,
-            "data": _state_data(d.on.watcher, d.on.source, d.obs),
-        }
-        run_id = q.create_run(
-            c, goal_id=d.goal_id, agent=d.agent, trigger=f"state:{d.on.trigger}", data=data
-        )
-        started.append((run_id, qw.claim_run(c, run_id, owner, LEASE_S)))
-    return started
