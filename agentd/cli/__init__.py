@@ -11,12 +11,13 @@ found / refused / unusable state, 2 for a bad command line or config — never w
 from __future__ import annotations
 
 from agentd import log
+from agentd.cli import admin as _admin  # noqa: F401  # registers init, serve, reload, backup, demo, usage, doctor
 from agentd.cli import checkins as _checkins  # noqa: F401  # registers `goal schedule` etc.
 from agentd.cli import mcp as _mcp  # noqa: F401  # registers `agentd mcp`
 from agentd.cli import status as _status  # noqa: F401  # registers `agentd status`
 from agentd.cli import web as _web  # noqa: F401  # registers `agentd web`
-from agentd.cli.admin import event_app
 from agentd.cli.build import artifact_app  # also registers `build`
+from agentd.cli.events import event_app
 from agentd.cli.goals import goal_app
 from agentd.cli.inbox import inbox_app
 from agentd.cli.root import app

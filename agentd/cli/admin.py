@@ -10,27 +10,21 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from agentd import config, log
 from agentd.cli import doctor, init_text
-from agentd.cli.root import JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
+from agentd.cli.root import JsonFlag, Opt, app, emit, open_store, paths_of
 from agentd.config import Paths, ScriptedModel
 from agentd.daemon import serve as daemon
 from agentd.db import accounting
 from agentd.db import backup as backups
-from agentd.db import items as qi
-from agentd.db import queries as q
 from agentd.db.store import SyncStore
-from agentd.errors import AgentdError, ConfigError, StateError, UsageError, require_utf8
-from agentd.models import JSON, GoalStatus, RunStatus, utcnow
-from agentd.operator.parse import parse_object
-from agentd.text import jsonable, screen
+from agentd.errors import AgentdError, ConfigError, StateError, UsageError
+from agentd.text import screen
 from agentd.views import records
-
-event_app = sub_app(help="Events: tell agentd something happened (starts or wakes runs).")
 
 
 def _template() -> str:
@@ -294,116 +288,6 @@ def usage_cmd(
     with open_store(ctx) as store:
         rows = store.read(lambda c: accounting.usage(c, since))
     emit(as_json, rows, lambda: records.usage_table(rows))
-
-
-# ── events ───────────────────────────────────────────────────────────────────────────────────
-EVENT_NAME_MAX_CHARS = 100
-EVENT_KEY_MAX_CHARS = 200
-EVENT_DATA_MAX_BYTES = 65_536  # --data as UTF-8 JSON; it reaches the prompts of the runs it starts
-
-
-def _event_text(option: str, value: str, max_chars: int) -> str:
-    require_utf8(option, value)
-    if not value.strip():
-        raise UsageError(f"{option} is empty; e.g. agentd event send deploy --key deploy-1.4.2")
-    if len(value) > max_chars:
-        raise UsageError(f"{option} is {len(value):,} characters; at most {max_chars:,} fit")
-    return value
-
-
-def _event_fields(data: str | None) -> JSON:
-    if data is None:
-        return {}
-    _event_text("--data", data, max_chars=EVENT_DATA_MAX_BYTES * 4)  # UTF-8 and not blank
-    size = len(data.encode("utf-8"))
-    if size > EVENT_DATA_MAX_BYTES:
-        raise UsageError(
-            f"--data is {size:,} bytes; an event carries at most {EVENT_DATA_MAX_BYTES:,} "
-            "(64 KiB): send a reference (a path, a URL, an id) instead of the content"
-        )
-    return parse_object("--data", data)
-
-
-def _nobody_listens(cfg: config.Config, c: Any, name: str) -> str | None:
-    """Why an event named `name` would start or wake nothing, or None when something listens."""
-    waiting = q.list_runs(c, status=RunStatus.WAITING, limit=100_000)
-    if any(run.wait and run.wait.get("event") == name for run in waiting):
-        return None
-    agents = sorted(a for a, agent in cfg.agents.items() if name in agent.triggers)
-    if not agents:
-        return (
-            f"no agent triggers on {name!r} and no run waits for it, so it starts nothing; add it "
-            "to an agent's `triggers` in config.toml, then reload the daemon (`systemctl reload "
-            "agentd`, or `kill -HUP` its pid)"
-        )
-    goals = q.list_goals(c, GoalStatus.ACTIVE)
-    if not any(g.agent in agents for g in goals):
-        return (
-            f"{', '.join(agents)} {'triggers' if len(agents) == 1 else 'trigger'} on {name!r} "
-            "but no active goal uses it, so it starts nothing; add one with `agentd goal add`"
-        )
-    return None
-
-
-@event_app.command("send")
-def event_send(
-    ctx: typer.Context,
-    name: Annotated[
-        str, typer.Argument(metavar="NAME", help="The event name agents trigger or wait on.")
-    ],
-    data: Annotated[
-        str | None, Opt(metavar="JSON", help="Fields (a JSON object, at most 64 KiB).")
-    ] = None,
-    key: Annotated[
-        str | None,
-        Opt(metavar="DEDUPE", help="Recorded once per key; a repeat prints the first one's id."),
-    ] = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Record an event; prints its id. It starts a run for each active goal whose agent lists
-    it in `triggers` (config.toml), and wakes runs waiting for it; a warning says when nothing
-    does.
-
-    \b
-    Example:
-      agentd event send deploy --data '{"service": "checkout"}' --key deploy-1.4.2
-    """
-    _event_text("NAME", name, EVENT_NAME_MAX_CHARS)
-    if key is not None:
-        _event_text("--key", key, EVENT_KEY_MAX_CHARS)
-    fields = _event_fields(data)
-    try:  # only for the warning below: an event is recorded whatever state the config is in
-        cfg: config.Config | None = config.load(paths_of(ctx).config)
-    except ConfigError:
-        cfg = None
-
-    def work(c: Any) -> tuple[Any, bool, str | None]:
-        event_id = qi.add_event(c, name, fields, key, source="cli")
-        if event_id is None:
-            assert key is not None  # only a dedupe key makes an insert a no-op
-            return qi.event_by_key(c, key), True, None
-        unheard = _nobody_listens(cfg, c, name) if cfg is not None else None
-        return qi.events_after(c, event_id - 1, 1)[0], False, unheard
-
-    with open_store(ctx) as store:
-        event, duplicate, unheard = store.write(work)
-    if duplicate:
-        out = {**jsonable(event), "duplicate": True}
-        emit(as_json, out, lambda: str(event.event_id))
-        first = f"event {event.event_id} ({event.name})"
-        typer.echo(screen(f"note: key {key!r} was already recorded as {first}"), err=True)
-        return
-    emit(as_json, event, lambda: str(event.event_id))
-    if unheard:
-        typer.echo(screen(f"warning: {unheard}"), err=True)
-
-
-@event_app.command("list")
-def event_list(ctx: typer.Context, limit: Limit = 50, as_json: JsonFlag = False) -> None:
-    """List recent events, newest first."""
-    with open_store(ctx) as store:
-        events = store.read(lambda c: qi.list_events(c, limit))
-    emit(as_json, events, lambda: records.events_table(events, utcnow()))
 
 
 # ── doctor ───────────────────────────────────────────────────────────────────────────────────

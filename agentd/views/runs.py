@@ -8,23 +8,26 @@ changes are diffs (`- old line`, `+ new line`, `code: 200 → 500`). `runs show 
 
 from __future__ import annotations
 
-import difflib
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from agentd.models import JSON, Goal, Run, Step, StepKind, StepStatus, Verdict
 from agentd.text import canonical, compact, jsonable, one_line, safe, single_line
+from agentd.views.changes import (
+    DIFF_LINES,
+    OUTPUT_LINES,
+    as_text,
+    outputs,
+    result_head,
+    world_diff,
+)
 from agentd.views.records import describe_wait
 from agentd.views.tables import field_lines
 from agentd.views.times import clock, day, span, stamp
 
 MIN_WIDTH = 40
-DIFF_LINES = 4  # changed lines of one field the timeline shows (all of them: --step N)
-OUTPUT_LINES = 3  # lines of an action's stdout/stderr the timeline shows
-_NOISE = frozenset(("ok", "error", "stdout", "stderr", "argv", "truncated", "timed_out"))
 
 
 # ── --json ───────────────────────────────────────────────────────────────────────────────────
@@ -68,107 +71,6 @@ def run_header(
     return field_lines(
         [(k, one_line(v, room)) for k, v in pairs] + [("summary", "\n".join(summary))]
     )
-
-
-# ── world changes as diffs ───────────────────────────────────────────────────────────────────
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else compact(value)
-
-
-def _as_lines(value: Any) -> list[str] | None:
-    """A value that reads best as lines: a list of scalars, or text of several lines."""
-    if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
-        return [_text(v) for v in value]
-    if isinstance(value, str) and "\n" in value:
-        return value.splitlines()
-    return None
-
-
-def _line_diff(old: list[str], new: list[str]) -> Iterator[str]:
-    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag != "equal":
-            yield from (f"- {line}" for line in old[i1:i2])
-            yield from (f"+ {line}" for line in new[j1:j2])
-
-
-def _field_diff(path: str, old: Any, new: Any, limit: int | None) -> Iterator[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(set(old) | set(new), key=str):
-            if old.get(key) != new.get(key):
-                yield from _field_diff(f"{path}.{key}", old.get(key), new.get(key), limit)
-        return
-    old_lines, new_lines = _as_lines(old), _as_lines(new)
-    if old_lines is not None or new_lines is not None:
-        if old_lines is None and old is not None:
-            old_lines = [_text(old)]
-        if new_lines is None and new is not None:
-            new_lines = [_text(new)]
-        diff = list(_line_diff(old_lines or [], new_lines or []))
-        shown = diff if limit is None else diff[:limit]
-        yield f"{path}:"
-        yield from ("  " + d for d in shown)
-        if len(diff) > len(shown):
-            yield f"  … {len(diff) - len(shown)} more changed lines"
-        return
-    yield f"{path}: {'-' if old is None else _text(old)} → {'-' if new is None else _text(new)}"
-
-
-def world_diff(changes: JSON, limit: int | None = None) -> list[str]:
-    """`{source: {field: [old, new]}}` as readable lines, neutralised; at most `limit` changed
-    lines of each field that reads as lines (None: all)."""
-    out: list[str] = []
-    for source, fields in changes.items():
-        if not isinstance(fields, dict):
-            out.append(f"{source}: first look" if fields == "new" else f"{source}: {_text(fields)}")
-            continue
-        for name, pair in fields.items():
-            if isinstance(pair, list) and len(pair) == 2:
-                out.extend(_field_diff(f"{source}.{name}", pair[0], pair[1], limit))
-            else:
-                out.append(f"{source}.{name}: {_text(pair)}")
-    return [safe(line) for line in out]
-
-
-# ── results ──────────────────────────────────────────────────────────────────────────────────
-
-
-def result_head(result: JSON) -> str:
-    """`ok · exit 0 · 13 ms`, `failed · exit 1`, `error: …`: an action's outcome in words."""
-    if result.get("error"):
-        return f"error: {_text(result['error'])}"
-    parts = ["ok" if result.get("ok", True) else "failed"]
-    if result.get("timed_out"):
-        parts.append("timed out")
-    for key, value in result.items():
-        if key in _NOISE or value is None:
-            continue
-        if key == "exit_code":
-            parts.append(f"exit {value}")
-        elif key == "duration_ms" and isinstance(value, int | float):
-            parts.append(f"{value:.0f} ms")
-        elif key == "item_id":
-            parts.append(f"inbox item {value}")
-        else:
-            parts.append(f"{key} {_text(value)}")
-    if result.get("truncated"):
-        parts.append("output truncated")
-    return " · ".join(parts)
-
-
-def _outputs(result: JSON, limit: int | None) -> Iterator[str]:
-    for stream in ("stdout", "stderr"):
-        text = result.get(stream)
-        if not isinstance(text, str) or not text.strip():
-            continue
-        lines = text.rstrip("\n").split("\n")
-        shown = lines if limit is None else lines[:limit]
-        yield f"{stream}:"
-        yield from (f"  {safe(line)}" for line in shown)
-        if len(lines) > len(shown):
-            yield f"  … {len(lines) - len(shown)} more lines"
 
 
 # ── the timeline ─────────────────────────────────────────────────────────────────────────────
@@ -242,10 +144,10 @@ def _wake_text(d: JSON) -> str:
     if by == "inbox":
         text = f"inbox item {d.get('item_id')} {d.get('status', why)}"
         if d.get("answer"):
-            text += f": {_text(d['answer'])}"
+            text += f": {as_text(d['answer'])}"
         return text
     if by == "event":
-        return f"event {_text(d.get('event', why))}"
+        return f"event {as_text(d.get('event', why))}"
     return f"{by} ({why})" if by and why else compact(d)
 
 
@@ -257,11 +159,11 @@ def _action_body(entry: Entry, diff_lines: int | None) -> tuple[str, str, list[s
         if s.kind == StepKind.DECIDE:
             head = f"{s.action} {compact(s.args or {})}"
             if reason := s.data.get("reason"):
-                lines.append(f"why: {_text(reason)}{_tokens(s)}")
+                lines.append(f"why: {as_text(reason)}{_tokens(s)}")
         elif s.kind == StepKind.CHECK:
             head = head or f"{s.action} {compact(s.args or {})}"
             where = " at execution" if s.data.get("at") == "execution" else ""
-            lines.append(f"verdict: {s.verdict}{where} ({_text(s.data.get('rule', ''))})")
+            lines.append(f"verdict: {s.verdict}{where} ({as_text(s.data.get('rule', ''))})")
         elif s.kind == StepKind.ACT:
             head = head or f"{s.action} {compact(s.args or {})}"
             if s.data.get("approval"):
@@ -270,7 +172,7 @@ def _action_body(entry: Entry, diff_lines: int | None) -> tuple[str, str, list[s
                 lines.append("result: started; no result journaled yet")
             else:
                 lines.append(f"result: {result_head(s.result)}")
-                lines.extend(_outputs(s.result, diff_lines and OUTPUT_LINES))
+                lines.extend(outputs(s.result, diff_lines and OUTPUT_LINES))
     return str(entry.steps[-1].kind), head, lines
 
 
@@ -282,20 +184,20 @@ def _body(entry: Entry, diff_lines: int | None) -> tuple[str, str, list[str]]:
         return _action_body(entry, diff_lines)
     if s.kind == StepKind.OBSERVE:
         if "refused" in d:
-            return "observe", f"refused: {_text(d['refused'])}", []
+            return "observe", f"refused: {as_text(d['refused'])}", []
         diff = world_diff(d.get("changes") or {}, diff_lines)
         return ("observe", "changed:", diff) if diff else ("observe", "no change", [])
     texts: dict[StepKind, str] = {
-        StepKind.START: f"trigger {_text(d.get('trigger', ''))}",
+        StepKind.START: f"trigger {as_text(d.get('trigger', ''))}",
         StepKind.DECIDE: (
-            f"invalid reply: {_text(d['error'])}" if "error" in d
+            f"invalid reply: {as_text(d['error'])}" if "error" in d
             else "reply journaled, not yet parsed" if s.status == StepStatus.STARTED
-            else _text(d.get("reason", ""))
+            else as_text(d.get("reason", ""))
         ),
         StepKind.WAIT: describe_wait(d),
         StepKind.WAKE: _wake_text(d),
-        StepKind.SUMMARIZE: f"older history folded: {_text(d.get('summary', ''))}",
-        StepKind.FINISH: f"{d.get('status', '')}: {_text(d.get('summary', ''))}",
+        StepKind.SUMMARIZE: f"older history folded: {as_text(d.get('summary', ''))}",
+        StepKind.FINISH: f"{d.get('status', '')}: {as_text(d.get('summary', ''))}",
     }  # fmt: skip
     if s.kind in (StepKind.PLAN, StepKind.GENERATE, StepKind.JUDGE):
         return str(s.kind), _build_text(s) + _tokens(s), []
@@ -306,18 +208,18 @@ def _build_text(s: Step) -> str:
     """A build run's plan, draft or verdict in a line (`agentd artifact show` has the rest)."""
     d = s.data
     if s.status == StepStatus.ERROR:
-        return f"invalid reply: {_text(d.get('error', ''))}"
+        return f"invalid reply: {as_text(d.get('error', ''))}"
     if s.kind == StepKind.PLAN:
         reqs = d.get("requirements") or []
         sources = ", ".join(sorted({str(r.get("source")) for r in reqs}))
-        asked = f"; asks: {_text(d['question'])}" if d.get("question") else ""
+        asked = f"; asks: {as_text(d['question'])}" if d.get("question") else ""
         return f"{len(reqs)} requirements ({sources}){asked}"
     if s.kind == StepKind.GENERATE:
         what = "revision" if d.get("revision") else "first draft"
         return f"v{d.get('version')} ({what}, {d.get('chars')} chars)"
     v = d.get("verdict") or {}
     head = "passed" if v.get("passed") else "fails " + ", ".join(map(str, v.get("failing", [])))
-    return f"v{d.get('version')} {head}: {_text(v.get('summary', ''))}"
+    return f"v{d.get('version')} {head}: {as_text(v.get('summary', ''))}"
 
 
 def entry_lines(entry: Entry, width: int, seq_w: int) -> list[str]:
