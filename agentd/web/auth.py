@@ -15,15 +15,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from agentd.db import poke
 from agentd.errors import ConfigError
+from agentd.operator import home
 
 COOKIE = "agentd_session"
 # A DNS-rebinding page reaches 127.0.0.1 under its own name: only these names are served.
 TRUSTED_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
-MIN_TOKEN_CHARS, strong = poke.MIN_TOKEN_CHARS, poke.strong_token
+MIN_TOKEN_CHARS, strong = home.MIN_TOKEN_CHARS, home.strong_token
 
 
 def token(path: Path) -> str:

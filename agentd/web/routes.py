@@ -1,5 +1,5 @@
 """The web inbox's routes: login and logout, the inbox, an item (with its forms), goals, a run.
-Reads and writes run in a thread over a short-lived SyncStore (agentd/web/data.py, the CLI's code
+Reads and writes run in a thread over a short-lived store (agentd/web/data.py, the CLI's code
 paths); after a write the daemon is told at once (`changed`): the scheduler wakes the run, pages
 update. Every form ends in a redirect (POST-redirect-GET) to a page whose flash box shows fixed
 wording for the codes in its query string (agentd/web/flash.py)."""
@@ -17,9 +17,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from agentd.config import Config
-from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, NotFound
 from agentd.models import utcnow
+from agentd.operator import home
 from agentd.web import auth, data, edit, flash, html
 
 T = TypeVar("T")
@@ -45,7 +45,7 @@ class Site:
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         def run() -> T:
             # No poke of our own socket: a page's write calls `changed` (the scheduler looks).
-            store = SyncStore(self.db, poke=False)
+            store = home.open_store(self.db, poke=False)
             try:
                 return fn(store, *args)
             finally:
@@ -112,7 +112,7 @@ async def item_page(request: Request) -> Response:
     item_id = int(request.path_params["item_id"])
     cfg = site.config()
 
-    def read(store: SyncStore) -> Any:
+    def read(store: home.HomeStore) -> Any:
         item, goal = data.item_with_goal(store, item_id)
         return item, goal, edit.arg_fields(store, cfg, item)
 

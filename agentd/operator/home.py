@@ -1,0 +1,26 @@
+"""The home's database as a surface holds it: `HomeStore`, the handle the web inbox and the MCP
+server open (`open_store`) and pass to every operator function, and the change counter they poll
+to notice another process's commit. Also what makes the home's API token strong enough, which the
+web's login and the CLI's poke share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentd.db import poke
+from agentd.db.store import SyncStore
+
+HomeStore = SyncStore  # short transactions on one connection, one thread at a time
+MIN_TOKEN_CHARS = poke.MIN_TOKEN_CHARS
+strong_token = poke.strong_token
+
+
+def open_store(path: Path, *, poke: bool = True) -> HomeStore:
+    """The store of the database at `path`. `poke=False` inside the daemon, whose writers tell it
+    of their commits directly instead of over its own socket."""
+    return SyncStore(path, poke=poke)
+
+
+def data_version(store: HomeStore) -> int:
+    """SQLite's change counter on this connection: it moves when another connection commits."""
+    return int(store.read(lambda c: c.execute("PRAGMA data_version").fetchone()[0]))
