@@ -17,14 +17,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agentd.config import Config
-from agentd.db import accounting
-from agentd.db import artifacts as qa
-from agentd.db import items as qi
-from agentd.db import queries as q
-from agentd.db.store import SyncStore
 from agentd.errors import NotFound
 from agentd.models import JSON, Goal, InboxItem, Run, RunStatus, WaitKind, from_ts
+from agentd.operator import goals, inbox, runs
 from agentd.operator import schedules as plan
+from agentd.operator.home import HomeStore
 from agentd.text import jsonable
 from agentd.views import runs as render_runs
 
@@ -155,7 +152,7 @@ class GoalSummary(BaseModel):
     active_run: RunOutcome | None = Field(description="its run in progress, if any")
 
 
-# ── readers (one read transaction each) ───────────────────────────────────────────────────────
+# ── readers (through agentd/operator/, one read transaction each) ─────────────────────────────
 
 
 def _outcome(run: Run) -> RunOutcome:
@@ -175,31 +172,30 @@ def _entry(item: InboxItem) -> InboxEntry:
     )  # fmt: skip
 
 
-def goal_context(store: SyncStore, cfg: Config, goal_id: int) -> GoalContext:
+def goal_context(store: HomeStore, cfg: Config, goal_id: int) -> GoalContext:
     """The goal-context document: the goal, and what `agentd goal show` says about it."""
     out = plan.outlook(store, cfg, goal_id)  # NotFound names `agentd goal list`
-    return store.read(lambda c: _context(c, goal_id, out))
+    snap = goals.snapshot(store, goal_id, runs=RECENT_RUNS, artifacts=ARTIFACTS_LISTED)
+    return _context(snap, out)
 
 
-def _context(c: Any, goal_id: int, out: JSON) -> GoalContext:
-    goal = q.get_goal(c, goal_id)
-    runs = q.list_runs(c, goal_id=goal_id, limit=RECENT_RUNS)
-    items = [i for i in qi.list_items(c, status="open") if i.goal_id == goal_id]
-    spend = accounting.goal_spend(c, goal_id)
+def _context(snap: goals.Snapshot, out: JSON) -> GoalContext:
+    goal, spend = snap.goal, snap.spend
+    goal_id = goal.goal_id
     return GoalContext(
         goal_id=goal.goal_id, uri=goal_uri(goal_id), title=goal.title, why=goal.why,
         success_criteria=goal.criteria, deadline=goal.deadline, status=str(goal.status),
         agent=goal.agent, created_at=goal.created_at, updated_at=goal.updated_at,
         memory=[MemoryEntry(kind=m["kind"], text=m["text"], source=m["source"],
                             at=from_ts(m["at"])) for m in out["memory"]],
-        recent_outcomes=[_outcome(r) for r in runs],
-        open_inbox=[_entry(i) for i in items],
+        recent_outcomes=[_outcome(r) for r in snap.runs],
+        open_inbox=[_entry(i) for i in snap.open_items],
         next_checkin=NextCheckin(
             enabled=out["enabled"], at=from_ts(out["next_at"]), why=out["next_why"],
             snoozed_until=from_ts(out["snoozed_until"]), backoff=out["backoff"],
             every_s=(out.get("cadence") or {}).get("every_s"),
         ),
-        artifacts=[_artifact(a) for a in qa.list_artifacts(c, goal_id, ARTIFACTS_LISTED)],
+        artifacts=[_artifact(a) for a in snap.artifacts],
         spend=Spend(tokens_in=int(spend.get("tokens_in") or 0),
                     tokens_out=int(spend.get("tokens_out") or 0),
                     usd=float(spend.get("usd") or 0.0)),
@@ -213,12 +209,11 @@ def _artifact(a: JSON) -> ArtifactEntry:
     )  # fmt: skip
 
 
-def goal_list(c: Any) -> list[GoalSummary]:
-    out = []
-    for goal in q.list_goals(c):
-        active = q.active_run_of_goal(c, goal.goal_id)
-        out.append(_summary(goal, None if active is None else _outcome(q.get_run(c, active))))
-    return out
+def goal_list(store: HomeStore) -> list[GoalSummary]:
+    return [
+        _summary(goal, None if active is None else _outcome(active))
+        for goal, active in goals.with_active_runs(store)
+    ]
 
 
 def _summary(goal: Goal, active: RunOutcome | None) -> GoalSummary:
@@ -228,31 +223,29 @@ def _summary(goal: Goal, active: RunOutcome | None) -> GoalSummary:
     )  # fmt: skip
 
 
-def goal_runs(c: Any, goal_id: int) -> list[RunOutcome]:
-    q.get_goal(c, goal_id)
-    return [_outcome(r) for r in q.list_runs(c, goal_id=goal_id, limit=RUNS_LISTED)]
+def goal_runs(store: HomeStore, goal_id: int) -> list[RunOutcome]:
+    return [_outcome(r) for r in goals.runs_of(store, goal_id, RUNS_LISTED)]
 
 
-def open_inbox(c: Any) -> list[InboxEntry]:
-    return [_entry(i) for i in qi.list_items(c, status="open")]
+def open_inbox(store: HomeStore) -> list[InboxEntry]:
+    return [_entry(i) for i in inbox.items(store)]
 
 
-def run_timeline(c: Any, run_id: int) -> JSON:
+def run_timeline(store: HomeStore, run_id: int) -> JSON:
     """`runs show --json` (the run, its goal, spend, every step), plus `task_status`."""
-    run = q.get_run(c, run_id)
-    steps = q.list_steps(c, run_id)
-    shown = jsonable(render_runs.show_json(run, q.get_goal(c, run.goal_id), steps))
+    run, goal, steps = goals.run_details(store, run_id)
+    shown = jsonable(render_runs.show_json(run, goal, steps))
     return {**shown, "task_status": task_status(run)}
 
 
-def artifact(c: Any, artifact_id: int) -> JSON:
+def artifact(store: HomeStore, artifact_id: int) -> JSON:
     """A build's versions, each with its text and the judge's verdict (newest last)."""
-    run = q.get_run(c, artifact_id)
-    if run.trigger != qa.BUILD_TRIGGER:
+    run, versions = runs.build_versions(store, artifact_id)
+    if versions is None:
         raise NotFound(f"run {artifact_id} is not a build; agentd://goals/{{id}} lists artifacts")
     return dict(jsonable(
         {"artifact": artifact_id, "goal_id": run.goal_id, "run_status": str(run.status),
-         "task_status": task_status(run), "versions": qa.all_versions(c, artifact_id)}
+         "task_status": task_status(run), "versions": versions}
     ))  # fmt: skip
 
 

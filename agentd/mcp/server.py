@@ -34,11 +34,10 @@ from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
 
 from agentd.config import Config, Paths
-from agentd.db import queries as q
-from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, NotFound, StateError
 from agentd.mcp import context as doc
 from agentd.mcp import tools
+from agentd.operator import goals, home
 
 T = TypeVar("T")
 log = structlog.get_logger("agentd.mcp")
@@ -51,7 +50,7 @@ _TEMPLATES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"agentd://runs/(\d+)"), "run"),
     (re.compile(r"agentd://artifacts/(\d+)"), "artifact"),
 ]
-_READERS: dict[str, Callable[[Any, int], Any]] = {
+_READERS: dict[str, Callable[[home.HomeStore, int], Any]] = {
     "goal_runs": doc.goal_runs,
     "run": doc.run_timeline,
     "artifact": doc.artifact,
@@ -71,7 +70,7 @@ class Agentd:
 
     def __init__(self, paths: Paths, cfg: Config, poll_interval_s: float = POLL_INTERVAL_S) -> None:
         self.paths, self.cfg, self.poll_interval_s = paths, cfg, poll_interval_s
-        self._store: SyncStore | None = None
+        self._store: home.HomeStore | None = None
         self._lock = anyio.Lock()
         self.bus = InMemorySubscriptionBus()
         self.digests: dict[str, str] = {}
@@ -80,12 +79,12 @@ class Agentd:
         self.version: int | None = None
 
     @property
-    def store(self) -> SyncStore:
+    def store(self) -> home.HomeStore:
         """The home's database, opened on first use (never created: `agentd init` does that)."""
         if self._store is None:
             if not self.paths.db.exists():
                 raise StateError(f"{self.paths.db}: no database here; run `agentd init`")
-            self._store = SyncStore(self.paths.db)
+            self._store = home.open_store(self.paths.db)
         return self._store
 
     def close(self) -> None:
@@ -104,17 +103,16 @@ class Agentd:
         """The JSON text of a resource (sync: runs on the store's thread)."""
         s = self.store
         if uri == "agentd://goals":
-            return doc.dump(s.read(doc.goal_list))
+            return doc.dump(doc.goal_list(s))
         if uri == "agentd://inbox":
-            return doc.dump(s.read(doc.open_inbox))
+            return doc.dump(doc.open_inbox(s))
         if uri == "agentd://schema/goal-context":
             return doc.dump(doc.GoalContext.model_json_schema(by_alias=True))
         kind, n = _match(uri)
         if kind == "goal":
             return doc.dump(doc.goal_context(s, self.cfg, n))
         if kind is not None:
-            reader = _READERS[kind]
-            return doc.dump(s.read(lambda c: reader(c, n)))
+            return doc.dump(_READERS[kind](s, n))
         raise ResourceError(f"no agentd resource {uri}; read agentd://goals to start")
 
     async def read(self, uri: str) -> str:
@@ -133,7 +131,7 @@ class Agentd:
     # ── change notifications ─────────────────────────────────────────────────────────────────
 
     def _candidates(self) -> list[str]:
-        ids = self.store.read(lambda c: [g.goal_id for g in q.list_goals(c)])
+        ids = [g.goal_id for g in goals.all_goals(self.store)]
         per_goal = [u for i in ids for u in (doc.goal_uri(i), f"{doc.goal_uri(i)}/runs")]
         subscribed = set(self.sessions) | self.watched
         return ["agentd://goals", "agentd://inbox", *per_goal, *sorted(subscribed - set(per_goal))]
@@ -141,7 +139,7 @@ class Agentd:
     def changed(self) -> list[str] | None:
         """The watched resources whose bytes changed since the last look (None: no commit since).
         Nothing is kept unless every resource was read: a busy database is asked again later."""
-        version = int(self.store.read(lambda c: c.execute("PRAGMA data_version").fetchone()[0]))
+        version = home.data_version(self.store)
         if version == self.version:
             return None
         digests: dict[str, str] = {}

@@ -27,15 +27,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from agentd.config import Config, Paths
-from agentd.db import accounting, memory
-from agentd.db import checkins as qc
-from agentd.db import items as qi
-from agentd.db import queries as q
-from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, Refused, Unchanged
-from agentd.models import JSON, GoalStatus, InboxKind, InboxStatus
-from agentd.operator import goals, inbox
+from agentd.models import JSON, InboxKind, InboxStatus
+from agentd.operator import goals, inbox, runs
 from agentd.operator import schedules as plan
+from agentd.operator.home import HomeStore
 from agentd.operator.parse import pick_agent
 from agentd.text import compact, jsonable, screen
 
@@ -52,7 +48,7 @@ class Home(Protocol):
     cfg: Config
 
     @property
-    def store(self) -> SyncStore: ...
+    def store(self) -> HomeStore: ...
 
     async def db(self, fn: Callable[..., T], *args: Any) -> T: ...
 
@@ -109,17 +105,8 @@ def register(mcp: MCPServer[Any], home: Home) -> None:
         run of the goal reads."""
 
         def work() -> JSON:
-            said = inbox.check_text("the context", text, required=True)
-            now = plan.home_now(home.store)
-
-            def write(c: Any) -> JSON:
-                goal = q.get_goal(c, goal_id)
-                if goal.status in (GoalStatus.ACHIEVED, GoalStatus.ABANDONED):
-                    raise Refused(f"goal {goal_id} is closed ({goal.status}); it takes no context")
-                entry_id = memory.remember(c, goal_id, "known", said, MEMORY_SOURCE, now)
-                return {"goal_id": goal_id, "entry_id": entry_id, "kind": "known"}
-
-            return home.store.write(write)
+            entry_id = goals.add_context(home.store, goal_id, text, MEMORY_SOURCE)
+            return {"goal_id": goal_id, "entry_id": entry_id, "kind": "known"}
 
         return _item(await _call(home, work))
 
@@ -151,7 +138,7 @@ def register(mcp: MCPServer[Any], home: Home) -> None:
     async def check_in_now(goal_id: int) -> JSON:
         """Make a goal check in now rather than at its next planned look: a running daemon
         picks it up within a second (inside the goal's quiet hours: when they end)."""
-        return _item(await _call(home, _checkin_now, home, goal_id))
+        return _item(await _call(home, goals.check_in_now, home.store, home.cfg, goal_id))
 
     @mcp.tool()
     async def usage(days: int = 30) -> list[JSON]:
@@ -159,30 +146,7 @@ def register(mcp: MCPServer[Any], home: Home) -> None:
         if not 1 <= days <= 36500:
             raise ToolError(f"days is {days}; give 1 or more")
         since = time.time() - days * 86400
-        rows = await home.db(home.store.read, lambda c: accounting.usage(c, since))
-        return [dict(r) for r in rows]
-
-
-def _checkin_now(home: Home, goal_id: int) -> JSON:
-    now = plan.home_now(home.store)
-
-    def work(c: Any) -> JSON:
-        goal = q.get_goal(c, goal_id)
-        if goal.status != GoalStatus.ACTIVE:
-            raise Refused(f"goal {goal_id} is {goal.status}; only an active goal checks in")
-        agent = home.cfg.agents.get(goal.agent)
-        if agent is None or not agent.checkin.enabled:
-            raise Refused(
-                f"goal {goal_id}'s agent {goal.agent!r} has check-ins off "
-                f"([agents.{goal.agent}.checkin] enabled = false in config.toml)"
-            )
-        checkin_id = qc.add_due(c, goal_id, now, now)
-        if checkin_id is None:
-            raise Unchanged(f"goal {goal_id} already has a check-in due now; nothing changed")
-        return {"goal_id": goal_id, "checkin_id": checkin_id, "due_at": jsonable(
-            datetime.fromtimestamp(now, UTC))}  # fmt: skip
-
-    return home.store.write(work)
+        return await home.db(runs.usage, home.store, since)
 
 
 # ── approvals: the person at the client, through elicitation ──────────────────────────────────
@@ -193,7 +157,7 @@ def register_approve(mcp: MCPServer[Any], home: Home) -> None:
     the tool's arguments, and recorded as theirs."""
 
     def open_approval(item_id: int) -> Any:
-        item = home.store.read(lambda c: qi.get_item(c, item_id))
+        item = inbox.get_item(home.store, item_id)
         if item.kind != InboxKind.APPROVAL:
             raise Refused(f"inbox item {item_id} is a {item.kind}, not an approval")
         if item.status != InboxStatus.OPEN:

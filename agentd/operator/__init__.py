@@ -2,5 +2,7 @@
 and dismiss inbox items (inbox); schedules, snoozes and cadence (schedules) — each one short
 transaction. May import the loops, the harness, the adapters, config/ and the ground; never a surface.
 
+Surfaces reach the database only through here: what they read of goals and the inbox (goals,
+inbox), of runs, builds and usage (runs), and the store handle they open and pass around (home).
 Input typed by a person (`--deadline "in 2h"`, JSON objects) is parsed here too (parse).
 """

@@ -1,4 +1,5 @@
-"""The operator's operations on goals and runs: add, move and close goals, start and cancel runs.
+"""The operator's operations on goals and runs: add, move and close goals, start and cancel runs,
+tell a goal something (its memory), make it check in now; and what surfaces read of goals.
 
 Each is one short transaction, like the inbox's (agentd/operator/inbox.py): closing a goal cancels its active
 runs in the same transaction, and cancelling a run withdraws its open questions and approvals. The
@@ -12,16 +13,22 @@ characters, valid Unicode. Asking for a state that already holds (pausing a paus
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from agentd.db import accounting
+from agentd.config import Config
+from agentd.db import accounting, memory
+from agentd.db import artifacts as qa
+from agentd.db import checkins as qc
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import Refused, Unchanged, UsageError, require_utf8
-from agentd.models import Goal, GoalStatus, Run, RunStatus, Step
+from agentd.models import JSON, Goal, GoalStatus, InboxItem, Run, RunStatus, Step
+from agentd.operator import inbox, schedules
 from agentd.operator.parse import parse_when
+from agentd.text import jsonable
 
 ALL_RUNS = 1_000_000
 TITLE_MAX_CHARS = 300  # a line; a 120,000-character title once cost 30,826 tokens per decision
@@ -193,3 +200,98 @@ def _cancel(c: Any, run_id: int, reason: str) -> None:
     """Cancel a run and withdraw its open questions/approvals, which no one could use any more."""
     q.cancel(c, run_id, reason)
     qi.withdraw_open_items(c, run_id, reason)
+
+
+# ── what surfaces read of goals; a goal's memory; a check-in now ────────────────────────────────
+
+
+def all_goals(store: SyncStore) -> list[Goal]:
+    """Every goal, whatever its status."""
+    return store.read(lambda c: q.list_goals(c, None))
+
+
+def with_active_runs(store: SyncStore) -> list[tuple[Goal, Run | None]]:
+    """Every goal with its run in progress (running or waiting), if any."""
+
+    def read(c: Any) -> list[tuple[Goal, Run | None]]:
+        out: list[tuple[Goal, Run | None]] = []
+        for goal in q.list_goals(c):
+            active = q.active_run_of_goal(c, goal.goal_id)
+            out.append((goal, None if active is None else q.get_run(c, active)))
+        return out
+
+    return store.read(read)
+
+
+def runs_of(store: SyncStore, goal_id: int, limit: int) -> list[Run]:
+    """A goal's latest runs, newest first (NotFound when there is no such goal)."""
+
+    def read(c: Any) -> list[Run]:
+        q.get_goal(c, goal_id)
+        return q.list_runs(c, goal_id=goal_id, limit=limit)
+
+    return store.read(read)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A goal and what surrounds it, read in one transaction: its latest runs (newest first),
+    its open inbox items, its spend, and its builds (newest first, each with its latest version)."""
+
+    goal: Goal
+    runs: list[Run]
+    open_items: list[InboxItem]
+    spend: JSON
+    artifacts: list[JSON]
+
+
+def snapshot(store: SyncStore, goal_id: int, *, runs: int, artifacts: int) -> Snapshot:
+    """A goal's Snapshot with at most `runs` runs and `artifacts` builds."""
+
+    def read(c: Any) -> Snapshot:
+        goal = q.get_goal(c, goal_id)
+        recent = q.list_runs(c, goal_id=goal_id, limit=runs)
+        items = [i for i in qi.list_items(c, status="open") if i.goal_id == goal_id]
+        spend = accounting.goal_spend(c, goal_id)
+        return Snapshot(goal, recent, items, spend, qa.list_artifacts(c, goal_id, artifacts))
+
+    return store.read(read)
+
+
+def add_context(store: SyncStore, goal_id: int, text: str, source: str) -> int:
+    """Tell an open goal something it should know from now on: a `known` entry of its memory
+    (which every check-in and run of it reads), as the operator's word; returns the entry's id."""
+    said = inbox.check_text("the context", text, required=True)
+    now = schedules.home_now(store)
+
+    def write(c: Any) -> int:
+        goal = q.get_goal(c, goal_id)
+        if goal.status in (GoalStatus.ACHIEVED, GoalStatus.ABANDONED):
+            raise Refused(f"goal {goal_id} is closed ({goal.status}); it takes no context")
+        return memory.remember(c, goal_id, "known", said, source, now)
+
+    return store.write(write)
+
+
+def check_in_now(store: SyncStore, cfg: Config, goal_id: int) -> JSON:
+    """Make an active goal whose agent checks in look now rather than at its next planned look
+    (a running daemon picks it up within a second); a check-in already due now is Unchanged."""
+    now = schedules.home_now(store)
+
+    def work(c: Any) -> JSON:
+        goal = q.get_goal(c, goal_id)
+        if goal.status != GoalStatus.ACTIVE:
+            raise Refused(f"goal {goal_id} is {goal.status}; only an active goal checks in")
+        agent = cfg.agents.get(goal.agent)
+        if agent is None or not agent.checkin.enabled:
+            raise Refused(
+                f"goal {goal_id}'s agent {goal.agent!r} has check-ins off "
+                f"([agents.{goal.agent}.checkin] enabled = false in config.toml)"
+            )
+        checkin_id = qc.add_due(c, goal_id, now, now)
+        if checkin_id is None:
+            raise Unchanged(f"goal {goal_id} already has a check-in due now; nothing changed")
+        return {"goal_id": goal_id, "checkin_id": checkin_id, "due_at": jsonable(
+            datetime.fromtimestamp(now, UTC))}  # fmt: skip
+
+    return store.write(work)

@@ -257,3 +257,26 @@ def _start_suggested(c: Any, config: Config, goal: Goal, item_id: int, suggested
         data={"suggested": {"action": action, "args": suggested.get("args") or {}},
               "nudge": item_id},
     )  # fmt: skip
+
+
+# ── what surfaces read of the inbox ─────────────────────────────────────────────────────────────
+
+
+def items(store: SyncStore, *, show_all: bool = False) -> list[InboxItem]:
+    """The open items, oldest first; every item, whatever its status, with `show_all`."""
+    return store.read(lambda c: qi.list_items(c, status=None if show_all else "open"))
+
+
+def get_item(store: SyncStore, item_id: int) -> InboxItem:
+    """One item (NotFound names `agentd inbox list`)."""
+    return store.read(lambda c: qi.get_item(c, item_id))
+
+
+def item_with_goal(store: SyncStore, item_id: int) -> tuple[InboxItem, Goal | None]:
+    """An item and the goal it belongs to (None: a home-wide notice), read together."""
+
+    def read(c: Any) -> tuple[InboxItem, Goal | None]:
+        found = qi.get_item(c, item_id)
+        return found, None if found.goal_id is None else q.get_goal(c, found.goal_id)
+
+    return store.read(read)

@@ -1,5 +1,5 @@
-"""What the pages and the JSON API read and do, over a short-lived SyncStore (in a thread): the
-same functions the CLI's commands call (`inbox list|show`, `goal show`, `runs show`, and
+"""What the pages and the JSON API read and do, over a short-lived store (in a thread): the
+operator functions the CLI's commands call (`inbox list|show`, `goal show`, `runs show`, and
 agentd/operator/inbox.py for every answer), so the web can do nothing the CLI cannot."""
 
 from __future__ import annotations
@@ -7,13 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from agentd.config import Config
-from agentd.db import items as qi
-from agentd.db import queries as q
-from agentd.db.store import SyncStore
 from agentd.errors import UsageError
 from agentd.models import JSON, Goal, InboxItem, Run, Step
 from agentd.operator import goals, inbox
 from agentd.operator import schedules as plan
+from agentd.operator.home import HomeStore
 from agentd.text import jsonable
 from agentd.views.outer import as_json
 from agentd.views.runs import show_json
@@ -23,16 +21,12 @@ from agentd.web import edit as form_edit
 EVIDENCE_FIRST = ("reason", "check", "failed_check", "world", "observed", "logs", "resolved")
 
 
-def inbox_items(store: SyncStore, *, show_all: bool = False) -> list[InboxItem]:
-    return store.read(lambda c: qi.list_items(c, status=None if show_all else "open"))
+def inbox_items(store: HomeStore, *, show_all: bool = False) -> list[InboxItem]:
+    return inbox.items(store, show_all=show_all)
 
 
-def item_with_goal(store: SyncStore, item_id: int) -> tuple[InboxItem, Goal | None]:
-    def read(c: Any) -> tuple[InboxItem, Goal | None]:
-        item = qi.get_item(c, item_id)
-        return item, None if item.goal_id is None else q.get_goal(c, item.goal_id)
-
-    return store.read(read)
+def item_with_goal(store: HomeStore, item_id: int) -> tuple[InboxItem, Goal | None]:
+    return inbox.item_with_goal(store, item_id)
 
 
 def evidence(item: InboxItem) -> list[tuple[str, Any]]:
@@ -43,11 +37,11 @@ def evidence(item: InboxItem) -> list[tuple[str, Any]]:
     return first + sorted(data.items())
 
 
-def all_goals(store: SyncStore) -> list[Goal]:
-    return store.read(lambda c: q.list_goals(c, None))
+def all_goals(store: HomeStore) -> list[Goal]:
+    return goals.all_goals(store)
 
 
-def goal_json(store: SyncStore, cfg: Config, goal_id: int) -> JSON:
+def goal_json(store: HomeStore, cfg: Config, goal_id: int) -> JSON:
     """What `agentd goal show --json` prints: the goal, its runs, spend and next check-in."""
     goal, runs, spend = goals.details(store, goal_id)
     outlook = plan.outlook(store, cfg, goal_id)
@@ -56,22 +50,22 @@ def goal_json(store: SyncStore, cfg: Config, goal_id: int) -> JSON:
     return out
 
 
-def goal_outlook(store: SyncStore, cfg: Config, goal_id: int) -> tuple[Goal, list[Run], JSON]:
+def goal_outlook(store: HomeStore, cfg: Config, goal_id: int) -> tuple[Goal, list[Run], JSON]:
     goal, runs, _ = goals.details(store, goal_id)
     return goal, runs, plan.outlook(store, cfg, goal_id)
 
 
-def run_steps(store: SyncStore, run_id: int) -> tuple[Run, Goal, list[Step]]:
+def run_steps(store: HomeStore, run_id: int) -> tuple[Run, Goal, list[Step]]:
     return goals.run_details(store, run_id)
 
 
-def run_json(store: SyncStore, run_id: int) -> JSON:
+def run_json(store: HomeStore, run_id: int) -> JSON:
     """What `agentd runs show --json` prints."""
     run, goal, steps = goals.run_details(store, run_id)
     return jsonable(show_json(run, goal, steps))  # type: ignore[no-any-return]
 
 
-def act(store: SyncStore, cfg: Config, item_id: int, verb: str, form: dict[str, str]) -> JSON:
+def act(store: HomeStore, cfg: Config, item_id: int, verb: str, form: dict[str, str]) -> JSON:
     """Carry out one operator decision through agentd/operator/inbox.py; returns what was done as the
     flash codes of the page shown next (agentd/web/flash.py)."""
     text = form.get("text", "")

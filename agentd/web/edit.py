@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentd.config import Config
-from agentd.db import queries as q
-from agentd.db.store import SyncStore
 from agentd.errors import ModelOutputInvalid, UsageError
 from agentd.harness.menu import Menu
 from agentd.models import JSON, InboxItem, InboxKind
+from agentd.operator import runs
+from agentd.operator.home import HomeStore
 from agentd.text import safe
 
 # How the form's field types map from the schema: anything else is edited as JSON text.
@@ -45,15 +45,14 @@ class ArgField:
         return safe(self.value, multiline=True, continuation="") != self.value
 
 
-def _menu(store: SyncStore, cfg: Config, item: InboxItem) -> Menu | None:
+def _menu(store: HomeStore, cfg: Config, item: InboxItem) -> Menu | None:
     if item.kind != InboxKind.APPROVAL or item.action is None or item.run_id is None:
         return None
-    run_id = item.run_id
-    agent = cfg.agents.get(store.read(lambda c: q.get_run(c, run_id).agent))
+    agent = cfg.agents.get(runs.get_run(store, item.run_id).agent)
     return None if agent is None else Menu(cfg, agent)
 
 
-def arg_fields(store: SyncStore, cfg: Config, item: InboxItem) -> list[ArgField]:
+def arg_fields(store: HomeStore, cfg: Config, item: InboxItem) -> list[ArgField]:
     """The fields of an approval's edit form; [] when it cannot be edited (not an approval, or
     its agent is no longer configured)."""
     menu = _menu(store, cfg, item)
@@ -78,7 +77,7 @@ def _field(name: str, prop: JSON, value: Any, required: bool) -> ArgField:
     return ArgField(name, kind if kind in KINDS else "json", value, required, choices)
 
 
-def submitted(store: SyncStore, cfg: Config, item: InboxItem, form: dict[str, str]) -> JSON | None:
+def submitted(store: HomeStore, cfg: Config, item: InboxItem, form: dict[str, str]) -> JSON | None:
     """The edit a submitted approve form asks for, validated against the action's schema; None
     when it approves the proposal as it is (the plain Approve form sends no argument at all)."""
     fields = arg_fields(store, cfg, item)
