@@ -14,7 +14,7 @@ import pytest
 from agentd.config import RunbookModel
 from agentd.llm.runbook import decide
 from agentd.models import JSON, Step, StepKind, StepStatus, Verdict, action_digest
-from agentd.runs.engine import context_entry
+from agentd.runs.model_calls import context_entry
 from agentd.sources import changes, transitions, with_history
 
 CFG = RunbookModel(provider="runbook", healthy_checks=2, recheck_s=1.5)
