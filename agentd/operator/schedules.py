@@ -20,7 +20,7 @@ from agentd.db.store import SyncStore
 from agentd.errors import ConfigError, Refused
 from agentd.models import JSON, Goal, GoalStatus
 from agentd.outer import cadence, checkin, memory, schedule, timebase
-from agentd.outer.service import spec_of
+from agentd.outer.fires import spec_of
 
 INTERVAL_JITTER_SHARE = 0.1  # an interval schedule's jitter is at most this share of its interval
 

@@ -33,10 +33,10 @@ from agentd.config import AgentConfig
 from agentd.db import checkins as qc
 from agentd.db import queries as q
 from agentd.db import schedules as qs
-from agentd.db.checkins import CheckinStatus
 from agentd.errors import StateError
 from agentd.models import Goal
 from agentd.outer import cadence, checkin, schedule
+from agentd.outer.fires import Fires, spec_of, when
 from agentd.outer.schedule import ScheduleSpec
 from agentd.runs.deps import Deps
 
@@ -49,19 +49,6 @@ CRASH_PAUSE_S = 30.0  # wall seconds before a check-in that raised unexpectedly 
 # Another commit (the CLI's, or the engine's own steps) is looked at within this many wall
 # seconds; what is due by the clock, and explicit wake-ups, are looked at at once.
 COMMIT_SCAN_S = 1.0
-
-
-def spec_of(s: qs.Schedule) -> ScheduleSpec:
-    """A schedule row as the time math reads it (ValueError if the row is malformed)."""
-    return schedule.parse_spec(
-        s.kind, s.spec, s.tz, misfire=s.misfire, misfire_cap=s.misfire_cap,
-        max_lateness_s=s.max_lateness_s, jitter_s=s.jitter_s,
-    )  # fmt: skip
-
-
-def when(t: float, tz: str = "UTC") -> str:
-    """A time for a reason or a log line: `Tue 2026-03-03 09:00 Europe/Berlin`."""
-    return datetime.fromtimestamp(t, schedule.zone(tz)).strftime(f"%a %Y-%m-%d %H:%M {tz}")
 
 
 @dataclass
@@ -119,7 +106,7 @@ class Outer:
         # Simulated seconds per wall second (`serve --clock-speed`); 1 on the wall clock.
         self.rate = float(getattr(deps.clock, "speed", 1.0))
         self.poll_s = deps.config.daemon.poll_interval_s
-        self.grace_s = GRACE_POLLS * self.poll_s * self.rate
+        self.fires = Fires(grace_s=GRACE_POLLS * self.poll_s * self.rate)
         self.jobs: AsyncIOScheduler | None = None
         self.tasks: dict[int, asyncio.Task[None]] = {}  # goal_id → its running check-in
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_CHECKINS)
@@ -135,7 +122,6 @@ class Outer:
         self.safety_scan_s: float | None = None
         self._due_at: float | None = None
         self._scanned = 0.0  # monotonic time of the last scan
-        self._invalid: set[int] = set()  # schedules whose row no longer parses (logged once)
         self._crashed: dict[int, float] = {}  # checkin_id → monotonic time to try again
         self.stopping = False
 
@@ -256,12 +242,12 @@ class Outer:
         def on(goal_id: int) -> bool:
             return agent_of.get(goal_id) in enabled
 
-        scan = _Scan(next_wake=qs.next_wake(c, list(enabled), sorted(self._invalid)))
+        scan = _Scan(next_wake=qs.next_wake(c, list(enabled), sorted(self.fires.invalid)))
         scan.unplanned = [q.get_goal(c, g) for g in qs.unplanned_goals(c) if on(g)]
         scan.all_schedules = [s for s in qs.active(c) if on(s.goal_id)]
         scan.schedules = [
             s for s in scan.all_schedules
-            if (s.next_fire_at is None or s.next_fire_at <= now) and s.schedule_id not in self._invalid
+            if (s.next_fire_at is None or s.next_fire_at <= now) and s.schedule_id not in self.fires.invalid
         ]  # fmt: skip
         scan.looks = [(g, t) for g, t in qs.due_looks(c, now) if on(g)]
         scan.open = [(i, qc.get(c, i).goal_id) for i in qc.open_ids(c, now)]
@@ -300,8 +286,9 @@ class Outer:
         written = 0
         late_runs: dict[int, int] = {}  # goal_id → the schedule whose catch-up runs
         for sched in scan.schedules:
-            n, late = self._fire_schedule(
-                c, sched, scan, now, late_runs.get(sched.goal_id), starting
+            row = scan.cadences.get(sched.goal_id)
+            n, late = self.fires.record_schedule(
+                c, sched, row, now, late_runs.get(sched.goal_id), starting
             )
             written += n
             if late:
@@ -310,95 +297,10 @@ class Outer:
             cad = self._cadence(scan, goal_id)
             if cad is None:
                 continue
-            written += self._fire_look(c, goal_id, next_at, cad, now, late_runs.get(goal_id))
+            written += self.fires.record_look(c, goal_id, next_at, cad, now, late_runs.get(goal_id))
         if written and starting:
             log.info("outer.caught_up", rows=written)
         return written
-
-    def _fire_schedule(
-        self,
-        c: Any,
-        sched: qs.Schedule,
-        scan: _Scan,
-        now: float,
-        caught_up_by: int | None,
-        starting: bool,
-    ) -> tuple[int, bool]:
-        """Record one schedule's due times; returns (new rows, whether a late fire runs)."""
-        try:
-            spec = spec_of(sched)
-        except ValueError as e:  # e.g. its time zone left the system's tzdata: skip, loudly
-            if sched.schedule_id not in self._invalid:
-                self._invalid.add(sched.schedule_id)
-                log.error("schedule.invalid", schedule_id=sched.schedule_id, error=str(e))
-            return 0, False
-        grace = 0.0 if starting else self._grace(spec, sched)
-        cu = schedule.catch_up(
-            spec, sched.last_fired_at, now, sched.goal_id, sched.created_at, grace_s=grace
-        )
-        row = scan.cadences.get(sched.goal_id) or {}
-        snoozed = float(row.get("snoozed_until") or 0.0)
-        run, missed = [], [(t, _missed_reason(spec, t, cu, now)) for t in cu.skipped]
-        for t in cu.run:
-            if t < snoozed:
-                missed.append((t, f"goal snoozed until {when(snoozed, spec.tz)}"))
-            elif caught_up_by is not None and spec.misfire == "once" and now - t > grace:
-                missed.append((t, f"coalesced into schedule {caught_up_by}'s catch-up"))
-            else:
-                run.append(t)
-        uncounted = cu.skipped_count - len(cu.skipped)
-        if uncounted and missed:
-            first, reason = missed[0]
-            missed[0] = (first, f"{reason}; {uncounted} earlier fires were missed too "
-                                "(counted, not listed)")  # fmt: skip
-        nxt = schedule.next_fire(spec, now, sched.goal_id, sched.created_at)
-        new_due, written = qs.record_fires(
-            c, sched, run=run, missed=missed, now=now, next_fire_at=nxt
-        )
-        for checkin_id, t in zip(new_due, run, strict=False):
-            log.info("checkin.fired", goal_id=sched.goal_id, schedule_id=sched.schedule_id,
-                     checkin_id=checkin_id, due_at=when(t, spec.tz), late_s=round(now - t, 1))  # fmt: skip
-        if missed:
-            log.info("checkin.missed", goal_id=sched.goal_id, schedule_id=sched.schedule_id,
-                     count=len(missed) + uncounted, policy=spec.misfire, ran=len(run))  # fmt: skip
-        return written, any(now - t > grace for t in run)
-
-    def _grace(self, spec: ScheduleSpec, sched: qs.Schedule) -> float:
-        """How late a fire may be found while the daemon runs and still be on time: a few poll
-        intervals, but under half the schedule's gap, so two fires never both pass as on time.
-        At start it is 0: whatever fell due while the daemon was down follows the misfire policy."""
-        first = schedule.next_fire(spec, sched.last_fired_at or sched.created_at, sched.goal_id,
-                                   sched.created_at)  # fmt: skip
-        gap = schedule.next_fire(spec, first, sched.goal_id, sched.created_at) - first
-        return min(self.grace_s, gap / 2)
-
-    def _fire_look(
-        self, c: Any, goal_id: int, next_at: float, cad: cadence.Cadence, now: float,
-        caught_up_by: int | None,
-    ) -> int:  # fmt: skip
-        """The goal's cadence look is due: record it — unless a schedule's catch-up in this same
-        tick already looks at the goal (one catch-up per goal per outage, even when that catch-up
-        waits for quiet hours to end), or quiet hours hold now (then the look moves to their
-        end, e.g. after a restart at night)."""
-        if caught_up_by is not None:
-            reason = f"coalesced into schedule {caught_up_by}'s catch-up"
-            qc.add_due(c, goal_id, next_at, now, None, CheckinStatus.MISSED, reason)
-            log.info("checkin.missed", goal_id=goal_id, count=1, reason=reason)
-            return 1
-        if cadence.in_quiet(cad, now):
-            until = cadence.leave_quiet(cad, now)
-            why = f"quiet hours until {datetime.fromtimestamp(until, schedule.zone(cad.tz)):%H:%M}"
-            qc.set_next(
-                c, goal_id, until, f"{why}: the look due {when(next_at, cad.tz)} waits", now
-            )
-            log.info("checkin.deferred", goal_id=goal_id, until=when(until, cad.tz), why=why)
-            return 0
-        checkin_id = qc.add_due(c, goal_id, next_at, now)
-        if checkin_id is None:
-            return 0
-        log.info("checkin.fired", goal_id=goal_id, checkin_id=checkin_id, due_at=when(next_at),
-                 late_s=round(now - next_at, 1), by="cadence")  # fmt: skip
-        return 1
 
     # ── running check-ins ─────────────────────────────────────────────────────────────────────
 
@@ -478,15 +380,3 @@ class Outer:
                 with contextlib.suppress(ValueError, OverflowError, OSError):  # years away: poll
                     self.jobs.add_job(self._job_wake, "date", run_date=self.wall_time(next_wake),
                                       id="outer:next", replace_existing=True)  # fmt: skip
-
-
-def _missed_reason(spec: ScheduleSpec, t: float, cu: schedule.CatchUp, now: float) -> str:
-    late = cadence.format_duration(now - t)
-    if t < cu.stale_before:
-        limit = cadence.format_duration(spec.max_lateness_s)
-        return f"missed ({late} late, past the {limit} max lateness)"
-    if spec.misfire == "skip":
-        return f"missed ({late} late; misfire = skip)"
-    if spec.misfire == "once":
-        return f"missed ({late} late; misfire = once: coalesced into the latest)"
-    return f"missed ({late} late; misfire = all, beyond the cap of {spec.misfire_cap})"
