@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,39 +16,29 @@ from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.models import InboxKind, RunStatus, StepKind, StepStatus
 from agentd.operator import inbox
+from tests.configs import FINISH, act, append_action, scripted_home
 from tests.conftest import Home, finished, wait_for, waiting
 
-CONFIG = """
-[daemon]
-poll_interval_s = 0.02
-
-[models.default]
-provider = "scripted"
-replies = "replies.json"
-
-[actions.append]
-type = "command"
-argv = ["sh", "-c", "echo \\"$AGENTD_IDEMPOTENCY_KEY {word}\\" >> __OUT__"]
-params = { word = { pattern = "^[a-z]+$" } }
-
-[agents.default]
-actions = ["append", "finish", "ask", "sleep", "notify", "wait_event"]
-policy = { rules = { __RULES__ } }
-"""
+ACTIONS = ("append", "finish", "ask", "sleep", "notify", "wait_event")
 
 
-def write(home: Home, tmp_path: Path, replies: list[Any], rules: str = "") -> Path:
+def write(
+    home: Home,
+    tmp_path: Path,
+    replies: list[Any],
+    rules: str | None = "",
+    *,
+    actions: Sequence[str] = ACTIONS,
+    more_actions: str = "",
+    **agent: str,
+) -> Path:
+    """The engine's home: `append` appends "<idempotency key> <word>" to tmp_path/out.txt, the
+    agent may choose `actions` under the policy `rules` ("" an empty table, None no policy);
+    `more_actions` are more action tables, `agent` more arguments of `scripted_home`."""
     out = tmp_path / "out.txt"
-    text = CONFIG.replace("__RULES__", rules).replace("__OUT__", str(out))
-    home.write_config(text, replies)
+    tables = append_action(out) + more_actions
+    home.write_config(scripted_home(actions, rules=rules, tables=tables, **agent), replies)
     return out
-
-
-def act(kind: str, **args: Any) -> dict[str, Any]:
-    return {"reason": f"do {kind}", "action": {"kind": kind, **args}}
-
-
-FINISH = act("finish", outcome="succeeded", summary="done")
 
 
 async def test_engine_runs_allowed_action_then_finishes(
@@ -165,11 +156,8 @@ async def test_engine_denied_action_is_fed_back_then_escalated(
 async def test_engine_rate_limit_denies_over_the_hourly_budget(
     home: Home, tmp_path: Path, serve: Any
 ) -> None:
-    out = write(home, tmp_path, [act("append", word="a"), act("append", word="b"), FINISH])
-    text = home.paths.config.read_text().replace(
-        "policy = { rules = {  } }", "policy = { max_per_hour = { append = 1 } }"
-    )
-    home.paths.config.write_text(text)
+    replies = [act("append", word="a"), act("append", word="b"), FINISH]
+    out = write(home, tmp_path, replies, rules=None, policy="max_per_hour = { append = 1 }")
     run_id = home.start_run(home.add_goal())
     await serve()
     await wait_for(finished(home, run_id))
@@ -215,12 +203,7 @@ async def test_engine_wait_event_wakes_on_matching_event_only(
 async def test_engine_event_trigger_starts_one_run_per_goal(
     home: Home, tmp_path: Path, serve: Any
 ) -> None:
-    write(home, tmp_path, [FINISH])
-    home.paths.config.write_text(
-        home.paths.config.read_text().replace(
-            'actions = ["append"', 'triggers = ["alert"]\nactions = ["append"'
-        )
-    )
+    write(home, tmp_path, [FINISH], agent_keys='triggers = ["alert"]')
     goal_id = home.add_goal()
     await serve()
     home.store.write(lambda c: qi.add_event(c, "alert", {"n": 1}, None))
@@ -242,10 +225,7 @@ async def test_engine_sleep_resumes_after_the_timer(home: Home, tmp_path: Path, 
 
 async def test_engine_model_error_backs_off_durably(home: Home, tmp_path: Path, serve: Any) -> None:
     failing = {"error": "overloaded", "retry_after_s": 0.2, "attempts": 2, "reply": FINISH}
-    write(home, tmp_path, [failing])
-    home.paths.config.write_text(
-        home.paths.config.read_text() + "\n[agents.default.limits]\nretry_base_s = 0.1\n"
-    )
+    write(home, tmp_path, [failing], agent_tables="\n[agents.default.limits]\nretry_base_s = 0.1\n")
     run_id = home.start_run(home.add_goal())
     await serve()
     await wait_for(finished(home, run_id), timeout_s=15)
@@ -258,11 +238,8 @@ async def test_engine_model_error_backs_off_durably(home: Home, tmp_path: Path, 
 async def test_engine_max_steps_stops_the_run_visibly(
     home: Home, tmp_path: Path, serve: Any
 ) -> None:
-    write(home, tmp_path, [act("notify", message="still here")])
-    home.paths.config.write_text(
-        home.paths.config.read_text()
-        + "\n[agents.default.limits]\nmax_steps = 3\nloop_threshold = 10\n"
-    )
+    limits = "\n[agents.default.limits]\nmax_steps = 3\nloop_threshold = 10\n"
+    write(home, tmp_path, [act("notify", message="still here")], agent_tables=limits)
     run_id = home.start_run(home.add_goal())
     await serve()
     await wait_for(finished(home, run_id))
@@ -302,11 +279,9 @@ async def test_engine_unknown_outcome_asks_instead_of_retrying(
 async def test_engine_expired_question_with_remind_posts_a_reminder_and_keeps_waiting(
     home: Home, tmp_path: Path, serve: Any
 ) -> None:
-    write(home, tmp_path, [act("ask", question="which region?"), FINISH])
-    text = home.paths.config.read_text() + (
-        '\n[agents.default.policy.expire.question]\nafter_s = 0.2\non_expire = "remind"\n'
-    )
-    home.paths.config.write_text(text.replace("policy = { rules = {  } }\n", ""))
+    expire = '\n[agents.default.policy.expire.question]\nafter_s = 0.2\non_expire = "remind"\n'
+    replies = [act("ask", question="which region?"), FINISH]
+    write(home, tmp_path, replies, rules=None, agent_tables=expire)
     run_id = home.start_run(home.add_goal())
     await serve()
     await wait_for(
@@ -325,12 +300,8 @@ async def test_engine_run_survives_a_database_lock_longer_than_the_busy_timeout(
     home: Home, tmp_path: Path, serve: Any
 ) -> None:
     """A write that meets a lock held past busy_timeout is retried; the run is not abandoned."""
-    write(home, tmp_path, [act("slow"), FINISH])
-    text = home.paths.config.read_text().replace(
-        'actions = ["append"', 'actions = ["slow", "append"'
-    )
     slow = '[actions.slow]\ntype = "command"\nargv = ["sleep", "1"]\nidempotent = true\n\n'
-    home.paths.config.write_text(text.replace("[agents.default]", slow + "[agents.default]"))
+    write(home, tmp_path, [act("slow"), FINISH], actions=("slow", *ACTIONS), more_actions=slow)
     run_id = home.start_run(home.add_goal())
     await serve()
     await wait_for(lambda: any(s.kind == StepKind.CHECK for s in home.steps(run_id)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,31 +31,12 @@ from agentd.models import (
     Verdict,
 )
 from agentd.operator import inbox
+from tests.configs import FINISH, act, append_action, scripted_home
 from tests.conftest import Home, finished, wait_for, waiting
 
-CONFIG = """
-[daemon]
-poll_interval_s = 0.02
-
-[models.default]
-provider = "scripted"
-replies = "replies.json"
-request_log = "requests.jsonl"
-
-[actions.append]
-type = "command"
-argv = ["sh", "-c", "echo \\"$AGENTD_IDEMPOTENCY_KEY {word}\\" >> __OUT__"]
-params = { word = { pattern = "[a-z]+" } }
-idempotent = __IDEMPOTENT__
-
-[actions.nap]
-type = "sleep"
-max_sleep_s = 60
-
-[agents.default]
-actions = [__ACTIONS__]
-policy = { rules = { __RULES__ }, max_per_hour = { __LIMITS__ } __EXPIRE__ }
-"""
+NAP = '[actions.nap]\ntype = "sleep"\nmax_sleep_s = 60\n\n'
+# A second action named `sleep`: a command, not the harness's sleep.
+SLEEP_COMMAND = '[actions.sleep]\ntype = "command"\nargv = ["true"]\n\n'
 
 
 def setup(
@@ -64,33 +46,33 @@ def setup(
     rules: str = "",
     limits: str = "",
     idempotent: bool = False,
-    actions: str = '"append", "nap", "finish"',
+    actions: Sequence[str] = ("append", "nap", "finish"),
     expire_s: float | None = None,
     out_name: str = "out.txt",
+    more_actions: str = "",
 ) -> Path:
+    """A home whose model logs its requests, `append` (keyed, `idempotent` or not) appending to
+    `out_name` beside the home, `nap` a sleep of at most 60 s, the agent's policy `rules`, hourly
+    `limits` and (with `expire_s`) approvals denied when not given in time."""
     out = home.root.parent / out_name
     expire = (
         f', expire = {{ approval = {{ after_s = {expire_s}, on_expire = "deny" }} }}'
         if expire_s is not None
         else ""
     )
-    text = (
-        CONFIG.replace("__OUT__", str(out))
-        .replace("__RULES__", rules)
-        .replace("__LIMITS__", limits)
-        .replace("__IDEMPOTENT__", "true" if idempotent else "false")
-        .replace("__ACTIONS__", actions)
-        .replace("__EXPIRE__", expire)
+    text = scripted_home(
+        actions,
+        rules=rules,
+        policy=f"max_per_hour = {{ {limits} }}{expire}",
+        tables=append_action(out, pattern="[a-z]+", idempotent=idempotent) + more_actions + NAP,
+        request_log="requests.jsonl",
     )
     home.write_config(text, replies)
     return out
 
 
 def append(word: str) -> dict[str, Any]:
-    return {"reason": f"append {word}", "action": {"kind": "append", "word": word}}
-
-
-FINISH = {"reason": "done", "action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}
+    return act("append", f"append {word}", word=word)
 
 
 def executed(out: Path) -> list[str]:
@@ -173,7 +155,7 @@ async def test_approved_action_not_run_after_removal_from_menu(home: Home, serve
     out = setup(home, [append("x"), FINISH], rules='append = "approve"')
     run_id, item = await park_on_approval(home, serve, out)
     inbox.approve(home.store, cfg(home), item.item_id)
-    setup(home, [append("x"), FINISH], actions='"nap", "finish"')
+    setup(home, [append("x"), FINISH], actions=("nap", "finish"))
     await serve()
     await wait_for(finished(home, run_id))
     assert executed(out) == []
@@ -388,16 +370,9 @@ async def test_pausing_a_goal_stops_an_approved_action(home: Home, serve: Any) -
 
 
 async def test_loop_detection_counts_a_command_named_sleep(home: Home, serve: Any) -> None:
-    text = CONFIG.replace(
-        "[actions.nap]", '[actions.sleep]\ntype = "command"\nargv = ["true"]\n\n[actions.nap]'
-    )
-    out = home.root.parent / "out.txt"
-    text = (
-        text.replace("__OUT__", str(out)).replace("__RULES__", "").replace("__LIMITS__", "")
-        .replace("__IDEMPOTENT__", "true").replace("__EXPIRE__", "")
-        .replace("__ACTIONS__", '"sleep", "append", "finish"')
-    )  # fmt: skip
-    home.write_config(text, [{"reason": "again", "action": {"kind": "sleep"}}] * 5 + [FINISH])
+    replies = [act("sleep", "again")] * 5 + [FINISH]
+    actions = ("sleep", "append", "finish")
+    setup(home, replies, idempotent=True, actions=actions, more_actions=SLEEP_COMMAND)
     run_id = home.start_run(home.add_goal())
     await serve()
     await wait_for(lambda: home.run(run_id).status != RunStatus.RUNNING)

@@ -17,37 +17,14 @@ from agentd.db import items as qi
 from agentd.db import store as store_module
 from agentd.errors import ConfigError
 from agentd.web import auth
+from tests.configs import FINISH, act, scripted_home, with_web
 from tests.conftest import Home, closed_port, finished, wait_for, waiting
 
-# The pages are on (`[web] enabled`) on a port of their own: a test never takes 8765. The
-# requests go over the unix socket, where the pages are served as on the port.
-WEB = """
-[api]
-port = __PORT__
-
-[web]
-enabled = true
-"""
-CONFIG = """
-[daemon]
-poll_interval_s = 0.02
-
-[models.default]
-provider = "scripted"
-replies = "replies.json"
-
-[agents.default]
-actions = ["finish", "ask"]
-"""
+CONFIG = scripted_home(["finish", "ask"])
 HOSTILE = "<script>alert(1)</script> \x1b[2J\x1b[31mred \u202eevil"
-ASK = {"reason": "need it", "action": {"kind": "ask", "question": HOSTILE}}
-FINISH = {"reason": "done", "action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}
+ASK = act("ask", "need it", question=HOSTILE)
 # What a browser sends with a form it posts to its own page.
 SAME = {"Origin": "http://localhost:8765", "Sec-Fetch-Site": "same-origin"}
-
-
-def with_web(text: str) -> str:
-    return text + WEB.replace("__PORT__", str(closed_port()))
 
 
 def web(home: Home) -> httpx.AsyncClient:
@@ -150,9 +127,7 @@ async def test_web_answer_tells_the_daemon_directly_not_through_its_own_socket(
 ) -> None:
     """With the safety net at 60 s only the page's own word to the scheduler can wake the run
     within the test; the page's write sends no poke to the daemon's own socket (wasted work)."""
-    home.write_config(
-        with_web(CONFIG).replace("[api]\n", "[api]\nsafety_scan_s = 60\n"), [ASK, FINISH]
-    )
+    home.write_config(with_web(CONFIG, "safety_scan_s = 60"), [ASK, FINISH])
     run_id = home.start_run(home.add_goal())
     await serve()
     await wait_for(waiting(home, run_id))

@@ -10,28 +10,17 @@ from typing import Any
 
 from agentd.db import items as qi
 from agentd.models import InboxItem, InboxKind, InboxStatus
+from tests.configs import FINISH, act, scripted_home, with_web
 from tests.conftest import Home, finished, wait_for, waiting
-from tests.test_web import SAME, login, web, with_web
+from tests.test_web import SAME, login, web
 
-CONFIG = """
-[daemon]
-poll_interval_s = 0.02
-
-[models.default]
-provider = "scripted"
-replies = "replies.json"
-
-[agents.default]
-actions = ["notify", "sleep", "finish"]
-policy = { rules = { notify = "approve", sleep = "approve" } }
-"""
+CONFIG = scripted_home(["notify", "sleep", "finish"], rules='notify = "approve", sleep = "approve"')
 MULTILINE = "line one\nline two\n\n  indented, then a blank line above"
-SLEEP = {"reason": "let it settle", "action": {"kind": "sleep", "seconds": 1}}
-FINISH = {"reason": "done", "action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}
+SLEEP = act("sleep", "let it settle", seconds=1)
 
 
 def notify(message: str) -> dict[str, Any]:
-    return {"reason": "tell them", "action": {"kind": "notify", "message": message}}
+    return act("notify", "tell them", message=message)
 
 
 async def proposed(home: Home, serve: Any, reply: dict[str, Any]) -> tuple[int, InboxItem]:

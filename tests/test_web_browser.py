@@ -14,33 +14,20 @@ from typing import Any
 
 from agentd.db import items as qi
 from agentd.models import InboxStatus
+from tests.configs import FINISH, act, append_action, scripted_home, web_on
 from tests.conftest import Home, ServeHttp, finished, wait_for, waiting
 
 HOSTILE = "<script>window.pwned=1</script> \x1b[2J\x1b[31m"
-CONFIG = """
-[daemon]
-poll_interval_s = 0.02
 
-[api]
-port = __PORT__
 
-[web]
-enabled = true
-
-[models.default]
-provider = "scripted"
-replies = "replies.json"
-
-[actions.append]
-type = "command"
-argv = ["sh", "-c", "echo {word} >> __OUT__"]
-params = { word = { pattern = "^[a-z]+$" } }
-
-[agents.default]
-actions = ["append", "notify", "finish"]
-policy = { rules = { append = "approve", notify = "approve" } }
-"""
-FINISH = {"reason": "ok", "action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}
+def pages_home(port: int, out: Path | str = "/dev/null") -> str:
+    """The home of these tests: the pages on at `port`; `append` (gated, as `notify` is) appends
+    its word to `out`."""
+    return scripted_home(
+        ["append", "notify", "finish"],
+        rules='append = "approve", notify = "approve"',
+        tables=web_on(port) + append_action(Path(out), keyed=False),
+    )
 
 
 def free_port() -> int:
@@ -54,10 +41,8 @@ async def test_web_browser_approve_with_edit_and_live_update(
 ) -> None:
     port = free_port()
     out = tmp_path / "out.txt"
-    ask = {"reason": f"restart it {HOSTILE}", "action": {"kind": "append", "word": "gated"}}
-    done = {"reason": "ok", "action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}
-    text = CONFIG.replace("__PORT__", str(port)).replace("__OUT__", str(out))
-    home.write_config(text, [ask, done])
+    ask = act("append", f"restart it {HOSTILE}", word="gated")
+    home.write_config(pages_home(port, out), [ask, FINISH])
     run_id = home.start_run(home.add_goal(title=f"goal {HOSTILE}"))
     await serve()
     await wait_for(waiting(home, run_id))
@@ -98,8 +83,7 @@ async def test_web_browser_approve_with_edit_and_live_update(
 
 async def test_web_browser_cross_site_post_is_refused(home: Home, serve: Any, browser: Any) -> None:
     port = free_port()
-    text = CONFIG.replace("__PORT__", str(port)).replace("__OUT__", "/dev/null")
-    home.write_config(text, [{"reason": "-", "action": {"kind": "finish", "outcome": "succeeded"}}])
+    home.write_config(pages_home(port), [act("finish", "-", outcome="succeeded")])
     await serve()
     base = f"http://127.0.0.1:{port}"
     token = home.paths.api_token.read_text().strip()
@@ -126,8 +110,7 @@ async def test_web_browser_cross_site_post_is_refused(home: Home, serve: Any, br
 
 async def waiting_on(home: Home, serve: Any, port: int, reply: dict[str, Any], title: str) -> Any:
     """A daemon serving the pages on `port`, its run waiting on the approval of `reply`."""
-    home.write_config(CONFIG.replace("__PORT__", str(port)).replace("__OUT__", "/dev/null"),
-                      [reply, FINISH])  # fmt: skip
+    home.write_config(pages_home(port), [reply, FINISH])
     run_id = home.start_run(home.add_goal(title=title))
     await serve()
     await wait_for(waiting(home, run_id))
@@ -154,7 +137,7 @@ async def test_web_browser_approve_as_proposed_binds_the_exact_text(
     home: Home, serve: Any, browser: Any, screenshots: Path
 ) -> None:
     port = free_port()
-    reply = {"reason": "tell the on-call", "action": {"kind": "notify", "message": MESSAGE}}
+    reply = act("notify", "tell the on-call", message=MESSAGE)
     run_id, item = await waiting_on(home, serve, port, reply, "keep checkout healthy")
     base = f"http://127.0.0.1:{port}"
     context, page = await logged_in(browser, home, base)
@@ -176,7 +159,7 @@ async def test_web_browser_untouched_edit_form_binds_the_exact_text(
 ) -> None:
     port = free_port()
     message = "\n" + MESSAGE + "\n"  # a leading newline is the one a textarea loses most easily
-    reply = {"reason": "tell the on-call", "action": {"kind": "notify", "message": message}}
+    reply = act("notify", "tell the on-call", message=message)
     run_id, item = await waiting_on(home, serve, port, reply, "keep checkout healthy")
     base = f"http://127.0.0.1:{port}"
     context, page = await logged_in(browser, home, base)
@@ -215,7 +198,7 @@ async def test_web_browser_a_page_framing_an_item_is_blocked(
     home: Home, serve: Any, browser: Any, http_server: ServeHttp
 ) -> None:
     port = free_port()
-    reply = {"reason": "x", "action": {"kind": "append", "word": "framed"}}
+    reply = act("append", "x", word="framed")
     _, item = await waiting_on(home, serve, port, reply, "a goal")
     base = f"http://127.0.0.1:{port}"
     # Another 127.0.0.1 port is the same site: the SameSite=Strict cookie goes into its frames.
@@ -244,7 +227,7 @@ async def test_web_browser_a_link_from_another_site_opens_the_item_when_logged_i
     SameSite=Strict cookie is not sent with it: the inbox asks again from its own page (which
     carries the cookie) instead of showing the login to someone logged in."""
     port = free_port()
-    reply = {"reason": "x", "action": {"kind": "append", "word": "linked"}}
+    reply = act("append", "x", word="linked")
     _, item = await waiting_on(home, serve, port, reply, "a goal")
     base = f"http://127.0.0.1:{port}"
     link = f"<a id=go href='{base}/items/{item.item_id}'>approve append?</a>"
