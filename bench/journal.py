@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentd.db import queries as q
 from agentd.db import waits as qw
-from agentd.db.store import Store, connect
+from agentd.db.sqlite.connection import connect
+from agentd.db.store import Store
 from agentd.models import StepKind
 
 

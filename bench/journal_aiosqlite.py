@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentd.db import queries as q
 from agentd.db import waits as qw
-from agentd.db.store import BUSY_TIMEOUT_MS, Store, SyncStore
+from agentd.db.sqlite.connection import BUSY_TIMEOUT_MS
+from agentd.db.store import Store, SyncStore
 from agentd.models import StepKind
 
 

@@ -16,7 +16,8 @@ from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.db.sqlite import schema
-from agentd.db.store import Store, SyncStore, connect
+from agentd.db.sqlite.connection import connect
+from agentd.db.store import Store, SyncStore
 from agentd.errors import Refused, StateError
 from agentd.models import RunStatus, StepKind
 

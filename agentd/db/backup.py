@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentd.db import safety
+from agentd.db.sqlite.connection import connect, translate, uri
 from agentd.db.sqlite.schema import version
-from agentd.db.store import connect, translate, uri
 from agentd.errors import Refused, StateError
 
 PAGES_PER_STEP = 1024  # 4 MiB at the default page size: progress for big files, few steps

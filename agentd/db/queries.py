@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from agentd.db.conn import Conn
-from agentd.db.store import Insert
+from agentd.db.writer import Insert
 from agentd.errors import NotFound, Refused
 from agentd.models import (
     JSON,

@@ -1,0 +1,193 @@
+"""The SQLite Writer: one connection on one thread, committing what queued up as one group.
+
+Writes queue up while the previous batch commits; the next batch runs as ONE `BEGIN IMMEDIATE …
+COMMIT` (one fsync); if one request fails, the batch is rolled back and redone one request per
+transaction, so a failure never sinks its neighbours. No caller resumes before its batch is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agentd.db import safety
+from agentd.db.conn import Conn, Work
+from agentd.db.sqlite.connection import begin_write, open_migrated, translate
+from agentd.db.writer import Insert
+from agentd.errors import AgentdError, StateError
+
+log = structlog.get_logger("agentd.db")
+
+Request = tuple["Work[Any] | Insert", "asyncio.Future[Any]"]
+
+
+def _settle(outcomes: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    """On the loop: resolve one batch's futures (a cancelled caller's write still happened)."""
+    for fut, ok, value in outcomes:
+        if fut.done():
+            continue
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+
+
+def _run_of_inserts(works: list[Any], start: int) -> int:
+    """How many Inserts with the same SQL begin at `start` (0 when it is a work function)."""
+    first = works[start]
+    if not isinstance(first, Insert):
+        return 0
+    n = 1
+    while start + n < len(works):
+        nxt = works[start + n]
+        if not isinstance(nxt, Insert) or nxt.sql != first.sql:
+            break
+        n += 1
+    return n
+
+
+def _insert_rows(conn: Conn, rows: list[Insert]) -> None:
+    inserted = conn.executemany(rows[0].sql, [r.params for r in rows]).rowcount
+    if inserted != len(rows):
+        if len(rows) == 1:
+            rows[0].explain(conn)
+        raise StateError(f"{len(rows) - inserted} of {len(rows)} fenced rows were not inserted")
+
+
+class _RequestFailed(Exception):
+    """One request in a group commit raised: the batch is rolled back and retried one by one."""
+
+
+class SQLiteWriter:
+    """The Writer of the daemon's Store. `check` runs `PRAGMA quick_check` before migrating (at
+    start); `errors` counts the database errors callers saw (shared with the Store's reader)."""
+
+    def __init__(self, path: Path, *, check: bool, errors: safety.ErrorRate) -> None:
+        self.path = path
+        self.check = check
+        self.errors = errors
+        self._conn: sqlite3.Connection | None = None
+        self._queue: collections.deque[Request] = collections.deque()
+        self._ready = threading.Event()  # set when the queue may hold work (or we are closing)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing = False
+        self.batches = 0
+        self.writes = 0
+
+    async def open(self) -> None:
+        """Open the connection (migrating first) on the writer's own thread."""
+        self._loop = asyncio.get_running_loop()
+        opened: asyncio.Future[None] = self._loop.create_future()
+        self._thread = threading.Thread(
+            target=self._main, args=(opened,), name="agentd-writer", daemon=True
+        )
+        self._thread.start()
+        await opened
+
+    def submit(self, work: Work[Any] | Insert, fut: asyncio.Future[Any]) -> None:
+        self._queue.append((work, fut))
+        self._ready.set()
+
+    async def close(self) -> None:
+        """Commit what is queued, then close the connection and end the thread."""
+        self._closing = True
+        if self._thread is not None:
+            self._ready.set()
+            await asyncio.to_thread(self._thread.join)
+
+    def _main(self, opened: asyncio.Future[None]) -> None:
+        """The writer thread: take everything queued, commit it as one batch, hand the outcomes
+        back to the loop in one call, repeat. It runs beside the event loop, so while a batch
+        commits, the loop already queues the next one: the two overlap instead of taking turns.
+        """
+        loop = self._loop
+        assert loop is not None
+        try:
+            self._conn = open_migrated(self.path, check=self.check)
+        except BaseException as e:
+            loop.call_soon_threadsafe(_settle, [(opened, False, e)])
+            return
+        loop.call_soon_threadsafe(_settle, [(opened, True, None)])
+        while True:
+            self._ready.wait()
+            # Clear before draining: a write queued after this point sets the event again, so
+            # no wake-up is lost; one queued before it is drained now.
+            self._ready.clear()
+            batch = []
+            while self._queue:
+                batch.append(self._queue.popleft())
+            if batch:
+                try:
+                    outcomes = self._commit(batch)
+                except Exception as e:  # never let the writer die: every caller gets an answer
+                    err = translate(e, self.path) if isinstance(e, sqlite3.Error) else e
+                    self.errors.record(e)
+                    log.error("db.writer_failed", error=str(err), requests=len(batch))
+                    outcomes = [(False, err)] * len(batch)
+                settled = [
+                    (fut, ok, value) for (_, fut), (ok, value) in zip(batch, outcomes, strict=True)
+                ]
+                loop.call_soon_threadsafe(_settle, settled)
+            # Checked after every pass: close() may have set the event before our clear().
+            if self._closing and not self._queue:
+                break
+        self._conn.close()
+
+    def _commit(self, batch: list[Request]) -> list[tuple[bool, Any]]:
+        """Commit a batch as one transaction; if any request fails, redo them one by one.
+
+        The fast path has no per-request savepoints (they would double the statements); work
+        functions only touch the database, so re-running them after a rollback is safe.
+        """
+        try:
+            return self._transaction([w for w, _ in batch], isolate=False)
+        except _RequestFailed:
+            return [self._transaction([w], isolate=True)[0] for w, _ in batch]
+
+    def _transaction(
+        self, works: list[Work[Any] | Insert], *, isolate: bool
+    ) -> list[tuple[bool, Any]]:
+        conn = self._conn
+        assert conn is not None
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            begin_write(conn)
+            i = 0
+            while i < len(works):
+                n = _run_of_inserts(works, i)
+                try:
+                    if n:
+                        _insert_rows(conn, works[i : i + n])  # type: ignore[arg-type]
+                        outcomes += [(True, None)] * n
+                    else:
+                        outcomes.append((True, works[i](conn)))  # type: ignore[operator]
+                except Exception as e:
+                    if not isolate:
+                        raise _RequestFailed from e
+                    self.errors.record(e)
+                    conn.execute("ROLLBACK")
+                    failure = translate(e, self.path) if isinstance(e, sqlite3.Error) else e
+                    return [(False, failure)]
+                i += max(n, 1)
+            conn.execute("COMMIT")
+        except _RequestFailed:
+            if conn.in_transaction:  # an I/O error or a full disk may have rolled back already
+                conn.execute("ROLLBACK")
+            raise
+        except sqlite3.Error as e:
+            self.errors.record(e)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            err: AgentdError = translate(e, self.path)
+            log.error("db.commit_failed", error=str(err), requests=len(works))
+            return [(False, err)] * len(works)
+        self.batches += 1
+        self.writes += len(works)
+        return outcomes
