@@ -295,3 +295,13 @@ def check_in_now(store: SyncStore, cfg: Config, goal_id: int) -> JSON:
             datetime.fromtimestamp(now, UTC))}  # fmt: skip
 
     return store.write(work)
+
+
+def get_goal(store: SyncStore, goal_id: int) -> Goal:
+    """One goal (NotFound names `agentd goal list`)."""
+    return store.read(lambda c: q.get_goal(c, goal_id))
+
+
+def list_goals(store: SyncStore, status: str | None = None) -> list[Goal]:
+    """The goals, oldest first; only those with `status` when it is given."""
+    return store.read(lambda c: q.list_goals(c, status))

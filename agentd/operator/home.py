@@ -24,3 +24,9 @@ def open_store(path: Path, *, poke: bool = True) -> HomeStore:
 def data_version(store: HomeStore) -> int:
     """SQLite's change counter on this connection: it moves when another connection commits."""
     return int(store.read(lambda c: c.execute("PRAGMA data_version").fetchone()[0]))
+
+
+def inspect_store(path: Path) -> HomeStore:
+    """The store of the database at `path` as it is: never created nor migrated (what `agentd
+    doctor` looks at)."""
+    return SyncStore(path, migrate_schema=False)

@@ -280,3 +280,10 @@ def item_with_goal(store: SyncStore, item_id: int) -> tuple[InboxItem, Goal | No
         return found, None if found.goal_id is None else q.get_goal(c, found.goal_id)
 
     return store.read(read)
+
+
+def items_of_run(store: SyncStore, run_id: int, *, show_all: bool = False) -> list[InboxItem]:
+    """A run's open items, oldest first; all of them, whatever their status, with `show_all`."""
+    return store.read(
+        lambda c: qi.list_items(c, status=None if show_all else "open", run_id=run_id)
+    )

@@ -9,7 +9,7 @@ from agentd.db import accounting
 from agentd.db import artifacts as qa
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
-from agentd.models import JSON, Run
+from agentd.models import JSON, Run, Step
 
 
 def get_run(store: SyncStore, run_id: int) -> Run:
@@ -33,3 +33,20 @@ def build_versions(store: SyncStore, run_id: int) -> tuple[Run, list[JSON] | Non
 def usage(store: SyncStore, since: float) -> list[JSON]:
     """Model calls, tokens and cost by goal, model and UTC day since `since` (a timestamp)."""
     return [dict(r) for r in store.read(lambda c: accounting.usage(c, since))]
+
+
+def list_runs(
+    store: SyncStore, *, goal_id: int | None = None, status: str | None = None, limit: int = 100
+) -> list[Run]:
+    """Runs, newest first: only `goal_id`'s, only those with `status`, at most `limit`."""
+    return store.read(lambda c: q.list_runs(c, goal_id=goal_id, status=status, limit=limit))
+
+
+def steps_of(store: SyncStore, run_id: int) -> list[Step]:
+    """A run's journal, oldest step first."""
+    return store.read(lambda c: q.list_steps(c, run_id))
+
+
+def world_snapshots(store: SyncStore) -> int:
+    """How many snapshots of the world the watchers have recorded (0: none has looked yet)."""
+    return int(store.read(lambda c: c.execute("SELECT count(*) FROM world").fetchone()[0]))

@@ -1,0 +1,55 @@
+"""Events as the operator sends and lists them (`agentd event send|list`): one is recorded once
+per dedupe key, and sending says when nothing would start or wake for it. One transaction each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentd.config import Config
+from agentd.db import items as qi
+from agentd.db import queries as q
+from agentd.db.store import SyncStore
+from agentd.models import JSON, Event, GoalStatus, RunStatus
+
+
+def _nobody_listens(cfg: Config, c: Any, name: str) -> str | None:
+    """Why an event named `name` would start or wake nothing, or None when something listens."""
+    waiting = q.list_runs(c, status=RunStatus.WAITING, limit=100_000)
+    if any(run.wait and run.wait.get("event") == name for run in waiting):
+        return None
+    agents = sorted(a for a, agent in cfg.agents.items() if name in agent.triggers)
+    if not agents:
+        return (
+            f"no agent triggers on {name!r} and no run waits for it, so it starts nothing; add it "
+            "to an agent's `triggers` in config.toml, then reload the daemon (`systemctl reload "
+            "agentd`, or `kill -HUP` its pid)"
+        )
+    goals = q.list_goals(c, GoalStatus.ACTIVE)
+    if not any(g.agent in agents for g in goals):
+        return (
+            f"{', '.join(agents)} {'triggers' if len(agents) == 1 else 'trigger'} on {name!r} "
+            "but no active goal uses it, so it starts nothing; add one with `agentd goal add`"
+        )
+    return None
+
+
+def send(
+    store: SyncStore, cfg: Config | None, name: str, fields: JSON, key: str | None
+) -> tuple[Any, bool, str | None]:
+    """Record an event from the command line: it, whether `key` was already recorded (then the
+    first one is returned), and why nothing listens for it (checked only against a `cfg`)."""
+
+    def work(c: Any) -> tuple[Any, bool, str | None]:
+        event_id = qi.add_event(c, name, fields, key, source="cli")
+        if event_id is None:
+            assert key is not None  # only a dedupe key makes an insert a no-op
+            return qi.event_by_key(c, key), True, None
+        unheard = _nobody_listens(cfg, c, name) if cfg is not None else None
+        return qi.events_after(c, event_id - 1, 1)[0], False, unheard
+
+    return store.write(work)
+
+
+def recent(store: SyncStore, limit: int) -> list[Event]:
+    """The latest events, newest first."""
+    return store.read(lambda c: qi.list_events(c, limit))
