@@ -19,10 +19,10 @@ from agentd.cli import doctor, init_text
 from agentd.cli.root import JsonFlag, Opt, app, emit, open_store, paths_of
 from agentd.config import Paths, ScriptedModel
 from agentd.daemon import serve as daemon
-from agentd.db import accounting
 from agentd.db import backup as backups
-from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, ConfigError, StateError, UsageError
+from agentd.operator import home as operator_home
+from agentd.operator import runs
 from agentd.text import screen
 from agentd.views import records
 
@@ -89,7 +89,7 @@ def _write_home(paths: Paths, force: bool = False) -> tuple[list[str], str | Non
             _write_private(model.replies, init_text.PLACEHOLDER_REPLIES)
             done.append(f"created {model.replies}")
     existed = paths.db.exists() and paths.db.stat().st_size > 0
-    store = SyncStore(paths.db)
+    store = operator_home.open_store(paths.db)
     try:
         store.write(lambda c: None)  # the first write migrates (an empty file included)
     finally:
@@ -286,7 +286,7 @@ def usage_cmd(
     """
     since = time.time() - days * 86400
     with open_store(ctx) as store:
-        rows = store.read(lambda c: accounting.usage(c, since))
+        rows = runs.usage(store, since)
     emit(as_json, rows, lambda: records.usage_table(rows))
 
 

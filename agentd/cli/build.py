@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -22,13 +22,12 @@ from agentd.cli.root import (
     sub_app,
 )
 from agentd.daemon import serve as daemon
-from agentd.db import artifacts as qa
-from agentd.db import queries as q
-from agentd.errors import NotFound, UsageError
+from agentd.errors import UsageError
 from agentd.inner import spec as build_spec
 from agentd.inner.driver import unfit_model
 from agentd.inner.start import start
-from agentd.models import JSON, Run, StepKind, utcnow
+from agentd.models import utcnow
+from agentd.operator import artifacts, goals
 from agentd.views import build as render_build
 
 artifact_app = sub_app(help="What builds made: every version, with the judge's verdict.")
@@ -86,7 +85,7 @@ def build_cmd(
     spec = build_spec.make_spec(request, require or [], _material(source))
     cfg = config_of(ctx)
     with open_store(ctx) as store:
-        goal = store.read(lambda c: q.get_goal(c, goal_id))
+        goal = goals.get_goal(store, goal_id)
         agent = cfg.agents.get(goal.agent)
         if agent is not None:  # (a goal whose agent is gone is refused by the daemon, visibly)
             for name in {agent.build.model or agent.model, agent.build.judge_model}:
@@ -115,27 +114,8 @@ def artifact_list(
 ) -> None:
     """List artifacts (one per build), newest first, with the latest verdict."""
     with open_store(ctx) as store:
-        rows = store.read(lambda c: qa.list_artifacts(c, goal, limit))
+        rows = artifacts.listed(store, goal, limit)
     emit(as_json, rows, lambda: render_build.artifacts_table(rows, utcnow()))
-
-
-def _plan(c: Any, run_id: int, art: JSON | None) -> tuple[str, list[JSON]]:
-    """The build's request and its requirements (as fixed by its PLAN step; once its journal has
-    aged out, as the version and its verdict recorded them)."""
-    steps = q.list_steps(c, run_id)
-    start_data = steps[0].data.get("build", {}) if steps else {}
-    plans = [s for s in steps if s.kind == StepKind.PLAN and "requirements" in s.data]
-    reqs = list(plans[-1].data["requirements"]) if plans else []
-    verdict = (art or {}).get("verdict") or {}
-    if not reqs and verdict:
-        keys = ("id", "text", "source")
-        reqs = [{k: f[k] for k in keys} for f in verdict.get("findings", []) if f["id"] != "size"]
-    if not reqs:
-        reqs = [
-            {"id": f"R{i}", "text": t, "source": "operator"}
-            for i, t in enumerate(start_data.get("requirements", []), 1)
-        ]
-    return str(start_data.get("request") or (art or {}).get("request", "")), reqs
 
 
 @artifact_app.command("show")
@@ -152,16 +132,7 @@ def artifact_show(
     Example: agentd artifact show 7 --version 2
     """
     with open_store(ctx) as store:
-
-        def read(c: Any) -> tuple[Run, JSON | None, int, str, list[JSON]]:
-            run = q.get_run(c, artifact)
-            if run.trigger != qa.BUILD_TRIGGER:
-                raise NotFound(f"run {artifact} is not a build; see `agentd artifact list`")
-            of = qa.versions(c, artifact)
-            art = qa.get_version(c, artifact, version) if of or version else None
-            return run, art, of, *_plan(c, artifact, art)
-
-        run, art, of, request, reqs = store.read(read)
+        run, art, of, request, reqs = artifacts.shown(store, artifact, version)
     width = shutil.get_terminal_size((120, 40)).columns
     if art is None:  # planned (or asking) but no draft yet: say what it is waiting for
         pending = {"artifact": artifact, "versions": 0, "run_status": run.status,
@@ -187,15 +158,7 @@ def artifact_diff(
     Example: agentd artifact diff 7 1 3
     """
     with open_store(ctx) as store:
-
-        def read(c: Any) -> tuple[JSON, JSON]:
-            b = qa.get_version(c, artifact, new)
-            before = old if old is not None else int(b["version"]) - 1
-            if before < 1:
-                raise NotFound(f"artifact {artifact} has one version; nothing to compare")
-            return qa.get_version(c, artifact, before), b
-
-        a, b = store.read(read)
+        a, b = artifacts.compared(store, artifact, old, new)
     out = {"artifact": artifact, "from": a["version"], "to": b["version"],
            "diff": render_build.diff_lines(a, b)}  # fmt: skip
     emit(as_json, out, lambda: render_build.diff_view(a, b))

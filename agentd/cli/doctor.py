@@ -27,15 +27,13 @@ from agentd.config import (
     Paths,
     ScriptedModel,
 )
-from agentd.db import items as qi
 from agentd.db import meta, safety
-from agentd.db import queries as q
-from agentd.db.checkins import cadence_row
 from agentd.db.sqlite import schema
-from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, ConfigError, ModelError
 from agentd.llm import SUMMARY_SCHEMA, ModelRequest
 from agentd.llm.scripted import load_replies
+from agentd.operator import health as operator_health
+from agentd.operator import home as operator_home
 from agentd.views.records import Check
 
 LOADED_CONFIG_KEY = "loaded_config_sha256"  # written by the daemon at start and each reload
@@ -98,7 +96,7 @@ def check_database(paths: Paths) -> list[Check]:
     if not paths.db.exists():
         return [Check("database", False, f"{paths.db}: missing; run `agentd init`")]
     try:
-        store = SyncStore(paths.db, migrate_schema=False)
+        store = operator_home.inspect_store(paths.db)
         try:
             # BEGIN IMMEDIATE takes the write lock (or fails); the empty transaction changes nothing.
             have = store.write(schema.version)
@@ -129,7 +127,7 @@ def check_loaded_config(paths: Paths, pid: int | None) -> Check | None:
     if pid is None or not paths.db.exists():
         return None
     try:
-        store = SyncStore(paths.db, migrate_schema=False)
+        store = operator_home.inspect_store(paths.db)
         try:
             loaded = store.read(lambda c: meta.get_meta(c, LOADED_CONFIG_KEY))
         finally:
@@ -195,9 +193,9 @@ def check_goals_and_triggers(paths: Paths, cfg: Config) -> list[Check]:
     if not paths.db.exists():
         return []
     try:
-        store = SyncStore(paths.db, migrate_schema=False)
+        store = operator_home.inspect_store(paths.db)
         try:
-            goals, cadences, names = store.read(lambda c: _goal_facts(c))
+            goals, cadences, names = operator_health.goal_facts(store, EVENTS_LOOKED_AT)
         finally:
             store.close()
     except AgentdError:
@@ -217,18 +215,6 @@ def check_goals_and_triggers(paths: Paths, cfg: Config) -> list[Check]:
             checks.append(Check(f"goal {goal.goal_id}", False, msg))
     checks += _trigger_checks(cfg, names)
     return checks
-
-
-def _goal_facts(c: Any) -> tuple[list[Any], dict[int, dict[str, float]], set[str]]:
-    goals = [g for g in q.list_goals(c) if g.status in ("active", "paused")]
-    cadences: dict[int, dict[str, float]] = {}
-    for goal in goals:
-        row = cadence_row(c, goal.goal_id) or {}
-        cadences[goal.goal_id] = {
-            k: float(row[k]) for k in ("every_s", "min_s", "max_s") if row.get(k) is not None
-        }
-    names = {e.name for e in qi.list_events(c, EVENTS_LOOKED_AT)}
-    return goals, cadences, names
 
 
 def _trigger_checks(cfg: Config, seen: set[str]) -> list[Check]:

@@ -8,10 +8,11 @@ from typing import Any
 
 from agentd import config
 from agentd.config import Config, Paths
-from agentd.db import outbox, poke
+from agentd.db import poke
 from agentd.db.sqlite import schema
-from agentd.db.store import SyncStore
 from agentd.errors import AgentdError
+from agentd.operator import health as operator_health
+from agentd.operator import home as operator_home
 from agentd.views.records import Check
 
 
@@ -21,10 +22,10 @@ def check_notify(paths: Paths, cfg: Config) -> list[Check]:
     health: dict[str, Any] = {}
     if cfg.notify and paths.db.exists():
         try:
-            store = SyncStore(paths.db, migrate_schema=False)
+            store = operator_home.inspect_store(paths.db)
             try:
                 if store.read(schema.version) >= 4:  # the outbox exists
-                    health = store.read(outbox.channel_health)
+                    health = operator_health.channel_health(store)
             finally:
                 store.close()
         except AgentdError:
@@ -70,7 +71,9 @@ def check_web(paths: Paths, cfg: Config, pid: int | None) -> list[Check]:
     holds is a failure: the login URL would hand the token to that program."""
     if not cfg.web.enabled:
         return []
-    if paths.api_token.exists() and not poke.strong_token(paths.api_token.read_text().strip()):
+    if paths.api_token.exists() and not operator_home.strong_token(
+        paths.api_token.read_text().strip()
+    ):
         return [Check("web inbox", False, f"{paths.api_token} holds no token or one too short to "
                       "be safe: run `agentd web --rotate` to write a new one")]  # fmt: skip
     if pid is None:

@@ -4,16 +4,15 @@ wakes the runs that wait for it), with its name, dedupe key and data checked at 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from agentd import config
 from agentd.cli.root import JsonFlag, Limit, Opt, emit, open_store, paths_of, sub_app
-from agentd.db import items as qi
-from agentd.db import queries as q
 from agentd.errors import ConfigError, UsageError, require_utf8
-from agentd.models import JSON, GoalStatus, RunStatus, utcnow
+from agentd.models import JSON, utcnow
+from agentd.operator import events as operator_events
 from agentd.operator.parse import parse_object
 from agentd.text import jsonable, screen
 from agentd.views import records
@@ -49,27 +48,6 @@ def _event_fields(data: str | None) -> JSON:
     return parse_object("--data", data)
 
 
-def _nobody_listens(cfg: config.Config, c: Any, name: str) -> str | None:
-    """Why an event named `name` would start or wake nothing, or None when something listens."""
-    waiting = q.list_runs(c, status=RunStatus.WAITING, limit=100_000)
-    if any(run.wait and run.wait.get("event") == name for run in waiting):
-        return None
-    agents = sorted(a for a, agent in cfg.agents.items() if name in agent.triggers)
-    if not agents:
-        return (
-            f"no agent triggers on {name!r} and no run waits for it, so it starts nothing; add it "
-            "to an agent's `triggers` in config.toml, then reload the daemon (`systemctl reload "
-            "agentd`, or `kill -HUP` its pid)"
-        )
-    goals = q.list_goals(c, GoalStatus.ACTIVE)
-    if not any(g.agent in agents for g in goals):
-        return (
-            f"{', '.join(agents)} {'triggers' if len(agents) == 1 else 'trigger'} on {name!r} "
-            "but no active goal uses it, so it starts nothing; add one with `agentd goal add`"
-        )
-    return None
-
-
 @event_app.command("send")
 def event_send(
     ctx: typer.Context,
@@ -102,16 +80,8 @@ def event_send(
     except ConfigError:
         cfg = None
 
-    def work(c: Any) -> tuple[Any, bool, str | None]:
-        event_id = qi.add_event(c, name, fields, key, source="cli")
-        if event_id is None:
-            assert key is not None  # only a dedupe key makes an insert a no-op
-            return qi.event_by_key(c, key), True, None
-        unheard = _nobody_listens(cfg, c, name) if cfg is not None else None
-        return qi.events_after(c, event_id - 1, 1)[0], False, unheard
-
     with open_store(ctx) as store:
-        event, duplicate, unheard = store.write(work)
+        event, duplicate, unheard = operator_events.send(store, cfg, name, fields, key)
     if duplicate:
         out = {**jsonable(event), "duplicate": True}
         emit(as_json, out, lambda: str(event.event_id))
@@ -127,5 +97,5 @@ def event_send(
 def event_list(ctx: typer.Context, limit: Limit = 50, as_json: JsonFlag = False) -> None:
     """List recent events, newest first."""
     with open_store(ctx) as store:
-        events = store.read(lambda c: qi.list_events(c, limit))
+        events = operator_events.recent(store, limit)
     emit(as_json, events, lambda: records.events_table(events, utcnow()))

@@ -11,13 +11,11 @@ import typer
 
 from agentd import config
 from agentd.cli.root import GoalId, JsonFlag, Opt, config_of, emit, open_store, paths_of, sub_app
-from agentd.db import items as qi
-from agentd.db import queries as q
-from agentd.db.store import SyncStore
 from agentd.errors import Unchanged
 from agentd.models import GoalStatus, utcnow
-from agentd.operator import goals
+from agentd.operator import goals, inbox
 from agentd.operator import schedules as plan
+from agentd.operator.home import HomeStore
 from agentd.operator.parse import pick_agent
 from agentd.text import jsonable, screen, to_json
 from agentd.views import outer as render_outer
@@ -90,7 +88,7 @@ def goal_list(
 ) -> None:
     """List goals, oldest first."""
     with open_store(ctx) as store:
-        found = store.read(lambda c: q.list_goals(c, status))
+        found = goals.list_goals(store, status)
     emit(as_json, found, lambda: records.goals_table(found, utcnow()))
 
 
@@ -121,7 +119,7 @@ def goal_show(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) ->
 
 @contextlib.contextmanager
 def unchanged_is_a_note(
-    as_json: bool = False, store: SyncStore | None = None, item_id: int | None = None
+    as_json: bool = False, store: HomeStore | None = None, item_id: int | None = None
 ) -> Iterator[None]:
     """Asking again for a state that already holds succeeds: a note on stderr, exit 0 (with
     --json, the inbox item as it is on stdout, as a first call would have printed it)."""
@@ -129,7 +127,7 @@ def unchanged_is_a_note(
         yield
     except Unchanged as e:
         if as_json and store is not None and item_id is not None:
-            typer.echo(to_json(store.read(lambda c: qi.get_item(c, item_id))))
+            typer.echo(to_json(inbox.get_item(store, item_id)))
         typer.echo(screen(f"note: {e}"), err=True)
         raise typer.Exit(0) from None
 

@@ -9,10 +9,8 @@ import typer
 from agentd import config
 from agentd.cli.goals import unchanged_is_a_note
 from agentd.cli.root import ItemId, JsonFlag, Opt, emit, open_store, paths_of, resume_note, sub_app
-from agentd.db import items as qi
-from agentd.db import queries as q
 from agentd.models import utcnow
-from agentd.operator import inbox
+from agentd.operator import goals, inbox
 from agentd.operator import schedules as plan
 from agentd.operator.parse import parse_object
 from agentd.text import compact, safe
@@ -29,7 +27,7 @@ def inbox_list(
 ) -> None:
     """List open inbox items (--all: every item)."""
     with open_store(ctx) as store:
-        items = store.read(lambda c: qi.list_items(c, status=None if show_all else "open"))
+        items = inbox.items(store, show_all=show_all)
     emit(as_json, items, lambda: records.items_table(items, utcnow(), with_status=show_all))
 
 
@@ -37,9 +35,9 @@ def inbox_list(
 def inbox_show(ctx: typer.Context, item_id: ItemId, as_json: JsonFlag = False) -> None:
     """Show an item in full: why it exists, the exact action and arguments, the rule."""
     with open_store(ctx) as store:
-        item = store.read(lambda c: qi.get_item(c, item_id))
+        item = inbox.get_item(store, item_id)
         goal_id = item.goal_id
-        goal = None if goal_id is None else store.read(lambda c: q.get_goal(c, goal_id))
+        goal = None if goal_id is None else goals.get_goal(store, goal_id)
     emit(as_json, item, lambda: records.item_view(item, goal, utcnow()))
 
 

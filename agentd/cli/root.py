@@ -23,8 +23,8 @@ from agentd import config
 from agentd.config import Config, Paths
 from agentd.daemon import serve as daemon
 from agentd.db import safety
-from agentd.db.store import SyncStore
 from agentd.errors import AgentdError, StateError, UsageError
+from agentd.operator import home as operator_home
 from agentd.outer import cadence
 from agentd.text import screen, to_json
 
@@ -172,13 +172,13 @@ def paths_of(ctx: typer.Context) -> Paths:
 
 
 @contextlib.contextmanager
-def open_store(ctx: typer.Context) -> Iterator[SyncStore]:
+def open_store(ctx: typer.Context) -> Iterator[operator_home.HomeStore]:
     """The home's database, migrated; never created here (that is `agentd init`)."""
     paths = paths_of(ctx)
     safety.check_not_lost(paths.db)  # a lost database is said so, not "run init"
     if not paths.db.exists():
         raise StateError(f"{paths.db}: no database here; run `agentd --home {paths.home} init`")
-    store = SyncStore(paths.db)
+    store = operator_home.open_store(paths.db)
     try:
         yield store
     finally:

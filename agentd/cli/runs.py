@@ -14,11 +14,11 @@ import typer
 from agentd.cli.goals import unchanged_is_a_note
 from agentd.cli.root import GoalId, JsonFlag, Limit, Opt, RunId, emit, open_store, paths_of, sub_app
 from agentd.daemon import serve as daemon
-from agentd.db import queries as q
-from agentd.db.store import SyncStore
 from agentd.errors import NotFound, UsageError
 from agentd.models import RunStatus, utcnow
 from agentd.operator import goals
+from agentd.operator import runs as operator_runs
+from agentd.operator.home import HomeStore
 from agentd.text import screen
 from agentd.views import records
 from agentd.views import runs as render_runs
@@ -71,7 +71,7 @@ def runs_list(
 ) -> None:
     """List runs, newest first."""
     with open_store(ctx) as store:
-        runs = store.read(lambda c: q.list_runs(c, goal_id=goal, status=status, limit=limit))
+        runs = operator_runs.list_runs(store, goal_id=goal, status=status, limit=limit)
     emit(as_json, runs, lambda: records.runs_table(runs, utcnow()))
 
 
@@ -128,7 +128,7 @@ def runs_show(
     )
 
 
-def _follow(store: SyncStore, run_id: int, width: int) -> None:
+def _follow(store: HomeStore, run_id: int, width: int) -> None:
     """The header, then each entry of the timeline once it is settled, until the run ends."""
     run, goal, steps = goals.run_details(store, run_id)
     header = render_runs.run_header(run, goal, utcnow(), steps, width)

@@ -9,20 +9,17 @@ it. Real processes throughout: the same daemon, the same journal, no API key.
 
 from __future__ import annotations
 
-import functools
 import shutil
 import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from agentd.db import artifacts as qa
-from agentd.db import items as qi
-from agentd.db import queries as q
-from agentd.db.store import SyncStore
 from agentd.inner import spec as build_spec
 from agentd.inner.start import start
 from agentd.models import InboxKind, Run, Step, StepKind, StepStatus, utcnow
+from agentd.operator import inbox, runs
+from agentd.operator.home import HomeStore
 from agentd.views.build import artifact_view, findings_lines
 
 BUILD_TIMEOUT_S = 30.0
@@ -46,10 +43,10 @@ def _at(dt: datetime) -> str:
     return dt.astimezone().strftime("%H:%M:%S")
 
 
-def material(store: SyncStore, run: Run) -> str:
+def material(store: HomeStore, run: Run) -> str:
     """The incident, as facts from the run's journal and inbox (nothing invented)."""
-    steps: list[Step] = store.read(functools.partial(q.list_steps, run_id=run.run_id))
-    items = store.read(functools.partial(qi.list_items, status=None, run_id=run.run_id))
+    steps: list[Step] = runs.steps_of(store, run.run_id)
+    items = inbox.items_of_run(store, run.run_id, show_all=True)
     lines: list[str] = [f"Summary: run {run.run_id} {run.status}: {run.summary or ''}"[:300]]
     for s in steps:
         if s.kind == StepKind.START:
@@ -103,7 +100,7 @@ def _world_at_approval(items: list[Any]) -> dict[str, Any]:
 
 
 def run(
-    store: SyncStore, goal_id: int, watched: Run, say: Callable[[str], None], t0: float
+    store: HomeStore, goal_id: int, watched: Run, say: Callable[[str], None], t0: float
 ) -> bool:
     """Build the incident report of `watched`, narrating each step; True when it passed."""
     say("\n— the inner loop: build the incident report from the run's journal —")
@@ -120,10 +117,10 @@ def run(
     )
     shown: set[int] = set()
     deadline = time.monotonic() + BUILD_TIMEOUT_S
-    current = store.read(lambda c: q.get_run(c, build))
+    current = runs.get_run(store, build)
     while time.monotonic() < deadline:
-        current = store.read(lambda c: q.get_run(c, build))
-        for s in store.read(functools.partial(q.list_steps, run_id=build)):
+        current = runs.get_run(store, build)
+        for s in runs.steps_of(store, build):
             if s.seq in shown or s.status == StepStatus.STARTED:
                 continue
             shown.add(s.seq)
@@ -132,7 +129,7 @@ def run(
         if current.status.finished:
             break
         time.sleep(0.05)
-    versions = store.read(lambda c: qa.all_versions(c, build))
+    versions = runs.build_versions(store, build)[1] or []
     if not versions:
         say(f"the build did not draft anything within {BUILD_TIMEOUT_S:g}s")
         return False
@@ -150,8 +147,8 @@ def run(
     return current.status == "succeeded"
 
 
-def _plan(store: SyncStore, build: int) -> tuple[str, list[dict[str, Any]]]:
-    steps = store.read(functools.partial(q.list_steps, run_id=build))
+def _plan(store: HomeStore, build: int) -> tuple[str, list[dict[str, Any]]]:
+    steps = runs.steps_of(store, build)
     plans = [s for s in steps if s.kind == StepKind.PLAN]
     return "", list(plans[-1].data.get("requirements", [])) if plans else []
 

@@ -13,7 +13,6 @@ work as printed (`.venv/bin/agentd` after `make demo`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import select
 import shlex
@@ -29,12 +28,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentd import config
-from agentd.db import items as qi
-from agentd.db import queries as q
-from agentd.db.store import SyncStore
 from agentd.demo import build as demo_build
 from agentd.models import InboxItem, InboxKind, InboxStatus, Run, Step
-from agentd.operator import inbox
+from agentd.operator import goals, inbox, runs
+from agentd.operator.home import HomeStore, open_store
 from agentd.views import runs as render_runs
 
 AGENT = "checkout-watch"
@@ -270,21 +267,18 @@ def _run(demo: Demo, *, yes: bool, recover: bool, build: bool = False) -> int:
     demo.paths.config.write_text(
         demo_config(demo.service_dir, port) + demo_build.BUILD_CONFIG.format(agent=AGENT)
     )
-    store = SyncStore(demo.paths.db)
+    store = open_store(demo.paths.db)
     demo.start_daemon()
     demo.say("• daemon started; the embedded runbook decides (no API key needed)")
-    goal_id = store.write(
-        lambda c: q.add_goal(
-            c,
-            title="Keep checkout healthy",
-            why="Checkout is revenue; 5xx loses orders.",
-            agent=AGENT,
-            criteria=["/health returns 200"],
-            deadline=None,
-        )
-    )
+    goal_id = goals.add(
+        store,
+        title="Keep checkout healthy",
+        why="Checkout is revenue; 5xx loses orders.",
+        agent=AGENT,
+        criteria=["/health returns 200"],
+    ).goal_id
     demo.say(f"• goal {goal_id}: Keep checkout healthy — agent {AGENT} looks every 0.5 s")
-    _until(lambda: _snapshots(store) > 0, "the first look at the service")
+    _until(lambda: runs.world_snapshots(store) > 0, "the first look at the service")
     demo.service("deploy", "v2-bad")
     demo.say(f"• bad deploy v2-bad: /health now {_http_status(health)}; the watcher will notice\n")
     run = _narrate(demo, store, goal_id, t0, yes=yes, recover=recover)
@@ -302,37 +296,33 @@ def _run(demo: Demo, *, yes: bool, recover: bool, build: bool = False) -> int:
     return 0 if ok else 1
 
 
-def _snapshots(store: SyncStore) -> int:
-    return int(store.read(lambda c: c.execute("SELECT count(*) FROM world").fetchone()[0]))
-
-
-def _final_notice(store: SyncStore, run: Run | None) -> str:
+def _final_notice(store: HomeStore, run: Run | None) -> str:
     if run is None:
         return ""
-    items = store.read(functools.partial(qi.list_items, status=None, run_id=run.run_id))
+    items = inbox.items_of_run(store, run.run_id, show_all=True)
     return next((n.body for n in reversed(items) if n.kind == InboxKind.NOTICE), "")
 
 
 def _narrate(
-    demo: Demo, store: SyncStore, goal_id: int, t0: float, *, yes: bool, recover: bool
+    demo: Demo, store: HomeStore, goal_id: int, t0: float, *, yes: bool, recover: bool
 ) -> Run | None:
     shown: dict[int, str] = {}  # seq → status printed, so a finished action is printed again
     asked: set[int] = set()
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while time.monotonic() < deadline:
-        runs = store.read(lambda c: q.list_runs(c, goal_id=goal_id))
-        if not runs:
+        found = runs.list_runs(store, goal_id=goal_id)
+        if not found:
             time.sleep(0.05)
             continue
-        run = runs[-1]
-        steps: list[Step] = store.read(functools.partial(q.list_steps, run_id=run.run_id))
+        run = found[-1]
+        steps: list[Step] = runs.steps_of(store, run.run_id)
         for step in steps:
             if shown.get(step.seq) != step.status:
                 demo.say(f"  {time.monotonic() - t0:5.1f}s  {render_runs.step_line(step)}")
                 shown[step.seq] = step.status
         if run.status.finished:
             return run
-        items = store.read(functools.partial(qi.list_items, status="open", run_id=run.run_id))
+        items = inbox.items_of_run(store, run.run_id)
         for item in items:
             if item.kind == InboxKind.APPROVAL and item.item_id not in asked:
                 asked.add(item.item_id)
@@ -366,7 +356,7 @@ def _show_approval(demo: Demo, item: InboxItem) -> None:
     demo.say(f"     answer it:  {agentd_command()} --home {home} inbox approve {item.item_id}")
 
 
-def _answer_approval(demo: Demo, store: SyncStore, item_id: int, yes: bool) -> None:
+def _answer_approval(demo: Demo, store: HomeStore, item_id: int, yes: bool) -> None:
     if yes:
         demo.say("     --yes: approving through the inbox\n")
         cfg = config.load(demo.paths.config)
@@ -377,7 +367,7 @@ def _answer_approval(demo: Demo, store: SyncStore, item_id: int, yes: bool) -> N
         return
     demo.say("     …or type y here and press Enter (anything else denies):")
     while True:
-        current = store.read(lambda c: qi.get_item(c, item_id))
+        current = inbox.get_item(store, item_id)
         if current.status != InboxStatus.OPEN:
             demo.say(f"     answered elsewhere: {current.status}\n")
             return
