@@ -4,6 +4,7 @@ A loop: may import runs/ (to start a run), the harness, the adapters, config/ an
 schedule (when fires are due: cron / interval, time zones, DST, misfire policy, jitter) · cadence
 (the goal's bounds: min / max interval, quiet hours, backoff, deadlines) · precheck (did anything
 move? no model call) · checkin (one journaled, resumable check-in: precheck → model → effect) ·
+checkin_facts (what a check-in looks at, and the model request built from it) ·
 memory (what the goal knows) · fires (due times recorded as check-in rows, missed ones with
 their reason) · service (the daemon side: wakes, catch-up, the worker).
 """

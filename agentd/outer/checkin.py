@@ -18,28 +18,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
-from agentd.config import AgentConfig, McpSource
-from agentd.db import accounting, world
+from agentd.config import AgentConfig
 from agentd.db import checkins as qc
 from agentd.db import memory as mem
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.db.checkins import Checkin, CheckinStatus
 from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected, Refused
-from agentd.harness import policy as harness
 from agentd.harness.menu import MAX_REPLY_CHARS
-from agentd.llm import ModelReply, ModelRequest
+from agentd.llm import ModelReply
 from agentd.models import JSON, Goal, GoalStatus
-from agentd.outer import cadence, checkin_prompt, schedule, verdicts
+from agentd.outer import cadence, checkin_facts, checkin_prompt, schedule, verdicts
 from agentd.outer.checkin_prompt import Reply
-from agentd.outer.precheck import OVERDUE_AFTER_S, Facts, Precheck, lacking, precheck
 from agentd.runs.deps import LEASE_S, Deps
-from agentd.sources import COUNTERS
 
 log = structlog.get_logger("agentd.outer")
 Launch = Callable[[int, int], None]
@@ -108,14 +103,14 @@ def _precheck_tx(c: Any, deps: Deps, checkin_id: int, now: float) -> str:
         _complete(c, deps, row, goal, agent, now, "skipped", kept,
                   reason="coalesced: fell due in quiet hours; a newer check-in looks")  # fmt: skip
         return "skipped"
-    facts, pre, marks, moved = _facts(c, row, goal, agent, now)
+    facts, pre, marks, moved = checkin_facts.gather(c, row, goal, agent, now)
     ignored = qc.ignored_nudges(c, goal.goal_id, checkin_id, now)
     base = {**kept, "reasons": pre.reasons, "stage": pre.stage, "ignored": ignored, "tz": cad.tz}
     if not pre.look:
         _complete(c, deps, row, goal, agent, now, "skipped", {**base, "marks": marks},
                   reason="nothing moved")  # fmt: skip
         return "skipped"
-    if over := _over_budget(c, agent, goal.goal_id, now):
+    if over := checkin_facts.over_budget(c, agent, goal.goal_id, now):
         _complete(c, deps, row, goal, agent, now, "skipped", base, reason=over)
         return "skipped"
     shown = {
@@ -126,73 +121,13 @@ def _precheck_tx(c: Any, deps: Deps, checkin_id: int, now: float) -> str:
                            for item in qc.open_questions(c, goal.goal_id, rule)],
         **{k: moved[k] for k in ("runs_finished", "answers", "world_samples", "event_samples",
                                  "overdue_items")},
-        "app_context": _app_context(c, deps, goal.agent, agent),
+        "app_context": checkin_facts.app_context(c, deps, goal.agent, agent),
     }  # fmt: skip
     qc.advance(c, checkin_id, "due", status="deciding", precheck={
         **base, "marks": marks, "facts": shown, "asked": True, "must_ask": pre.must_ask,
         "n0": qc.model_calls(c, goal.goal_id, checkin_id), "invalid": [],
     })  # fmt: skip
     return "deciding"
-
-
-def _facts(
-    c: Any, row: Checkin, goal: Goal, agent: AgentConfig, now: float
-) -> tuple[Facts, Precheck, JSON, JSON]:
-    """The precheck of this check-in: facts since the previous one, the verdict, the new marks
-    to journal, and the raw gathering (samples the prompt shows)."""
-    prev = qc.previous(c, goal.goal_id, row.checkin_id)
-    marks = prev.precheck.get("marks") if prev else None
-    deadline = goal.deadline.timestamp() if goal.deadline else None
-    moved = qc.gather(
-        c, goal.goal_id, goal.agent, agent.triggers, marks, goal.created_at.timestamp(), now,
-        OVERDUE_AFTER_S,
-    )  # fmt: skip
-    looks, last_stage = qc.model_looks(c, goal.goal_id, row.checkin_id)
-    known = mem.answers(c, goal.goal_id)
-    facts = Facts(
-        since=prev.fired_at if prev else None,
-        world_changes=moved["world_changes"],
-        runs_finished=moved["runs_finished"],
-        answers=moved["answers"],
-        events=moved["events"],
-        overdue_items=moved["overdue_items"],
-        deadline=deadline,
-        now=now,
-        memory_facts=known,
-        underspecified=lacking(goal.title, goal.why, goal.criteria, deadline, known),
-        clarify_asked=qc.count_rule(c, goal.goal_id, "clarify"),
-        model_looks=looks,
-        last_stage=last_stage,
-    )
-    pre = precheck(facts)
-    reported = (marks or {}).get("overdue", []) + [i["item_id"] for i in facts.overdue_items]
-    new_marks = qc.marks_now(c, goal.goal_id, goal.agent, [])
-    new_marks["overdue"] = [i for i in reported if i in new_marks["open_items"]]
-    return facts, pre, new_marks, moved
-
-
-def _app_context(c: Any, deps: Deps, agent_name: str, agent: AgentConfig) -> JSON:
-    """The latest look of the agent's `mcp` sources (the goal's context where an app owns it:
-    saved roles, a plan's progress), without the history counters; {} when it has none."""
-    names = [n for n in agent.sources if isinstance(deps.config.sources.get(n), McpSource)]
-    last = world.last_snapshot(c, agent_name) if names else None
-    if last is None:
-        return {}
-    seen = last[1]
-    return {
-        n: {k: v for k, v in seen[n].items() if k not in COUNTERS}
-        for n in names
-        if isinstance(seen.get(n), dict)
-    }
-
-
-def _over_budget(c: Any, agent: AgentConfig, goal_id: int, now: float) -> str | None:
-    if agent.budget == type(agent.budget)():
-        return None
-    midnight = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    total = accounting.goal_spend(c, goal_id)
-    today = accounting.goal_spend(c, goal_id, midnight.timestamp())
-    return harness.over_budget(agent.budget, total, today)
 
 
 # ── deciding → decided (or back to due after a model error) ─────────────────────────────────────
@@ -212,7 +147,7 @@ async def _ask(deps: Deps, row: Checkin) -> bool:
     p = row.precheck
     invalid = p.get("invalid", [])
     name = (agent.escalation_model if invalid else None) or agent.checkin.model or agent.model
-    request = _request(deps, row, goal, agent, memory, now)
+    request = checkin_facts.request(deps, row, goal, agent, memory, now)
     try:
         async with asyncio.timeout(MODEL_TIMEOUT_S):
             reply = await deps.models[name].complete(request)
@@ -234,38 +169,6 @@ async def _ask(deps: Deps, row: Checkin) -> bool:
     ))  # fmt: skip
     log.info("checkin.decided", checkin_id=row.checkin_id, model=reply.model)
     return True
-
-
-def _request(
-    deps: Deps, row: Checkin, goal: Goal, agent: AgentConfig, memory: list[JSON], now: float
-) -> ModelRequest:
-    p = row.precheck
-    invalid = p.get("invalid", [])
-    facts = p.get("facts", {})
-    menu = deps.menu(goal.agent)
-    system, text = checkin_prompt.build(
-        goal=goal, agent_description=agent.description, menu=menu.describe(), memory=memory,
-        facts=facts, reasons=p.get("reasons", []), now=now, tz=p.get("tz") or agent.checkin.tz,
-        must_ask=bool(p.get("must_ask")), lacking=facts.get("lacking", []),
-        feedback=invalid[-1]["error"] if invalid else None,
-    )  # fmt: skip
-    return ModelRequest(
-        run_id=0,
-        goal_id=goal.goal_id,
-        decision_no=int(p.get("n0", 0)) + len(invalid) + 1,
-        attempt=int(p.get("attempts", 0)) + 1,
-        system=system,
-        prompt=text,
-        schema=checkin_prompt.schema_for(menu),
-        context={
-            "goal": {"title": goal.title, "why": goal.why, "criteria": goal.criteria},
-            "memory": memory,
-            "facts": facts,
-            "reasons": p.get("reasons", []),
-            "menu": list(menu.models),
-        },
-        purpose="checkin",
-    )
 
 
 def _model_failed(
