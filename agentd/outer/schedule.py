@@ -6,7 +6,7 @@ Cron is evaluated here, not by APScheduler: its CronTrigger fires a 02:30 job tw
 day and numbers weekdays 0=Monday. Ours follows Vixie cron: 0 and 7 are Sunday; a wall time that
 does not exist (spring forward) fires once when the clock jumps past it; a wall time that happens
 twice (fall back) fires once, at its first occurrence — except hourly jobs (hour field `*`), which
-fire every real hour. Day-of-month and day-of-week are OR-ed when both are restricted."""
+fire every real hour. The expression itself (fields, names, steps, macros) is `crontab`'s."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Literal
+
+from agentd.outer import crontab
 
 Misfire = Literal["skip", "once", "all"]
 MISFIRES: tuple[Misfire, ...] = ("skip", "once", "all")
@@ -63,140 +65,6 @@ class CatchUp:
 
 # --- parsing -----------------------------------------------------------------------------------
 
-_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
-_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_NAMES: tuple[dict[str, int], ...] = (
-    {},
-    {},
-    {},
-    {n: i + 1 for i, n in enumerate(_MONTHS)},
-    {n: i for i, n in enumerate(_DAYS)},
-)
-_MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * sun",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # at most, Feb in leap years
-_HELP = (
-    'a crontab has 5 fields "minute hour day-of-month month day-of-week", '
-    'e.g. "0 9 * * mon-fri" (09:00 on weekdays) or "30 7 1 * *" (07:30 on the 1st)'
-)
-
-
-@dataclass(frozen=True)
-class _Cron:
-    minutes: frozenset[int]
-    hours: frozenset[int]
-    doms: frozenset[int]
-    months: frozenset[int]
-    dows: frozenset[int]  # 0 = Sunday
-    dom_any: bool  # the field starts with "*" (Vixie: then day-of-month and day-of-week AND)
-    dow_any: bool
-    every_hour: bool  # hour field is "*": fire every real hour across DST
-    day_seconds: tuple[int, ...]  # sorted h*3600 + m*60 of the fires in a day
-
-    def matches(self, d: date) -> bool:
-        if d.month not in self.months:
-            return False
-        dom, dow = d.day in self.doms, (d.weekday() + 1) % 7 in self.dows
-        if self.dom_any or self.dow_any:
-            return dom and dow
-        return dom or dow
-
-
-def _value(text: str, i: int, spec: str) -> int:
-    lo, hi = _RANGES[i]
-    if text in _NAMES[i]:
-        return _NAMES[i][text]
-    if not text.isdigit():
-        names = " ".join(_NAMES[i]) or f"numbers {lo}-{hi}"
-        raise ValueError(f'cron {_FIELDS[i]} "{text}" in "{spec}" is not valid: use {names}')
-    value = int(text)
-    if not lo <= value <= hi:
-        raise ValueError(f'cron {_FIELDS[i]} {value} in "{spec}" is out of range {lo}-{hi}')
-    return value
-
-
-def _field(text: str, i: int, spec: str) -> frozenset[int]:
-    lo, hi = _RANGES[i]
-    out: set[int] = set()
-    for item in text.split(","):
-        base, _, step_text = item.partition("/")
-        step = 1
-        if step_text:
-            if not step_text.isdigit() or int(step_text) == 0:
-                raise ValueError(f'cron step "/{step_text}" in "{spec}" must be a positive number')
-            step = int(step_text)
-        if base == "*":
-            first, last = lo, hi
-        elif "-" in base:
-            a, _, b = base.partition("-")
-            first, last = _value(a, i, spec), _value(b, i, spec)
-            if first > last:
-                raise ValueError(
-                    f'cron range "{base}" in "{spec}" runs backwards: split it, e.g. "fri-sat,sun-mon"'
-                )
-        else:
-            first = _value(base, i, spec)
-            last = hi if step_text else first  # "5/15" means 5-59/15
-        out.update(range(first, last + 1, step))
-    if i == 4 and 7 in out:  # 7 is Sunday too
-        out = (out - {7}) | {0}
-    return frozenset(out)
-
-
-@functools.lru_cache(maxsize=256)
-def _cron(spec: str) -> _Cron:
-    text = _MACROS.get(spec.strip().lower(), spec.strip().lower())
-    if text.startswith("@"):
-        raise ValueError(f'cron macro "{spec}" is not supported: use one of {" ".join(_MACROS)}')
-    parts = text.split()
-    if len(parts) != 5:
-        raise ValueError(f'cron "{spec}" has {len(parts)} fields; {_HELP}')
-    minutes, hours, doms, months, dows = (_field(p, i, spec) for i, p in enumerate(parts))
-    cron = _Cron(
-        minutes=minutes,
-        hours=hours,
-        doms=doms,
-        months=months,
-        dows=dows,
-        dom_any=parts[2].startswith("*"),
-        dow_any=parts[4].startswith("*"),
-        every_hour=parts[1] == "*",
-        day_seconds=tuple(sorted(h * 3600 + m * 60 for h in hours for m in minutes)),
-    )
-    # with day-of-week unrestricted, the day-of-month must exist in some month listed
-    if (cron.dom_any or cron.dow_any) and not any(
-        d <= _MONTH_DAYS[m - 1] for m in months for d in doms
-    ):
-        raise ValueError(f'cron "{spec}" never fires: no month listed has that day-of-month')
-    return cron
-
-
-def _normal_cron(spec: str) -> str:
-    """The spec with day-of-week numbers written as names, so that any cron reader (APScheduler
-    numbers weekdays 0=Monday) reads the same days."""
-    text = _MACROS.get(spec.strip().lower(), spec.strip().lower())
-    parts = text.split()
-    if parts[4].startswith("*") or not any(ch.isdigit() for ch in parts[4].split("/")[0]):
-        return " ".join(parts)
-    days = sorted(_cron(spec).dows)
-    runs: list[list[int]] = []
-    for d in days:
-        if runs and runs[-1][-1] == d - 1:
-            runs[-1].append(d)
-        else:
-            runs.append([d])
-    names = [_DAYS[r[0]] if len(r) == 1 else f"{_DAYS[r[0]]}-{_DAYS[r[-1]]}" for r in runs]
-    return " ".join([*parts[:4], ",".join(names)])
-
 
 def zone(tz: str) -> zoneinfo.ZoneInfo:
     """The IANA zone, or a ValueError that says what to write."""
@@ -228,8 +96,8 @@ def parse_spec(
     if not 0 < max_lateness_s <= longest or not 0 <= jitter_s <= longest:
         raise ValueError("max lateness must be positive and jitter not negative, both ≤ 10 years")
     if kind == "cron":
-        _cron(spec)
-        normal: str = _normal_cron(spec)
+        crontab.parse(spec)
+        normal: str = crontab.normal(spec)
     elif kind == "interval":
         try:
             every_s = float(spec)
@@ -283,7 +151,7 @@ def local_date(t: float, tz: zoneinfo.ZoneInfo) -> date:
 
 
 @functools.lru_cache(maxsize=4096)
-def _day_fires(cron: _Cron, tz: zoneinfo.ZoneInfo, d: date) -> tuple[float, ...]:
+def _day_fires(cron: crontab.Cron, tz: zoneinfo.ZoneInfo, d: date) -> tuple[float, ...]:
     """The cron's fire instants on local date `d`, sorted (empty if the day does not match)."""
     if not cron.matches(d):
         return ()
@@ -305,7 +173,9 @@ def _day_fires(cron: _Cron, tz: zoneinfo.ZoneInfo, d: date) -> tuple[float, ...]
     return tuple(sorted(fires))
 
 
-def _cron_days(cron: _Cron, tz: zoneinfo.ZoneInfo, after: float) -> Iterator[tuple[float, ...]]:
+def _cron_days(
+    cron: crontab.Cron, tz: zoneinfo.ZoneInfo, after: float
+) -> Iterator[tuple[float, ...]]:
     """The fire instants day by day from the local day before `after` (a DST jump can move a
     day's fire across midnight), for up to _SEARCH_DAYS days."""
     d = local_date(after, tz) - timedelta(days=1)
@@ -316,7 +186,7 @@ def _cron_days(cron: _Cron, tz: zoneinfo.ZoneInfo, after: float) -> Iterator[tup
         d += timedelta(days=1)
 
 
-def _cron_next(cron: _Cron, tz: zoneinfo.ZoneInfo, after: float) -> float:
+def _cron_next(cron: crontab.Cron, tz: zoneinfo.ZoneInfo, after: float) -> float:
     best: float | None = None
     for days_seen, fires in enumerate(_later(_cron_days(cron, tz, after), after)):
         best = fires[0] if best is None else min(best, fires[0])
@@ -355,7 +225,7 @@ def next_fire(s: ScheduleSpec, after: float, goal_id: int, anchor: float | None 
         while origin + k * every_s <= after:  # float rounding
             k += 1
         return origin + k * every_s
-    return _cron_next(_cron(s.spec), zone(s.tz), after - j) + j
+    return _cron_next(crontab.parse(s.spec), zone(s.tz), after - j) + j
 
 
 def fires_between(
@@ -387,7 +257,7 @@ def _due(
             k1 -= 1
         ks = range(max(k0, k1 - keep + 1), k1 + 1)
         return k1 - k0 + 1, [origin + k * every_s for k in ks]
-    cron, tz = _cron(s.spec), zone(s.tz)
+    cron, tz = crontab.parse(s.spec), zone(s.tz)
     count, tail = 0, collections.deque[float](maxlen=keep)
     last_day = local_date(now - j, tz) + timedelta(days=1)
     for fires in _later(_cron_days(cron, tz, after - j), after - j):
