@@ -24,7 +24,7 @@ from agentd.cli.root import (
 from agentd.daemon import serve as daemon
 from agentd.errors import UsageError
 from agentd.inner import spec as build_spec
-from agentd.inner.driver import unfit_model
+from agentd.inner.calls import unfit_model
 from agentd.inner.start import start
 from agentd.models import utcnow
 from agentd.operator import artifacts, goals

@@ -2,5 +2,6 @@
 the request and every requirement → revise — until it passes or a bound asks the operator.
 A loop: may import runs/ (a build is a run), the harness, the adapters, config/ and the ground.
 
-`spec` (requirements and verdicts), `prompts` and `checks` are pure; `driver` is the build run.
+`spec` (requirements and verdicts), `prompts` and `checks` are pure; `driver` is the build run,
+`calls` its model calls.
 """

@@ -16,23 +16,18 @@ version is an ordinary action on the agent's menu, decided here and checked by t
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import structlog
 
-from agentd.config import Config, RunbookModel
-from agentd.config.build import BuildConfig
 from agentd.db import artifacts as qa
 from agentd.db import memory as qm
 from agentd.db import queries as q
-from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected
-from agentd.harness.menu import MAX_REPLY_CHARS
+from agentd.errors import ModelOutputInvalid
 from agentd.inner import checks, prompts, spec
-from agentd.llm import ModelReply, ModelRequest
+from agentd.inner.calls import BuildCalls, retry_step
 from agentd.models import (
     JSON,
-    GoalStatus,
     InboxKind,
     RunStatus,
     Step,
@@ -41,34 +36,12 @@ from agentd.models import (
     Verdict,
     action_digest,
 )
-from agentd.runs.engine import RunDriver
-from agentd.runs.model_calls import MODEL_TIMEOUT_S
 
 log = structlog.get_logger("agentd.build")
-RAW_KEPT = 2000  # characters of an invalid reply kept in its step (the error says what was wrong)
 
 
-def unfit_model(config: Config, agent: str, name: str) -> str | None:
-    """Why a model cannot write or judge artifacts (the runbook only decides service watches)."""
-    if isinstance(config.models.get(name), RunbookModel):
-        return (
-            f"model {name!r} is the service-watch runbook, which cannot write or judge artifacts;"
-            f' set [agents.{agent}.build] model = "…" (e.g. a provider = "template" model, or a'
-            " real one)"
-        )
-    return None
-
-
-def _retry_step(s: Step) -> bool:
-    return s.kind in (StepKind.WAIT, StepKind.WAKE) and s.data.get("why") == "model_retry"
-
-
-class BuildDriver(RunDriver):
+class BuildDriver(BuildCalls):
     """A run whose trigger is `build`: it makes an artifact instead of deciding actions."""
-
-    @property
-    def bcfg(self) -> BuildConfig:
-        return self.agent.build
 
     @property
     def spec(self) -> JSON:
@@ -80,10 +53,10 @@ class BuildDriver(RunDriver):
         last = self.steps[-1]
         if last.kind in (StepKind.WAIT, StepKind.FINISH):
             return False
-        if last.kind == StepKind.WAKE and not _retry_step(last):
+        if last.kind == StepKind.WAKE and not retry_step(last):
             await self.after_wake(last)
             return True
-        basis = next(s for s in reversed(self.steps) if not _retry_step(s))
+        basis = next(s for s in reversed(self.steps) if not retry_step(s))
         await self._after(basis)
         return True
 
@@ -405,79 +378,9 @@ class BuildDriver(RunDriver):
             self._ready() + (f"; delivered by {acted.action}" if ok else detail),
         )
 
-    # ── model calls ───────────────────────────────────────────────────────────────────────────
-
-    def _generator(self) -> str:
-        return self.bcfg.model or self.agent.model
-
-    def _calls(self, kind: StepKind) -> int:
-        return sum(1 for s in self.steps if s.kind == kind)
-
-    async def _call(
-        self, purpose: str, name: str, system: str, text: str, schema: JSON, context: JSON
-    ) -> ModelReply | None:
-        """One model call, or None when the run moved on instead (backoff, budget, goal)."""
-        if len(self.steps) >= self.agent.limits.max_steps * 4:
-            await self.finish(RunStatus.FAILED, f"stopped: {len(self.steps)} steps")
-            return None
-        if reason := await self._over_budget():
-            await self.finish(RunStatus.FAILED, f"stopped: {reason}")
-            return None
-        goal = await self.deps.store.read(lambda c: q.get_goal(c, self.goal_id))
-        if goal.status != GoalStatus.ACTIVE:
-            await self.finish(RunStatus.CANCELLED, f"stopped: goal {self.goal_id} is {goal.status}")
-            return None
-        if unfit := unfit_model(self.deps.config, self.goal.agent, name):
-            await self.finish(RunStatus.FAILED, f"stopped: {unfit}")
-            return None
-        kind = StepKind(purpose)
-        request = ModelRequest(
-            run_id=self.run_id, goal_id=self.goal_id, decision_no=self._calls(kind) + 1,
-            attempt=1 + self._retries(), system=system, prompt=text, schema=schema,
-            context=context, purpose=purpose, max_tokens=self.bcfg.max_tokens,
-        )  # fmt: skip
-        try:
-            async with asyncio.timeout(MODEL_TIMEOUT_S):
-                return await self.deps.models[name].complete(request)
-        except (ModelError, TimeoutError) as e:
-            await self.backoff(e)
-        except ModelRejected as e:
-            await self.finish(RunStatus.FAILED, f"stopped: model {name!r} rejected the call: {e}")
-        return None
-
-    def _meta(self, reply: ModelReply, kind: StepKind) -> JSON:
-        return {
-            "model": reply.model, "stop_reason": reply.stop_reason, "cost_usd": self._cost(reply),
-            "tokens_cached": reply.tokens_cached, "decision_no": self._calls(kind) + 1,
-        }  # fmt: skip
-
-    @staticmethod
-    def _tokens(reply: ModelReply) -> JSON:
-        return {"tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out}
-
-    @staticmethod
-    async def _parse(reply: ModelReply, required: tuple[str, ...]) -> JSON:
-        if len(reply.text) > MAX_REPLY_CHARS:
-            raise ValueError(f"reply is {len(reply.text)} characters; the limit is "
-                             f"{MAX_REPLY_CHARS}")  # fmt: skip
-        if reply.stop_reason in ("max_tokens", "length"):
-            raise ValueError("the reply was cut off (max_tokens): answer shorter")
-        return await asyncio.to_thread(prompts.parse_object, reply.text, required)
-
-    async def _invalid_reply(self, kind: StepKind, meta: JSON, reply: ModelReply, err: str) -> None:
-        data = {**meta, "error": err, "raw": reply.text[:RAW_KEPT]}
-        await self._append(kind, status=StepStatus.ERROR, data=data, **self._tokens(reply))
-        log.warning("build.invalid_reply", step=str(kind), error=err)
-
-    def _feedback(self, kind: StepKind) -> str | None:
-        last = next((s for s in reversed(self.steps) if not _retry_step(s)), None)
-        if last is not None and last.kind == kind and last.status == StepStatus.ERROR:
-            return str(last.data.get("error"))
-        return None
-
     async def _invalid(self, kind: StepKind) -> None:
         invalid = self._trailing(
-            lambda s: s.kind == kind and s.status == StepStatus.ERROR, _retry_step
+            lambda s: s.kind == kind and s.status == StepStatus.ERROR, retry_step
         )
         if invalid < self.bcfg.max_invalid:
             await {StepKind.PLAN: self.plan, StepKind.GENERATE: self.generate,
