@@ -31,6 +31,7 @@ from agentd.daemon import serve as daemon
 from agentd.daemon.scheduler import Scheduler
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import transitions as qt
 from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.db.store import Store
@@ -594,7 +595,7 @@ async def test_approval_unknown_outcome_is_asked_even_if_killed_before_asking(
         gate: dict[str, Any] = {"action": "append", "args": args, "digest": digest}
         q.append_step(c, run_id, epoch, StepKind.CHECK, verdict=Verdict.APPROVE, **gate)
         item_id = qi.post(c, InboxKind.APPROVAL, title="approve append?", run_id=run_id, **gate)
-        q.suspend(c, run_id, epoch, {"kind": "inbox", "item_id": item_id}, item_id=item_id)
+        qt.suspend(c, run_id, epoch, {"kind": "inbox", "item_id": item_id}, item_id=item_id)
         qi.resolve(c, item_id, InboxStatus.APPROVED, answer="approved")
         why = {
             "woke_by": "inbox",
@@ -602,7 +603,7 @@ async def test_approval_unknown_outcome_is_asked_even_if_killed_before_asking(
             "item_kind": "approval",
             "status": "approved",
         }
-        epoch = q.wake(c, run_id, "dead-daemon", {**why, **gate}, 300) or 0
+        epoch = qt.wake(c, run_id, "dead-daemon", {**why, **gate}, 300) or 0
         key = f"{run_id}:{q.get_run(c, run_id).step_count + 1}"
         qi.consume_approval(c, item_id, digest, key)
         data = {"approval": item_id, "key": key}

@@ -45,6 +45,7 @@ from agentd import config
 from agentd.db import accounting, meta
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import transitions as qt
 from agentd.db import waits as qw
 from agentd.errors import Refused, UsageError
 from agentd.harness import policy as harness
@@ -420,11 +421,11 @@ def journal_intent(home: Home, ch: Change, out: Path) -> int:
             item_id = qi.post(c, InboxKind.APPROVAL, title="approve append?", run_id=run_id,
                               data={"config_hash": bound}, **gate)  # fmt: skip
             wait = {"kind": "inbox", "item_id": item_id, "why": "approval", "action": "append"}
-            q.suspend(c, run_id, epoch, wait, item_id=item_id)
+            qt.suspend(c, run_id, epoch, wait, item_id=item_id)
             qi.resolve(c, item_id, InboxStatus.APPROVED, answer="approved")
             why = {"woke_by": "inbox", "why": "approval", "item_id": item_id,
                    "item_kind": "approval", "status": "approved", **gate}  # fmt: skip
-            epoch = q.wake(c, run_id, "dead-daemon", why, 300) or 0
+            epoch = qt.wake(c, run_id, "dead-daemon", why, 300) or 0
         key = f"{meta.db_id(c)}:{run_id}:{len(q.list_steps(c, run_id)) + 1}"
         if item_id is not None:
             qi.consume_approval(c, item_id, digest, key)

@@ -13,6 +13,7 @@ import pytest
 
 from agentd.db import meta
 from agentd.db import queries as q
+from agentd.db import transitions as qt
 from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.db.sqlite import schema
@@ -167,7 +168,7 @@ def test_retention_drops_old_finished_runs_steps_but_keeps_runs_and_live_journal
         goal = q.add_goal(c, title="t", why="t", agent="a", criteria=[], deadline=None)
         old, live = (q.create_run(c, goal_id=goal, agent="a", trigger="t") for _ in range(2))
         epoch = qw.claim_run(c, old, "me", 60)
-        q.finish(c, old, epoch, RunStatus.SUCCEEDED, "done long ago")
+        qt.finish(c, old, epoch, RunStatus.SUCCEEDED, "done long ago")
         c.execute("UPDATE runs SET updated_at = 1000 WHERE run_id = ?", (old,))
         worlds.add_snapshot(c, "a", None, {"x": 1}, {})
         worlds.add_snapshot(c, "a", None, {"x": 2}, {})  # the agent's latest look: kept

@@ -31,6 +31,7 @@ from agentd.daemon import watching
 from agentd.db import items as qi
 from agentd.db import meta
 from agentd.db import queries as q
+from agentd.db import transitions as qt
 from agentd.db import waits as qw
 from agentd.errors import StateError
 from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
@@ -184,7 +185,7 @@ class Scheduler:
         """Wake a run — only if it still waits for `wait` (what was matched, maybe a tick ago)."""
         owner = self.deps.owner
         epoch = await self.deps.store.write(
-            lambda c: q.wake(c, run_id, owner, why, LEASE_S, expect=wait)
+            lambda c: qt.wake(c, run_id, owner, why, LEASE_S, expect=wait)
         )
         if epoch is not None:
             log.info("run.woken", run_id=run_id, by=why.get("woke_by"), why=why.get("why"))

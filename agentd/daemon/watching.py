@@ -19,6 +19,7 @@ from agentd.config import Config
 from agentd.db import items as qi
 from agentd.db import meta
 from agentd.db import queries as q
+from agentd.db import transitions as qt
 from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.models import JSON, InboxStatus
@@ -58,7 +59,7 @@ def record_poll(
                 reason = f"withdrawn: {source} became {'healthy' if healthy else 'unhealthy'}"
                 qi.resolve(c, wait["item_id"], InboxStatus.EXPIRED, answer=reason)
                 why.update(withdrew=wait["item_id"], action=wait.get("action"), reason=reason)
-            epoch = q.wake(c, run_id, owner, why, LEASE_S)
+            epoch = qt.wake(c, run_id, owner, why, LEASE_S)
             if epoch is not None:
                 woken.append((run_id, epoch))
     return woken

@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 from agentd.db.conn import Conn
-from agentd.db.queries import create_run, json_col
+from agentd.db.queries import create_run
+from agentd.db.rows import json_col
 from agentd.errors import NotFound
 from agentd.models import JSON, from_ts
 

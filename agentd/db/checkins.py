@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentd.db.conn import Conn
-from agentd.db.queries import json_col
+from agentd.db.rows import json_col
 from agentd.errors import NotFound, Refused
 from agentd.models import JSON
 

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from agentd.db.conn import Conn
-from agentd.db.queries import json_col
+from agentd.db.rows import json_col
 from agentd.errors import NotFound, Refused
 from agentd.models import JSON, Event, InboxItem, InboxKind, InboxStatus, from_ts
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentd.db.conn import Conn
-from agentd.db.queries import json_col
+from agentd.db.rows import json_col
 from agentd.models import JSON
 
 ROW_COLS = "outbox_id, dedupe_key, channel, item_id, goal_id, stage, message, attempts, created_at"

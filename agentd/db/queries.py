@@ -1,4 +1,4 @@
-"""Every query on goals, runs, the step journal and world snapshots, as functions over a connection.
+"""Every query on goals, runs and the step journal, as functions over a connection.
 
 Write functions expect to be called inside a write transaction (the Store or SyncStore opens it) and
 keep each state change together with its journal row. Engine writes are fenced by the run's lease epoch.
@@ -12,6 +12,15 @@ import time
 from typing import Any
 
 from agentd.db.conn import Conn
+from agentd.db.rows import (
+    GOAL_COLS,
+    RUN_COLS,
+    STEP_COLS,
+    goal_from_row,
+    json_col,
+    run_from_row,
+    step_from_row,
+)
 from agentd.db.writer import Insert
 from agentd.errors import NotFound, Refused
 from agentd.models import (
@@ -27,39 +36,7 @@ from agentd.models import (
     from_ts,
 )
 
-# One encoder for every row: json.dumps with options would build a new encoder per call.
-_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
-
-
-def json_col(value: Any) -> str | None:
-    """A JSON column value (None stays NULL)."""
-    if value is None:
-        return None
-    return "{}" if value == {} else _encode(value)  # the most common value, without the encoder
-
-
-def _uj(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
 # ── goals ────────────────────────────────────────────────────────────────────────────────────────
-
-
-def goal_from_row(r: tuple[Any, ...]) -> Goal:
-    return Goal(
-        goal_id=r[0],
-        title=r[1],
-        why=r[2],
-        agent=r[3],
-        status=GoalStatus(r[4]),
-        criteria=json.loads(r[5]),
-        deadline=from_ts(r[6]),
-        created_at=from_ts(r[7]),  # type: ignore[arg-type]  # NOT NULL column
-        updated_at=from_ts(r[8]),  # type: ignore[arg-type]
-    )
-
-
-GOAL_COLS = "goal_id, title, why, agent, status, criteria, deadline, created_at, updated_at"
 
 
 def add_goal(
@@ -117,31 +94,6 @@ def set_goal_status(c: Conn, goal_id: int, status: GoalStatus) -> Goal:
 
 
 # ── runs ─────────────────────────────────────────────────────────────────────────────────────────
-
-RUN_COLS = (
-    "run_id, goal_id, agent, status, trigger,"
-    " (SELECT coalesce(max(seq), 0) FROM steps s WHERE s.run_id = runs.run_id),"
-    " wait, next_wake_at, summary,"
-    " created_at, updated_at, lease_owner, lease_epoch"
-)
-
-
-def run_from_row(r: tuple[Any, ...]) -> Run:
-    return Run(
-        run_id=r[0],
-        goal_id=r[1],
-        agent=r[2],
-        status=RunStatus(r[3]),
-        trigger=r[4],
-        step_count=r[5],
-        wait=_uj(r[6]),
-        next_wake_at=from_ts(r[7]),
-        summary=r[8],
-        created_at=from_ts(r[9]),  # type: ignore[arg-type]  # NOT NULL column
-        updated_at=from_ts(r[10]),  # type: ignore[arg-type]
-        lease_owner=r[11],
-        lease_epoch=r[12],
-    )
 
 
 def create_run(c: Conn, *, goal_id: int, agent: str, trigger: str, data: JSON | None = None) -> int:
@@ -215,31 +167,6 @@ def _fence(c: Conn, run_id: int, epoch: int) -> None:
 
 
 # ── steps ────────────────────────────────────────────────────────────────────────────────────────
-
-STEP_COLS = (
-    "run_id, seq, kind, status, data, created_at, completed_at, action, args, digest, verdict,"
-    " result, tokens_in, tokens_out"
-)
-
-
-def step_from_row(r: tuple[Any, ...]) -> Step:
-    return Step(
-        run_id=r[0],
-        seq=r[1],
-        kind=StepKind(r[2]),
-        status=StepStatus(r[3]),
-        data=json.loads(r[4]),
-        created_at=from_ts(r[5]),  # type: ignore[arg-type]  # NOT NULL column
-        completed_at=from_ts(r[6]),
-        action=r[7],
-        args=_uj(r[8]),
-        digest=r[9],
-        verdict=Verdict(r[10]) if r[10] else None,
-        result=_uj(r[11]),
-        tokens_in=r[12],
-        tokens_out=r[13],
-    )
-
 
 INSERT_STEP = (
     f"INSERT INTO steps ({STEP_COLS}) SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?"
@@ -390,83 +317,7 @@ def list_steps(c: Conn, run_id: int) -> list[Step]:
     return [step_from_row(r) for r in rows]
 
 
-# ── run state transitions ────────────────────────────────────────────────────────────────────────
-
-
-def suspend(
-    c: Conn,
-    run_id: int,
-    epoch: int,
-    wait: JSON,
-    *,
-    item_id: int | None = None,
-    event: str | None = None,
-    after_event: int | None = None,
-    wake_at: float | None = None,
-) -> Step:
-    """Journal a WAIT step and park the run as a row (no task holds it) — one transaction."""
-    step = append_step(c, run_id, epoch, StepKind.WAIT, data=wait)
-    c.execute(
-        "UPDATE runs SET status = 'waiting', wait = ?, wait_kind = ?, wait_item_id = ?,"
-        " wait_event = ?, wait_after_event = ?, next_wake_at = ?, lease_owner = NULL,"
-        " updated_at = ? WHERE run_id = ?",
-        # The WAIT step's seq makes each wait unique, so a wake matched against an older wait
-        # of the same shape can never land on this one (see `wake(expect=...)`).
-        (
-            json_col({**wait, "seq": step.seq}),
-            wait["kind"],
-            item_id,
-            event,
-            after_event,
-            wake_at,
-            time.time(),
-            run_id,
-        ),
-    )
-    return step
-
-
-def wake(
-    c: Conn,
-    run_id: int,
-    owner: str,
-    why: JSON,
-    lease_s: float,
-    expect: JSON | None = None,
-) -> int | None:
-    """Move a waiting run back to running with a WAKE step; None if it was no longer waiting.
-
-    Returns the new lease epoch. Called by the daemon only, after it matched the wait condition.
-    """
-    if expect is not None:
-        row = c.execute("SELECT wait FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None or json.loads(row[0] or "null") != expect:
-            return None  # it moved on (woken and parked again) since the match was made
-    now = time.time()
-    cur = c.execute(
-        "UPDATE runs SET status = 'running', wait = NULL, wait_kind = NULL, wait_item_id = NULL,"
-        " wait_event = NULL, wait_after_event = NULL, next_wake_at = NULL, lease_owner = ?,"
-        " lease_expires_at = ?, lease_epoch = lease_epoch + 1, updated_at = ?"
-        " WHERE run_id = ? AND status = 'waiting'",
-        (owner, now + lease_s, now, run_id),
-    )
-    if cur.rowcount != 1:
-        return None
-    epoch = int(c.execute("SELECT lease_epoch FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
-    append_step(c, run_id, epoch, StepKind.WAKE, data=why)
-    return epoch
-
-
-def finish(c: Conn, run_id: int, epoch: int, status: RunStatus, summary: str) -> Step:
-    step = append_step(
-        c, run_id, epoch, StepKind.FINISH, data={"status": str(status), "summary": summary}
-    )
-    c.execute(
-        "UPDATE runs SET status = ?, summary = ?, lease_owner = NULL, next_wake_at = NULL,"
-        " updated_at = ? WHERE run_id = ?",
-        (status, summary, time.time(), run_id),
-    )
-    return step
+# ── operator cancel ──────────────────────────────────────────────────────────────────────────────
 
 
 def cancel(c: Conn, run_id: int, reason: str) -> None:

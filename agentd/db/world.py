@@ -7,7 +7,7 @@ import json
 import time
 
 from agentd.db.conn import Conn
-from agentd.db.queries import json_col
+from agentd.db.rows import json_col
 from agentd.errors import NotFound
 from agentd.models import JSON
 

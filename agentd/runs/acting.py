@@ -16,6 +16,7 @@ from agentd.config import AgentConfig, BuiltinAction
 from agentd.db import accounting
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import transitions as qt
 from agentd.errors import ActionFailed, Refused, StateError
 from agentd.harness import policy as harness
 from agentd.harness import prompt
@@ -316,7 +317,7 @@ class RunJournal:
         return None if rule is None else self.deps.clock.now() + rule.after_s
 
     async def suspend(self, wait: JSON, **kw: Any) -> None:
-        step: Step = await self._write(lambda c: q.suspend(c, self.run_id, self.epoch, wait, **kw))
+        step: Step = await self._write(lambda c: qt.suspend(c, self.run_id, self.epoch, wait, **kw))
         self.steps.append(step)
         self.deps.on_change()
 

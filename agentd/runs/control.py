@@ -15,6 +15,7 @@ from agentd.config import BuiltinAction
 from agentd.db import artifacts, memory
 from agentd.db import items as qi
 from agentd.db import queries as q
+from agentd.db import transitions as qt
 from agentd.db import world as worlds
 from agentd.db.conn import Conn
 from agentd.models import JSON, InboxKind, RunStatus, Step, StepKind
@@ -83,7 +84,7 @@ def control(
         return [act]
     if cfg.type == "ask":
         wait = {"kind": "inbox", "item_id": result["item_id"], "why": "question"}
-        return [act, q.suspend(c, ref.run_id, ref.epoch, wait, item_id=result["item_id"])]
+        return [act, qt.suspend(c, ref.run_id, ref.epoch, wait, item_id=result["item_id"])]
     if cfg.type == "sleep":
         until = args.get("until")
         wake_at = (
@@ -91,7 +92,7 @@ def control(
         )
         wake_at = min(wake_at, now + cfg.max_sleep_s)  # `until` obeys max_sleep_s like `seconds`
         wait = {"kind": "timer", "why": "sleep", "until": wake_at}
-        return [act, q.suspend(c, ref.run_id, ref.epoch, wait, wake_at=wake_at)]
+        return [act, qt.suspend(c, ref.run_id, ref.epoch, wait, wake_at=wake_at)]
     timeout = args.get("timeout_s")
     wait = {
         "kind": "event", "event": args["event"], "match": args.get("match", {}),
@@ -102,7 +103,7 @@ def control(
     # starts waiting" must not matter.
     return [
         act,
-        q.suspend(
+        qt.suspend(
             c,
             ref.run_id,
             ref.epoch,
@@ -120,7 +121,7 @@ def post_and_wait(c: Conn, ref: RunRef, kind: InboxKind, why: str, **item: Any) 
     wait = {"kind": "inbox", "item_id": item_id, "why": why}
     if item.get("action"):
         wait["action"] = item["action"]
-    return q.suspend(c, ref.run_id, ref.epoch, wait, item_id=item_id)
+    return qt.suspend(c, ref.run_id, ref.epoch, wait, item_id=item_id)
 
 
 def finish(
@@ -136,7 +137,7 @@ def finish(
         c, InboxKind.NOTICE, title=f"run {ref.run_id} {status}: {summary[:150]}", body=summary,
         goal_id=ref.goal_id, run_id=ref.run_id,
     )  # fmt: skip
-    step = q.finish(c, ref.run_id, ref.epoch, status, summary)
+    step = qt.finish(c, ref.run_id, ref.epoch, status, summary)
     memory.remember(c, ref.goal_id, "run", f"run {ref.run_id} {status}: {summary}",
                     f"run:{ref.run_id}", step.created_at.timestamp())  # fmt: skip
     return step

@@ -1,0 +1,90 @@
+"""A run's moves under its lease, each one transaction with its journal step: parked on a wait
+(`suspend`: the run becomes a row no task holds), woken by the daemon (`wake`: a new lease epoch),
+finished. The operator's `cancel`, which needs no lease, stays in `queries`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from agentd.db.conn import Conn
+from agentd.db.queries import append_step
+from agentd.db.rows import json_col
+from agentd.models import JSON, RunStatus, Step, StepKind
+
+
+def suspend(
+    c: Conn,
+    run_id: int,
+    epoch: int,
+    wait: JSON,
+    *,
+    item_id: int | None = None,
+    event: str | None = None,
+    after_event: int | None = None,
+    wake_at: float | None = None,
+) -> Step:
+    """Journal a WAIT step and park the run as a row (no task holds it) — one transaction."""
+    step = append_step(c, run_id, epoch, StepKind.WAIT, data=wait)
+    c.execute(
+        "UPDATE runs SET status = 'waiting', wait = ?, wait_kind = ?, wait_item_id = ?,"
+        " wait_event = ?, wait_after_event = ?, next_wake_at = ?, lease_owner = NULL,"
+        " updated_at = ? WHERE run_id = ?",
+        # The WAIT step's seq makes each wait unique, so a wake matched against an older wait
+        # of the same shape can never land on this one (see `wake(expect=...)`).
+        (
+            json_col({**wait, "seq": step.seq}),
+            wait["kind"],
+            item_id,
+            event,
+            after_event,
+            wake_at,
+            time.time(),
+            run_id,
+        ),
+    )
+    return step
+
+
+def wake(
+    c: Conn,
+    run_id: int,
+    owner: str,
+    why: JSON,
+    lease_s: float,
+    expect: JSON | None = None,
+) -> int | None:
+    """Move a waiting run back to running with a WAKE step; None if it was no longer waiting.
+
+    Returns the new lease epoch. Called by the daemon only, after it matched the wait condition.
+    """
+    if expect is not None:
+        row = c.execute("SELECT wait FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None or json.loads(row[0] or "null") != expect:
+            return None  # it moved on (woken and parked again) since the match was made
+    now = time.time()
+    cur = c.execute(
+        "UPDATE runs SET status = 'running', wait = NULL, wait_kind = NULL, wait_item_id = NULL,"
+        " wait_event = NULL, wait_after_event = NULL, next_wake_at = NULL, lease_owner = ?,"
+        " lease_expires_at = ?, lease_epoch = lease_epoch + 1, updated_at = ?"
+        " WHERE run_id = ? AND status = 'waiting'",
+        (owner, now + lease_s, now, run_id),
+    )
+    if cur.rowcount != 1:
+        return None
+    epoch = int(c.execute("SELECT lease_epoch FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+    append_step(c, run_id, epoch, StepKind.WAKE, data=why)
+    return epoch
+
+
+def finish(c: Conn, run_id: int, epoch: int, status: RunStatus, summary: str) -> Step:
+    step = append_step(
+        c, run_id, epoch, StepKind.FINISH, data={"status": str(status), "summary": summary}
+    )
+    c.execute(
+        "UPDATE runs SET status = ?, summary = ?, lease_owner = NULL, next_wake_at = NULL,"
+        " updated_at = ? WHERE run_id = ?",
+        (status, summary, time.time(), run_id),
+    )
+    return step
