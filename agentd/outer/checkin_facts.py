@@ -11,6 +11,7 @@ from typing import Any
 from agentd.config import AgentConfig, McpSource
 from agentd.db import accounting, world
 from agentd.db import checkins as qc
+from agentd.db import marks as qmarks
 from agentd.db import memory as mem
 from agentd.db.checkins import Checkin
 from agentd.harness import policy as harness
@@ -30,7 +31,7 @@ def gather(
     prev = qc.previous(c, goal.goal_id, row.checkin_id)
     marks = prev.precheck.get("marks") if prev else None
     deadline = goal.deadline.timestamp() if goal.deadline else None
-    moved = qc.gather(
+    moved = qmarks.gather(
         c, goal.goal_id, goal.agent, agent.triggers, marks, goal.created_at.timestamp(), now,
         OVERDUE_AFTER_S,
     )  # fmt: skip
@@ -53,7 +54,7 @@ def gather(
     )
     pre = precheck(facts)
     reported = (marks or {}).get("overdue", []) + [i["item_id"] for i in facts.overdue_items]
-    new_marks = qc.marks_now(c, goal.goal_id, goal.agent, [])
+    new_marks = qmarks.marks_now(c, goal.goal_id, goal.agent, [])
     new_marks["overdue"] = [i for i in reported if i in new_marks["open_items"]]
     return facts, pre, new_marks, moved
 
