@@ -1,3 +1,5 @@
-"""The state store, the only importer of sqlite3: schema and migrations, connections and the writer,
-and every query (`queries`, and one module per table family). An adapter: may import the ground only.
+"""The state store: the connection protocol every query is written against (`conn`), the Writer
+interface and the two stores, every query (`queries`, and one module per table family), and in
+`sqlite/` all that is SQLite's own (the only importer of sqlite3). An adapter: may import only the
+ground (agentd.models, agentd.errors, agentd.clock).
 """

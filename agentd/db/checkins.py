@@ -1,9 +1,8 @@
 """Queries for the check-in journal (`checkins`), the inbox items check-ins post and count (nudges,
-clarifying questions), and per-goal cadence rows (`cadences`).
+clarifying questions) and per-goal cadence rows (`cadences`); what moved since the last one: `marks`.
 
 A check-in row moves due → skipped | deciding → decided → done | failed, each move one transaction,
-guarded by the status it expects (`advance`), so a crash or a second worker never repeats one. What
-moved since the previous check-in is read in `marks`.
+guarded by the status it expects (`advance`), so a crash or a second worker never repeats one.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""What moved for a goal since its previous check-in: the marks a check-in journals, and what lies
-beyond the previous one's (read inside the transaction that journals the precheck).
-
-"Since" is measured in row ids, not clock times: each check-in journals marks (the newest snapshot,
-event, inbox item and run it saw, and which items and runs were still open), and the next one counts
-what lies beyond them. That is exact whatever clock wrote the rows (the simulated clock included).
+"""What moved for a goal since its previous check-in, read inside the transaction that journals the
+precheck. "Since" is measured in row ids, not clock times: each check-in journals marks (the newest
+snapshot, event, inbox item and run it saw, and which items and runs were still open), and the next
+one counts what lies beyond them: exact whatever clock wrote the rows (the simulated one included).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Ordered migrations, tracked by `PRAGMA user_version`, each applied in one transaction.
+"""SQLite's schema (STRICT tables and their triggers) as ordered migrations, tracked by `PRAGMA
+user_version`, each applied in one transaction.
 
 A migration is appended, never edited once released. Each runs inside `BEGIN IMMEDIATE … COMMIT` with
 its own `user_version` bump, so a failing one leaves the previous schema (and version) intact.
