@@ -206,9 +206,14 @@ def test_misfire_policy_after_outages_of_one_and_thirty_fires(home: OuterHome, p
     dues = sorted(r.due_at for r in _fired(home))
     gaps = {round(b - a, 3) for a, b in itertools.pairwise(dues)}
     assert gaps == {2.0}, gaps
-    # Idle: every fire that ran was skipped by the precheck (the newest may still wait).
+    # Idle: every fire that ran was skipped by the precheck. A goal's check-ins run one at a
+    # time, oldest first, so the newest may still wait when the daemon stops (how many depends
+    # on how busy the machine is) — but none waits behind a newer one that ran.
     statuses = [r.status for r in sorted(_fired(home), key=lambda r: r.due_at)]
-    assert set(statuses[:-2]) <= {"missed", "skipped"}, statuses
+    waiting = statuses.index("due") if "due" in statuses else len(statuses)
+    assert set(statuses[:waiting]) <= {"missed", "skipped"}, statuses
+    assert set(statuses[waiting:]) <= {"missed", "due"}, statuses
+    assert waiting > len(statuses) // 2, statuses  # most were looked at
     assert not (home.root / "checkins.log").exists()
     assert '"checkin.missed"' in home.logs() or policy != "skip"
 

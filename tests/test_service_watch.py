@@ -340,8 +340,8 @@ def test_sigkill_just_after_approval_still_rolls_back_once(scenario: Any, delay_
 def test_recovery_while_pending_withdraws_the_approval(tmp_path: Path) -> None:
     home = tmp_path / "recover"
     code = (
-        "import sys; from pathlib import Path; from agentd import demo; "
-        f"sys.exit(demo.main(Path({str(home)!r}), yes=False, recover=True))"
+        "import sys; from pathlib import Path; from agentd.demo import ops; "
+        f"sys.exit(ops.main(Path({str(home)!r}), yes=False, recover=True))"
     )
 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=80)
