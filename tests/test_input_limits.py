@@ -18,7 +18,7 @@ import pytest
 
 from agentd.db import items as qi
 from agentd.models import InboxKind
-from tests.test_cli import CONFIG, REPLIES, agentd, assert_clean_error
+from tests.cli.test_cli import CONFIG, REPLIES, agentd, assert_clean_error
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """House rules every module under agentd/ keeps: at most 450 lines and a module docstring; every
-folder's __init__ says what it is for and what it may import; the top level holds only the ground."""
+folder's __init__ says what it is for and what it may import; the top level holds only the ground;
+the tests mirror the package."""
 
 from __future__ import annotations
 
@@ -53,3 +54,23 @@ def test_the_top_level_holds_only_the_ground() -> None:
         p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")
     )
     assert len(top) <= MAX_TOP_LEVEL, f"move what is not the ground into a folder: {top}"
+
+
+# The suite's own suites: tests/<folder>/ for each folder of agentd/; at the root, the shared
+# fixtures and the tests of the whole product (the README, the house rules, input limits, secrets).
+TESTS = Path(__file__).resolve().parent
+WHOLE_PRODUCT = {"test_modules.py", "test_readme.py", "test_input_limits.py", "test_secret_reach.py",
+                 "test_browser_support.py"}  # fmt: skip
+
+
+def test_tests_mirror_the_package() -> None:
+    folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    stray = [
+        str(p.relative_to(TESTS))
+        for p in sorted(TESTS.rglob("test_*.py"))
+        if not (p.parent == TESTS and p.name in WHOLE_PRODUCT)
+        and not (p.parent.parent == TESTS and p.parent.name in folders)
+    ]
+    assert not stray, f"put each test where its module is (tests/<folder of agentd>/): {stray}"
+    for sub in TESTS.glob("*/test_*.py"):
+        assert (sub.parent / "__init__.py").exists(), f"{sub.parent} needs an __init__.py"
