@@ -10,7 +10,7 @@ from agentd.models import InboxItem
 
 BODY_CHARS = 1000  # a question or a message beyond this is read in the inbox
 # Questions whose text quotes an action with its arguments (and, for unknown_outcome, the world
-# now) or the model's rejected reply: agentd/runs/acting.py `ask_unknown_outcome`, agentd/runs/engine.py
+# now) or the model's rejected reply: agentd/runs/recovery.py `ask_unknown_outcome`, agentd/runs/engine.py
 # `check` (escalated denials) and `after_invalid`, agentd/inner/driver.py; and more below. Their
 # notification says what kind of question waits, in words of our own.
 QUOTING_QUESTIONS = {

@@ -35,7 +35,7 @@ _TIME_BOUND = re.compile(
 
 @dataclass(frozen=True)
 class Facts:
-    """What moved for one goal since its previous check-in (gathered by `agentd.db.checkins`)."""
+    """What moved for one goal since its previous check-in (gathered by `agentd.db.marks`)."""
 
     since: float | None  # the previous check-in's time (None: first check-in)
     world_changes: int  # world snapshots with non-empty `changes` for the goal's agent

@@ -122,7 +122,7 @@ async def test_notify_question_carries_its_text_capped(rig: Any, receiver: Recei
 
 @pytest.mark.parametrize(
     ("rule", "question"),
-    [  # as acting.py `ask_unknown_outcome` and engine.py `check` / `after_invalid` ask them
+    [  # as recovery.py `ask_unknown_outcome` and engine.py `check` / `after_invalid` ask them
         ("unknown_outcome", f"agentd stopped while running transfer {{'account': '{ARG_VALUE}'}} "
          "(key k) and cannot tell whether it happened. Did it happen?"),
         ("denied", f"The harness refused transfer {{'account': '{ARG_VALUE}'}} (policy: transfer "
