@@ -70,9 +70,11 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
 
 
 def ran_once(daemon: Daemon) -> None:
-    """A home that has run: a database made by `agentd init`, then left as a stopped daemon would."""
+    """A home that has run: a database made by `agentd init`, then left as a stopped daemon would.
+    `init` runs in-process: it only arranges the home, and a CLI process costs seconds of CPU."""
     daemon.write([FINISH])
-    assert cli(daemon.home, "init").returncode == 0
+    done = CliRunner().invoke(app, ["--home", str(daemon.home), "init"])
+    assert done.exit_code == 0, done.output
     for suffix in ("-wal", "-shm"):
         daemon.paths.db.with_name(daemon.paths.db.name + suffix).unlink(missing_ok=True)
 
@@ -131,14 +133,39 @@ def test_serve_refuses_a_lost_database_in_a_home_that_has_run(daemon: Daemon, ho
         assert not daemon.paths.db.exists()
 
 
+# Every command that opens the home's database to read it. Each runs in-process (a CLI process
+# costs ~2 s of CPU for its imports, far more on a loaded machine); one runs as a real process.
+READ_COMMANDS = [
+    ["goal", "list"],
+    ["goal", "show", "1"],
+    ["runs", "list"],
+    ["runs", "show", "1"],
+    ["inbox", "list"],
+    ["inbox", "show", "1"],
+    ["event", "list"],
+    ["artifact", "list"],
+    ["checkins"],
+    ["status"],
+    ["usage"],
+]
+
+
 def test_read_commands_refuse_an_emptied_database_in_a_home_that_has_run(daemon: Daemon) -> None:
     ran_once(daemon)
     daemon.paths.db.write_bytes(b"")
-    for args in (["goal", "list"], ["runs", "list"], ["inbox", "list"]):
-        done = cli(daemon.home, *args)
-        assert done.returncode == 1, (args, done.stdout)
-        assert "empty" in one_clear_line(done.stderr)
-    assert daemon.paths.db.stat().st_size == 0
+    before = sorted(p.name for p in daemon.home.iterdir())
+    # "empty" alone would also match the refusal of a never-run home; the marker says "has run".
+    done = cli(daemon.home, "goal", "list")  # the real process: its exit code and one line
+    assert done.returncode == 1, done.stdout
+    message = one_clear_line(done.stderr)
+    assert "empty" in message and "agentd.db.has-run" in message, message
+    for args in READ_COMMANDS:
+        result = CliRunner().invoke(app, ["--home", str(daemon.home), *args])
+        assert result.exit_code == 1, (args, result.output)
+        message = one_clear_line(result.stderr)
+        assert "empty" in message and "agentd.db.has-run" in message, (args, message)
+        assert daemon.paths.db.stat().st_size == 0, args
+    assert sorted(p.name for p in daemon.home.iterdir()) == before  # no -wal, no new database
 
 
 def test_a_read_command_never_fills_an_empty_database_file(tmp_path: Path) -> None:
