@@ -99,8 +99,13 @@ class _Group(TyperGroup):
         except OSError as e:  # a file the operator must fix (permissions, a full disk)
             if e.errno == errno.EPIPE:  # `agentd runs list | head`: click exits quietly
                 raise
-            where = f"{e.filename}: " if e.filename else ""
-            typer.echo(screen(f"agentd: {where}{e.strerror or e}"), err=True)
+            typer.echo(screen(f"agentd: {safety.untranslated(e, None)}"), err=True)
+            raise typer.Exit(1) from None
+        except Exception as e:  # a storage failure that escaped untranslated: said, not traced
+            said = safety.untranslated(e, getattr(ctx.obj, "db", None))
+            if said is None:
+                raise  # a bug keeps its traceback
+            typer.echo(screen(f"agentd: {said}"), err=True)
             raise typer.Exit(1) from None
 
 

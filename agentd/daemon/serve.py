@@ -32,7 +32,7 @@ from agentd.clock import Clock, SystemClock
 from agentd.config import Config, Paths
 from agentd.daemon import sdnotify
 from agentd.daemon.scheduler import Scheduler
-from agentd.db import accounting, meta
+from agentd.db import accounting, faults, meta
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.db.artifacts import BUILD_TRIGGER
@@ -70,7 +70,9 @@ def home_lock(paths: Paths) -> Iterator[None]:
         try:
             paths.lock.write_text(f"{os.getpid()}\n")
         except OSError as e:
-            raise StateError(f"{paths.lock}: cannot write the pid file: {e.strerror}") from None
+            raise StateError(
+                f"cannot write the pid file: {faults.os_sentence(e, paths.lock)}"
+            ) from None
         yield
     finally:
         os.close(fd)
@@ -286,8 +288,7 @@ async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> Non
                 error=deps.store.errors.last,
                 errors=deps.store.errors.limit,
                 within_s=deps.store.errors.window_s,
-                note="watchdog stopped; exiting with status 1. If the database is corrupt the "
-                "next start says so: restore the latest backup (README: Backups and restore)",
+                note=f"watchdog stopped; exiting with status 1; {deps.store.errors.note}",
             )
             sdnotify.notify(f"STATUS=database failing: {deps.store.errors.last}"[:200])
             stop.set()

@@ -1,5 +1,5 @@
 """What keeps a database from being lost or misused quietly: the "has run" marker, the SQLite
-version the schema needs, `PRAGMA quick_check`, read-only places, and the daemon's error count.
+version the schema needs, `PRAGMA quick_check`, and the daemon's error count.
 
 A database that vanishes (or is truncated to 0 bytes) must never be replaced by an empty one
 behind the operator's back: the marker beside it, written once a database was made here, turns
@@ -16,13 +16,14 @@ import threading
 import time
 from pathlib import Path
 
+from agentd.db import faults
 from agentd.db.conn import Conn
 from agentd.errors import StateError
 
 # STRICT tables need 3.37, the `->>` operator 3.38 (DESIGN: the schema uses both).
 MIN_SQLITE = (3, 38, 0)
 MARKER_SUFFIX = ".has-run"
-RESTORE_HINT = "restore it from a backup (README: Running under systemd, Backups and restore)"
+RESTORE_HINT = faults.RESTORE_HINT
 
 
 def check_sqlite_version(found: tuple[int, int, int] | None = None) -> None:
@@ -82,21 +83,13 @@ def mark(db: Path, db_id: str) -> None:
         f.write(text)
 
 
-def read_only_reason(db: Path) -> str | None:
-    """Why this process cannot write `db` (a read-only mount, a folder it may not write), or None."""
-    folder = db.parent
-    if db.exists() and not os.access(db, os.W_OK):
-        return f"{db} is read-only for this user"
-    if not os.access(folder, os.W_OK):
-        return f"{folder} is read-only for this user (SQLite needs it for -wal and -shm)"
-    return None
-
-
 def quick_check(conn: Conn, path: Path) -> None:
     """`PRAGMA quick_check`: refuse a corrupt database with the first problems it names."""
     try:
         rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
     except sqlite3.DatabaseError as e:
+        if faults.classify(e, path) not in (faults.Fault.CORRUPT, faults.Fault.OTHER):
+            raise StateError(faults.sentence(e, path)) from None  # the disk or a lock, not the file
         rows = [str(e)]
     if rows != ["ok"]:
         raise StateError(
@@ -106,27 +99,50 @@ def quick_check(conn: Conn, path: Path) -> None:
 
 
 class ErrorRate:
-    """Errors that say the database itself is unwell (corrupt, unreadable, full, gone), counted
+    """Errors that say the database at `path` is unwell (corrupt, unreadable, full, gone), counted
     over the last `window_s`; lock waits pass, and a constraint a request broke is that request's
-    problem. The daemon's watchdog stops vouching for a process whose database keeps failing."""
+    problem. The daemon's watchdog stops vouching for a process whose database keeps failing;
+    `last` says the latest in the operator's words and `note` what to do once it stopped."""
 
-    def __init__(self, limit: int = 10, window_s: float = 30.0) -> None:
+    def __init__(self, path: Path, limit: int = 10, window_s: float = 30.0) -> None:
+        self.path = path
         self.limit = limit
         self.window_s = window_s
         self._at: collections.deque[float] = collections.deque(maxlen=limit)
         self._lock = threading.Lock()  # readers and the writer run on their own threads
         self.last = ""
+        self.fault = faults.Fault.OTHER
 
     def record(self, error: BaseException) -> None:
-        text = str(error)
-        unwell = type(error) in (sqlite3.DatabaseError, sqlite3.OperationalError)
-        if not unwell or "locked" in text or "busy" in text:
+        # Exactly these types: an IntegrityError (a broken constraint) is a request's own problem.
+        unwell = (sqlite3.DatabaseError, sqlite3.OperationalError)
+        if not isinstance(error, sqlite3.DatabaseError) or type(error) not in unwell:
+            return
+        fault = faults.classify(error, self.path)
+        if fault is faults.Fault.LOCKED:
             return
         with self._lock:
             self._at.append(time.monotonic())
-            self.last = text
+            self.last = faults.sentence(error, self.path)
+            self.fault = fault
+
+    @property
+    def note(self) -> str:
+        """What the operator does about the latest error once the daemon stopped for it."""
+        return faults.exit_note(self.fault, self.path)
 
     def failing(self) -> bool:
         with self._lock:
             full = len(self._at) == self.limit
             return full and time.monotonic() - self._at[0] <= self.window_s
+
+
+def untranslated(error: BaseException, db: Path | None) -> str | None:
+    """A storage failure that reached a surface untranslated, in db/faults.py's words: a file
+    error (a full disk writing a file beside the database), or an sqlite3 error on `db` that
+    is the storage's (a full disk, a lock); None for anything else, which keeps its traceback."""
+    if isinstance(error, OSError):
+        return faults.os_sentence(error)
+    if not isinstance(error, sqlite3.Error) or db is None:
+        return None
+    return None if faults.classify(error, db) is faults.Fault.OTHER else faults.sentence(error, db)

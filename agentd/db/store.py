@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from agentd.db import safety
+from agentd.db import faults, safety
 from agentd.db.conn import Work
 from agentd.db.meta import get_meta
 from agentd.db.poke import API_SOCK_NAME, poke
@@ -47,7 +47,7 @@ class SyncStore:
         self.path = path
         self.poke = poke  # False inside the daemon, for a writer that tells it directly
         safety.check_not_lost(path)
-        self.read_only = safety.read_only_reason(path) if path.exists() else None
+        self.read_only = faults.read_only_reason(path) if path.exists() else None
         if not path.exists() and migrate_schema:
             self.conn = open_migrated(path)
             self._pending = self._first_write = False
@@ -88,13 +88,19 @@ class SyncStore:
             yield self.conn
             self.conn.execute("COMMIT")
         except sqlite3.Error as e:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise translate(e, self.path) from None
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
         if self.poke:
             poke(self.path.parent / API_SOCK_NAME)  # the daemon acts on it now (best-effort)
+
+    def _rollback(self) -> None:
+        # A full disk or an I/O error may have rolled the transaction back already: a bare
+        # ROLLBACK would then raise "no transaction is active" over the error that matters.
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
 
     def write(self, work: Work[T]) -> T:
         with self.transaction() as conn:
@@ -138,7 +144,7 @@ class Store:
     def __init__(self, path: Path, *, check: bool = False) -> None:
         self.path = path
         self.check = check
-        self.errors = safety.ErrorRate()
+        self.errors = safety.ErrorRate(path)
         self._writer: Writer = SQLiteWriter(path, check=check, errors=self.errors)
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="agentd-reader")
         self._rconn: sqlite3.Connection | None = None

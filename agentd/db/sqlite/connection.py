@@ -1,6 +1,6 @@
 """SQLite connections: the URI, the PRAGMAs every connection gets (WAL, synchronous=FULL, foreign
 keys, busy timeout), the statements only SQLite has (`BEGIN IMMEDIATE`, `PRAGMA data_version`), and
-SQLite's errors translated into messages that say what to do.
+SQLite's errors translated into messages that say what to do (worded in db/faults.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from agentd.db import safety
+from agentd.db import faults, safety
 from agentd.db.conn import Conn
 from agentd.db.meta import get_meta
 from agentd.db.sqlite.schema import migrate
@@ -88,22 +88,8 @@ def use_wal(conn: sqlite3.Connection) -> None:
 
 
 def translate(e: sqlite3.Error, path: Path) -> StateError:
-    """An SQLite error as a message that says what to do."""
-    text = str(e)
-    if "readonly" in text or "read-only" in text:
-        return StateError(
-            f"{path}: database is read-only ({text}); agentd needs write access to the file "
-            "and its folder (for -wal and -shm)"
-        )
-    if "locked" in text or "busy" in text:
-        return StateError(f"{path}: database is locked by another process ({text}); retry shortly")
-    if "unable to open" in text:
-        if path.exists() and not os.access(path, os.R_OK):
-            return StateError(f"{path}: cannot open database: this user may not read it ({text})")
-        if reason := safety.read_only_reason(path):
-            return StateError(f"{path}: cannot open database: read-only: {reason} ({text})")
-        return StateError(f"{path}: cannot open database ({text}); check the path and permissions")
-    return StateError(f"{path}: database error: {text}")
+    """An SQLite error as a message that says what went wrong and what to do (db/faults.py)."""
+    return StateError(faults.sentence(e, path))
 
 
 def open_migrated(path: Path, *, check: bool = False) -> sqlite3.Connection:

@@ -172,7 +172,8 @@ class SQLiteWriter:
                     if not isolate:
                         raise _RequestFailed from e
                     self.errors.record(e)
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:  # a full disk may have rolled it back already
+                        conn.execute("ROLLBACK")
                     failure = translate(e, self.path) if isinstance(e, sqlite3.Error) else e
                     return [(False, failure)]
                 i += max(n, 1)
