@@ -1,18 +1,28 @@
 """Deterministic checks on an artifact, from `[[agents.X.build.checks]]`: they always win over the
 model judge. Length limits, required sections or phrases and a regex are pure; a `command` check
-runs a validator on the artifact written to a temporary file (exit code + output)."""
+runs a validator on the artifact written to a temporary file (exit code + output, redacted)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from agentd.actions.command import redact
+from agentd.config import (
+    BuildConfig,
+    CommandAction,
+    Config,
+    HttpAction,
+    McpServerRef,
+    base_env,
+    secret,
+)
 from agentd.config.build import (
     CheckConfig,
     CommandCheck,
@@ -24,8 +34,13 @@ from agentd.config.build import (
     search_pattern,
 )
 from agentd.models import JSON
+from agentd.outside.process import run_argv
 
 OUTPUT_CHARS = 600  # of a validator's output kept as evidence
+# Of its output read (the tail; the rest is read and dropped): far more than is kept, so that
+# redaction sees every secret whole in what is kept.
+OUTPUT_READ_BYTES = 64 * 1024
+_CHANNEL_SECRETS = ("secret_env", "token_env", "password_env")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s*(.+?)\s*#*\s*$", re.MULTILINE)
 
 
@@ -101,43 +116,64 @@ def run_pure(check: CheckConfig, text: str) -> JSON:
     return _result(ok, evidence, fix)
 
 
-async def run_command(check: CommandCheck, text: str, workdir: Path | None) -> JSON:
-    """The validator's verdict on the artifact in a temporary file (removed after)."""
+async def run_command(
+    check: CommandCheck,
+    text: str,
+    workdir: Path | None,
+    *,
+    env: Mapping[str, str],
+    secrets: Mapping[str, str],
+) -> JSON:
+    """The validator's verdict on the artifact in a temporary file (removed after).
+
+    It runs as the harness runs a command (`process.run_argv`): with `env` only, in its own
+    process group, killed with what it left in the background when it exits (or times out). Its
+    output is read through a bounded tail and the `secrets` (NAME → value) are redacted from it
+    before it becomes evidence, which is journaled, shown to the operator and sent to the model.
+    """
     fd, name = tempfile.mkstemp(prefix="agentd-artifact-", suffix=check.suffix, dir=workdir)
     workdir = workdir or Path(name).parent  # the temporary directory, as documented
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         argv = [a.replace("{file}", name) for a in check.argv]
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                stdin=asyncio.subprocess.DEVNULL, cwd=workdir, start_new_session=True,
-            )  # fmt: skip
-        except OSError as e:
-            return _result(False, f"validator could not start: {e}", "fix the check's argv")
-        try:
-            async with asyncio.timeout(check.timeout_s):
-                out, _ = await proc.communicate()
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            await proc.wait()
-            return _result(False, f"validator timed out after {check.timeout_s:g}s", "")
-        output = out.decode("utf-8", "replace").strip()[-OUTPUT_CHARS:]
-        return _result(
-            proc.returncode == 0,
-            f"exit {proc.returncode}" + (f": {output}" if output else ""),
-            "make the validator pass" + (f" ({output[:200]})" if output else ""),
-        )
+        done = await run_argv(argv, env=env, cwd=workdir, timeout_s=check.timeout_s,
+                              output_bytes=OUTPUT_READ_BYTES, merge_stderr=True,
+                              kill_group_at_exit=True)  # fmt: skip
     finally:
         await asyncio.to_thread(Path(name).unlink, missing_ok=True)
+    if done.error is not None:
+        return redact(_result(False, done.error, "fix the check's argv"), secrets)
+    if done.timed_out:
+        return _result(False, f"validator timed out after {check.timeout_s:g}s", "")
+    # Redacted before the cut, so that no secret is cut into a piece redaction cannot find.
+    output = redact({"output": done.stdout}, secrets)["output"].strip()[-OUTPUT_CHARS:]
+    return _result(
+        done.exit_code == 0,
+        f"exit {done.exit_code}" + (f": {output}" if output else ""),
+        "make the validator pass" + (f" ({output[:200]})" if output else ""),
+    )
+
+
+def named_secrets(cfg: Config) -> dict[str, str]:
+    """NAME → value of every secret the config names and the daemon has, read now: the models'
+    keys, the variables actions and sources read, the notification channels' tokens."""
+    names: list[str | None] = [getattr(m, "api_key_env", None) for m in cfg.models.values()]
+    names += [getattr(ch, f, None) for ch in cfg.notify.values() for f in _CHANNEL_SECRETS]
+    for part in [*cfg.actions.values(), *cfg.sources.values()]:
+        if isinstance(part, CommandAction):
+            names += part.secret_env.values()
+        elif isinstance(part, HttpAction | McpServerRef):
+            names += part.secret_names()
+    return {n: value for n in sorted({n for n in names if n}) if (value := secret(n))}
 
 
 async def run_all(
-    checks: list[CheckConfig], requirements: list[JSON], text: str, workdir: Path | None
+    build: BuildConfig, requirements: list[JSON], text: str, cfg: Config
 ) -> dict[str, JSON]:
-    """Each configured check's result by requirement id (C1…)."""
+    """Each of `build`'s checks' result by requirement id (C1…); validators get the scrubbed
+    environment commands get, and `cfg`'s secrets are redacted from what they print."""
+    checks, env, secrets = build.checks, base_env(), named_secrets(cfg)
     out: dict[str, JSON] = {}
     for r in requirements:
         if r["source"] != "check":
@@ -148,7 +184,7 @@ async def run_all(
             continue
         check = checks[index]
         if isinstance(check, CommandCheck):
-            out[r["id"]] = await run_command(check, text, workdir)
+            out[r["id"]] = await run_command(check, text, build.workdir, env=env, secrets=secrets)
         else:
             out[r["id"]] = run_pure(check, text)
     return out

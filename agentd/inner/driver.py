@@ -243,7 +243,7 @@ class BuildDriver(BuildCalls):
         row = await self.deps.store.read(lambda c: qa.get_version(c, self.run_id, version))
         text: str = row["text"]
         reqs = self._requirements()
-        checked = await checks.run_all(self.bcfg.checks, reqs, text, self.bcfg.workdir)
+        checked = await checks.run_all(self.bcfg, reqs, text, self.deps.config)
         if row["chars"] > len(text):  # cut to the bound: that alone fails
             checked["size"] = {"pass": False, "evidence": f"{row['chars']} characters, cut",
                                "fix": f"keep it under {self.bcfg.max_artifact_chars}"}  # fmt: skip

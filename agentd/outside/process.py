@@ -139,6 +139,8 @@ async def run_argv(
     timeout_s: float,
     output_bytes: int,
     on_spawn: Callable[[JSON], Awaitable[None]] | None = None,
+    merge_stderr: bool = False,  # stderr into stdout, interleaved as written
+    kill_group_at_exit: bool = False,  # kill the group when the child exits, not at the timeout
 ) -> Completed:
     """Run `argv` to completion or until `timeout_s`, then kill its process group.
 
@@ -157,7 +159,7 @@ async def run_argv(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
             env=dict(env),
             cwd=cwd,
             start_new_session=True,
@@ -171,17 +173,18 @@ async def run_argv(
     tasks: list[asyncio.Task[Any]] = [
         asyncio.create_task(out.drain(proc.stdout)),
         asyncio.create_task(err.drain(proc.stderr)),
-        asyncio.create_task(proc.wait()),
+        asyncio.create_task(_exited(proc) if kill_group_at_exit else proc.wait()),
     ]
     try:
         if on_spawn is not None:
             await on_spawn(spawn_record(proc.pid, not_before))
         remaining_s = max(0.0, started + timeout_s - time.monotonic())
-        _, pending = await asyncio.wait(tasks, timeout=remaining_s)
+        awaited = tasks[-1:] if kill_group_at_exit else tasks  # the child's exit alone, or all
+        _, pending = await asyncio.wait(awaited, timeout=remaining_s)
         # Pending also when the child exited but a descendant still holds a pipe open: the
         # whole group is over time either way.
         timed_out = bool(pending)
-        if timed_out:
+        if timed_out or kill_group_at_exit:
             _kill_group(proc.pid)
             await _settle(proc, tasks)
     except BaseException:  # cancelled, or on_spawn failed: re-raised below
@@ -197,6 +200,12 @@ async def run_argv(
         timed_out=timed_out,
         duration_ms=_ms_since(started),
     )
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    """Until the child exits (on 3.11 `proc.wait()` also waits for the pipes descendants hold)."""
+    while proc.returncode is None:  # noqa: ASYNC110 - asyncio 3.11 has no event for the exit alone
+        await asyncio.sleep(0.02)
 
 
 def _kill_group(pgid: int) -> None:

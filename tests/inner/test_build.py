@@ -505,11 +505,13 @@ async def test_deterministic_checks_sections_regex_and_a_validator_command() -> 
     assert not checks.run_pure(Regex(kind="regex", pattern="Acme", absent=True), text)["pass"]
     ok = CommandCheck(kind="command", argv=["grep", "-q", "Acme", "{file}"])
     bad = CommandCheck(kind="command", argv=["sh", "-c", "echo no Initech >&2; exit 3", "{file}"])
-    assert (await checks.run_command(ok, text, None))["pass"]
-    failed = await checks.run_command(bad, text, None)
+    sandbox: dict[str, Any] = {"env": {"PATH": "/usr/bin:/bin"}, "secrets": {}}
+    assert (await checks.run_command(ok, text, None, **sandbox))["pass"]
+    failed = await checks.run_command(bad, text, None, **sandbox)
     assert not failed["pass"] and failed["evidence"] == "exit 3: no Initech"
     missing = CommandCheck(kind="command", argv=["/nonexistent/lint", "{file}"])
-    assert "could not start" in (await checks.run_command(missing, text, None))["evidence"]
+    evidence = (await checks.run_command(missing, text, None, **sandbox))["evidence"]
+    assert evidence.startswith("cannot start '/nonexistent/lint'")
 
 
 async def test_a_failed_call_after_an_answer_resumes_where_it_was_not_from_the_plan(
