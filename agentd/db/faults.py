@@ -120,8 +120,7 @@ def full_disk(where: Path, said: str) -> str:
     """The full-disk sentence for a write under `where` (a folder) that failed with `said`."""
     return (
         f"the disk is full ({_size(free_bytes(where))} free on the filesystem holding {where}; "
-        f"{said}), so nothing was written: free space there (`df -h {where}` shows it), then "
-        "retry"
+        f"{said}), so nothing changed: free space there (`df -h {where}` shows it), then retry"
     )
 
 
@@ -172,11 +171,19 @@ def os_sentence(e: OSError, path: Path | None = None) -> str:
     prefix = f"{where}: " if where else ""
     match _ERRNOS.get(e.errno or 0):
         case Fault.FULL:
-            return prefix + full_disk(where.parent if where else Path.cwd(), said)
+            if where is None:
+                return f"the disk is full ({said}): free space (`df -h` shows where), then retry"
+            return prefix + full_disk(where.parent, said)
         case Fault.READ_ONLY:
-            return f"{prefix}{said}: remount the filesystem read-write, or use a writable home"
+            return (
+                f"{prefix}the filesystem is read-only ({said}): remount it read-write, or use a "
+                "home on a writable filesystem"
+            )
         case Fault.IO:
-            return f"{prefix}{said}: check the device and the kernel log (`journalctl -k`)"
+            return (
+                f"{prefix}the disk failed a read or write ({said}): check the device and the "
+                "kernel log (`journalctl -k`)"
+            )
     return prefix + said
 
 

@@ -184,8 +184,13 @@ def stopped(proc: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
         proc.wait()
 
 
-def test_serve_on_a_full_disk_says_to_free_space(disk: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("served_before", [False, True])
+def test_serve_on_a_full_disk_says_to_free_space(
+    disk: Path, tmp_path: Path, served_before: bool
+) -> None:
     home = make_home(disk)
+    if served_before:  # its pid file is there to rewrite: the database is what cannot grow
+        (home / "agentd.lock").write_text("0\n")
     fill(disk)
     log = tmp_path / "serve.log"
     with stopped(serve(home, log)) as proc:
