@@ -100,6 +100,7 @@ class ApiServer:
         self.on_poke: Callable[[], None] = lambda: None  # the check-in service looks too
         # MCP over streamable HTTP at /mcp, behind the Bearer token (built in `app()`).
         self.mcp: Any = None
+        self._server: _Embedded | None = None  # uvicorn's, while `run` serves
 
     def on_change(self) -> None:
         """`deps.on_change`: the scheduler looks now, and pages hear of it."""
@@ -179,7 +180,7 @@ class ApiServer:
             guard(self.app(), self.token, self.pages_on), log_config=None, access_log=False, lifespan="off",
             timeout_graceful_shutdown=2, date_header=False, server_header=False,
         )  # fmt: skip
-        server = _Embedded(config, stop)
+        server = self._server = _Embedded(config, stop)
         log.info("api.listening", socket=str(self.paths.api_sock) if self.unix else None,
                  port=self.port)  # fmt: skip
         try:
@@ -189,11 +190,50 @@ class ApiServer:
                 await server.serve(sockets=self.sockets)
                 self.changes.close()  # SSE streams end, so the server's shutdown is not held
         finally:
-            self.close()
+            # Also when cancelled (uvicorn's own shutdown then never ran): nothing it opened
+            # outlives this task, not even until the next iteration of the loop.
+            await self._closed(server)
+
+    async def _closed(self, server: _Embedded) -> None:
+        """Close everything, then wait until the loop has carried the closing out."""
+        self.close()
+        loop = asyncio.get_running_loop()
+        # An aborted transport closes its socket in a callback queued by `abort()`: the loop
+        # runs callbacks in the order they were queued, so when the barrier's has run, theirs
+        # have. An accept already under way may still hand over a connection: close it too.
+        for _ in range(10):
+            barrier = loop.create_future()
+            loop.call_soon(barrier.set_result, None)
+            await barrier
+            if not server.server_state.connections:
+                break
+            self._close_connections(server)
+        if server.server_state.tasks:  # request handlers, cancelled: until they have ended
+            await asyncio.wait(set(server.server_state.tasks))
+
+    def _close_connections(self, server: _Embedded) -> None:
+        for connection in list(server.server_state.connections):
+            connection.transport.abort()  # reader removed now, socket closed by the loop next
+        for task in server.server_state.tasks:
+            task.cancel()
 
     def close(self) -> None:
         """Close the listeners and remove the socket file (also when `run` never started: a
-        daemon stopped between `bind` and its root tasks). Idempotent."""
+        daemon stopped between `bind` and its root tasks). Idempotent.
+
+        uvicorn's servers are closed first: that removes the loop's readers of the listeners,
+        which closing a bare socket would leave registered under a file descriptor the next
+        socket may get (and never be polled for). Then the connections they accepted."""
+        server, self._server = self._server, None
+        if server is not None:
+            for listener in getattr(server, "servers", []):  # set as uvicorn's startup goes
+                listener.close()
+            self._close_connections(server)
+        with contextlib.suppress(RuntimeError):  # no loop runs: nothing can be registered
+            loop = asyncio.get_running_loop()
+            for sock in self.sockets:  # a startup cancelled mid-way left a server unnamed
+                if sock.fileno() != -1:
+                    loop.remove_reader(sock)
         for sock in self.sockets:
             sock.close()
         self.sockets = []

@@ -3,6 +3,8 @@ shapes, and the poke that wakes an answered run at once while the database scan 
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import socket
 import stat
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from agentd.cli import app
@@ -183,3 +186,55 @@ async def test_api_poke_over_tcp_is_not_found(home: Home, serve: Any) -> None:
     assert anonymous.status_code == 404 and with_token.status_code == 404
     async with client(home) as unix:
         assert (await unix.post("/poke")).status_code == 204
+
+
+def _get_keep_alive(home: Home, path: str) -> tuple[socket.socket, bytes]:
+    """A GET over the unix socket on a connection left open (HTTP/1.1 keep-alive): the server
+    has accepted it and holds it when this returns (run it off the daemon's loop)."""
+    token = home.paths.api_token.read_text().strip()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(10)
+        s.connect(str(home.paths.api_sock))
+        request = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\r\n"
+        s.sendall(request.encode())
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            reply += s.recv(65536)
+        head, body = reply.split(b"\r\n\r\n", 1)
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        while len(body) < length:
+            body += s.recv(65536)
+    except BaseException:
+        s.close()
+        raise
+    return s, body
+
+
+async def test_api_cancelled_daemon_closes_its_listeners_and_connections(
+    home: Home, serve: Any
+) -> None:
+    """A daemon task cancelled (an in-process kill) closes what its API opened before it ends:
+    the accepted connections (the peer reads EOF at once; no transport is left to the garbage
+    collector) and the listeners with their registrations in the loop, so the next daemon in the
+    same loop, whose listener may get the same file descriptor, is reached."""
+    home.write_config(CONFIG, [FINISH])
+    first = await serve()
+    kept, body = await asyncio.to_thread(_get_keep_alive, home, "/api/daemon")
+    with kept:
+        assert json.loads(body)["socket"] is True
+        first.task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first.task
+        kept.setblocking(False)  # the server's end is closed already: EOF now, not "would block"
+        assert kept.recv(1) == b""
+    assert not home.paths.api_sock.exists()
+    gc.collect()  # a transport or socket left open would warn here (filterwarnings = error)
+    await serve()  # same loop: a stale registration of the old listener's fd would deafen this one
+    again, body = await asyncio.to_thread(_get_keep_alive, home, "/api/daemon")
+    again.close()
+    assert json.loads(body)["socket"] is True
