@@ -165,10 +165,12 @@ class Scheduler:
         now = self.deps.clock.now()  # timers and expiries are on the injected clock
         # Expire first: an item past its time is closed before anything wakes on it (at start,
         # an approval given while the daemon was down is checked against its expiry first).
-        await self._expire(now)
+        # What it closed is matched in this tick: `version` was read before these commits, and
+        # no poke follows our own writes, so waiting for a change would wait for the safety net.
+        expired = await self._expire(now)
         # The safety-net scan is paced on the wall: it is about the database, not about time.
         full = force or time.monotonic() - self._last_full_scan >= FULL_SCAN_S
-        if full or nudged or version != self._seen_version:
+        if full or nudged or expired or version != self._seen_version:
             self._seen_version = version
             if full:
                 self._last_full_scan = time.monotonic()
@@ -319,16 +321,20 @@ class Scheduler:
             log.info("run.triggered", run_id=run_id)
             self.launch(run_id, epoch)
 
-    async def _expire(self, now: float) -> None:
+    async def _expire(self, now: float) -> bool:
+        """Close (or remind about) the open items due; True when any was closed."""
         items = await self.deps.store.read(lambda c: qi.due_for_expiry(c, now))
+        closed = False
         for item in items:
-            await self.deps.store.write(functools.partial(self._expire_one, item=item, now=now))
+            one = functools.partial(self._expire_one, item=item, now=now)
+            closed = await self.deps.store.write(one) or closed
+        return closed
 
-    def _expire_one(self, c: Any, *, item: InboxItem, now: float) -> None:
+    def _expire_one(self, c: Any, *, item: InboxItem, now: float) -> bool:
         # Re-read inside the transaction: the operator may have answered since the scan.
         item = qi.get_item(c, item.item_id)
         if item.status != InboxStatus.OPEN or item.expires_at is None:
-            return
+            return False
         rule = None
         if item.run_id is not None:
             agent = self.deps.config.agents.get(q.get_run(c, item.run_id).agent)
@@ -345,9 +351,10 @@ class Scheduler:
                 run_id=item.run_id,
                 data={"reminds": item.item_id},
             )
-            return
+            return False  # still open: nothing wakes on it yet
         # An expired approval is a denial, never an execution; reminders end after a few.
         qi.resolve(c, item.item_id, InboxStatus.EXPIRED, answer="expired: no answer in time")
+        return True
 
 
 def _inbox_wake(wait: JSON, item: InboxItem) -> JSON:

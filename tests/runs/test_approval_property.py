@@ -461,6 +461,28 @@ async def test_approval_expired_never_executes(home: Home, serve: Any) -> None:
     assert not out.exists()
 
 
+async def test_approval_expiry_wakes_the_run_without_the_safety_scan(
+    home: Home, serve: Any
+) -> None:
+    """The scheduler's own expiry is a change like any other: the run waiting on the item is
+    woken in the same tick, not at the next safety-net scan (60 s here, beyond the test's wait)."""
+    out = write_home(home, [append("late"), FINISH], expire_s=0.2)
+    config_text = home.paths.config.read_text()
+    home.paths.config.write_text(config_text.replace("safety_scan_s = 0.5", "safety_scan_s = 60"))
+    run_id = home.start_run(home.add_goal())
+    await serve()
+    await wait_for(waiting(home, run_id))
+    (item,) = open_items(home, run_id)
+    await wait_for(lambda: home.run(run_id).status != RunStatus.WAITING)
+    wake = next(s for s in home.steps(run_id) if s.kind == StepKind.WAKE)
+    assert wake.data["item_id"] == item.item_id and wake.data["status"] == "expired"
+    assert item.expires_at is not None
+    late_s = (wake.created_at - item.expires_at).total_seconds()
+    print(f"\nexpiry due → run woken: {late_s * 1000:.1f} ms (safety scan: 60 s)")
+    await wait_for(finished(home, run_id))
+    assert not out.exists()
+
+
 def _approved_item(home: Home, word: str) -> InboxItem:
     """An approved (not yet consumed) approval of `append word`, straight in the inbox table."""
     digest = action_digest("append", {"word": word})
