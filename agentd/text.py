@@ -1,5 +1,6 @@
-"""Text made inert and JSON made canonical: what every surface, the log and the notifications use
-before a model's, the world's or a person's text reaches a terminal, a page or a message.
+"""Text made inert, JSON made canonical and URLs shown by their host: what every surface, the log,
+the notifications and the prompts use before a model's, the world's, a person's or the config's
+text reaches a terminal, a page, a message or a model.
 
 Pure functions; the ground: imports only agentd.models.
 """
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import re
+import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
 
@@ -130,3 +133,85 @@ def one_line(value: object, width: int = 60) -> str:
     """Whitespace collapsed to single spaces, neutralised, cut to `width` characters with an …."""
     text = single_line(value)
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+# ── URLs as shown: scheme and host, never the path or query a token may sit in ──────────────
+
+# Where a URL ends inside a message; the punctuation that closes a sentence is not part of it.
+_URL_IN_TEXT = re.compile(r"https?://[^\s'\"<>]+", re.IGNORECASE)
+_CLOSING = ".,:;!?)]}"
+# `{secret:NAME}` and `{param}`: named, not written, so no credential.
+_PLACEHOLDER = re.compile(r"\{(?:secret:)?[A-Za-z_][A-Za-z0-9_]*\}")
+# Query keys that name a credential (their words, split at -, _ and case changes).
+_CREDENTIAL_WORDS = frozenset(
+    {"token", "key", "secret", "sig", "signature", "auth", "authorization", "password",
+     "passwd", "pwd", "apikey", "credential", "credentials"}
+)  # fmt: skip
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-.~+=]+")
+
+
+def url_shown(url: str) -> str:
+    """`url` as agentd shows it to a model, a log, a notification's error or `status`: its
+    scheme and host (and port), then `/…` when a path or query followed — never the path, the
+    query or a user name and password, where webhook URLs carry their secret."""
+    parts = urllib.parse.urlsplit(url.strip())
+    host = parts.netloc.rpartition("@")[2]
+    if not parts.scheme or not host:
+        return "(a URL)"
+    rest = "/…" if parts.path not in ("", "/") or parts.query or parts.fragment else parts.path
+    return f"{parts.scheme}://{host}{rest}"
+
+
+def urls_shown(text: str) -> str:
+    """`text` with every http(s) URL in it as `url_shown` shows it (an error message that
+    quotes the URL it failed on keeps its host, not the secret in its path)."""
+
+    def one(match: re.Match[str]) -> str:
+        url = match.group(0)
+        kept = url.rstrip(_CLOSING)
+        return url_shown(kept) + url[len(kept) :]
+
+    return _URL_IN_TEXT.sub(one, text)
+
+
+def url_credentials(url: str) -> list[str]:
+    """What in `url` looks like a credential written out, each said in a few words (never the
+    value): a user name and password, a query key that names one (token, key, sig, …), a long
+    random-looking path segment or query value. Placeholders (`{secret:NAME}`, `{param}`) are
+    names, not values, and pass."""
+    parts = urllib.parse.urlsplit(_PLACEHOLDER.sub("", url.strip()))
+    found = []
+    if "@" in parts.netloc:
+        found.append("a user name and password before the host")
+    for segment in parts.path.split("/"):
+        if _random_looking(urllib.parse.unquote(segment)):
+            found.append(f"a random-looking path segment of {len(segment)} characters")
+    for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        if value and _credential_word(key):
+            found.append(f"the query's {key!r}")
+        elif _random_looking(value):
+            found.append(f"a random-looking value of the query's {key!r}")
+    return found
+
+
+def _credential_word(key: str) -> bool:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", key)  # accessToken → access Token
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
+    return any(w in _CREDENTIAL_WORDS for w in words) or key.lower() in _CREDENTIAL_WORDS
+
+
+def _random_looking(text: str) -> bool:
+    """Long, of token characters, and letters and digits interleaved (a key, a hash, a UUID)
+    — or, without digits, long and switching case all along — rather than a word, a slug, a
+    camelCase name, a date or a number."""
+    if len(text) < 16 or not _TOKEN_CHARS.fullmatch(text):
+        return False
+    kinds = "".join("d" if c.isdigit() else "a" if c.isalpha() else "" for c in text)
+    if "d" in kinds and "a" in kinds:
+        return _switches(kinds) >= 3
+    cases = "".join("u" if c.isupper() else "l" for c in text if c.isalpha())
+    return len(text) >= 32 and _switches(cases) >= len(text) / 3
+
+
+def _switches(kinds: str) -> int:
+    return sum(a != b for a, b in itertools.pairwise(kinds))

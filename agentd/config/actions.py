@@ -275,8 +275,8 @@ class CommandAction(_ActionBase):
 class HttpAction(_ActionBase):
     type: Literal["http"]
     # The allowlist: URL templates, or a table label → template. The model sees and picks labels
-    # (a list's labels are its templates). `{param}` fills a declared param in the path or query;
-    # `{secret:NAME}` the daemon's variable NAME, at execution time only.
+    # (a list's are its hosts: see `labels`). `{param}` fills a declared param in the path or
+    # query; `{secret:NAME}` the daemon's variable NAME, at execution time only.
     urls: list[str] | dict[str, str] = Field(min_length=1)
     headers: dict[str, str] = {}  # sent with every request; values may hold {secret:NAME}
     methods: list[Literal["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"]] = ["POST"]
@@ -284,18 +284,36 @@ class HttpAction(_ActionBase):
     body_excerpt_bytes: int = Field(1000, ge=0)
 
     @property
+    def labels(self) -> dict[str, str]:
+        """Label → URL template, as the model, the journal and approvals name each URL: a
+        table's keys; a list's templates by their host (`api.example:8443`, numbered `#1`, `#2`
+        when several share one) — never the URL, whose path or query may hold a token."""
+        if isinstance(self.urls, dict):
+            return dict(self.urls)
+        hosts = [urllib.parse.urlsplit(t).netloc.rpartition("@")[2] for t in self.urls]
+        numbered = [f"{h} #{hosts[: i + 1].count(h)}" for i, h in enumerate(hosts)]
+        return {
+            host if hosts.count(host) == 1 else number: template
+            for host, number, template in zip(hosts, numbered, self.urls, strict=True)
+        }
+
+    @property
     def url_templates(self) -> dict[str, str]:
-        """Label → URL template; a list's labels are its templates."""
-        return dict(self.urls) if isinstance(self.urls, dict) else {u: u for u in self.urls}
+        """Label → URL template (`labels`). A list's templates also stand for themselves, as
+        they did before labels hid them: a decision or approval journaled then still runs."""
+        if isinstance(self.urls, dict):
+            return dict(self.urls)
+        return {**self.labels, **{u: u for u in self.urls}}
 
     def secret_names(self) -> list[str]:
         """The daemon's variables this action reads, from its URLs and headers."""
-        texts = [*self.url_templates.values(), *self.headers.values()]
+        texts = [*self.labels.values(), *self.headers.values()]
         return sorted({name for t in texts for name in SECRET_PLACEHOLDER.findall(t)})
 
     @model_validator(mode="after")
     def _templates_are_fixed_where_it_matters(self) -> HttpAction:
-        for label, template in self.url_templates.items():
+        written = dict(self.urls) if isinstance(self.urls, dict) else {u: u for u in self.urls}
+        for label, template in written.items():
             parts = urllib.parse.urlsplit(template)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ValueError(f"url {label!r} must start with http:// or https:// and a host")
@@ -306,7 +324,7 @@ class HttpAction(_ActionBase):
                 raise ValueError(
                     f"url {label!r} names {', '.join(sorted(unknown))}, not a declared param"
                 )
-        hosts = {urllib.parse.urlsplit(t)[:2] for t in self.url_templates.values()}
+        hosts = {urllib.parse.urlsplit(t)[:2] for t in written.values()}
         if len(hosts) > 1 and any(SECRET_PLACEHOLDER.search(v) for v in self.headers.values()):
             raise ValueError(
                 "headers carry a secret to every url, and these urls name several hosts; "

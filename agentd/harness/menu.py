@@ -40,6 +40,7 @@ from agentd.config import (
 )
 from agentd.errors import ModelOutputInvalid
 from agentd.models import JSON, action_digest
+from agentd.text import url_shown
 
 # A decision is a few hundred characters; anything far longer is a runaway or hostile reply, and
 # every step below (fence stripping, the depth scan, json, pydantic) is linear in this bound.
@@ -104,8 +105,9 @@ def _fields_for(name: str, cfg: Any) -> dict[str, Any]:
         pname: (_param_type(p), Field(description=p.description)) for pname, p in cfg.params.items()
     }
     if isinstance(cfg, HttpAction):
-        # Labels (a list's labels are its templates); the executor fills params and secrets in.
-        fields["url"] = (Literal[tuple(cfg.url_templates)], ...)
+        # Labels, never URLs (a path or query may hold a token); the executor fills params and
+        # secrets in. `describe` shows each label's host.
+        fields["url"] = (Literal[tuple(cfg.labels)], ...)
         fields["method"] = (Literal[tuple(cfg.methods)], cfg.methods[0])
         fields["body"] = (str | None, None)
     elif isinstance(cfg, McpToolAction):
@@ -164,8 +166,9 @@ class Menu:
         self.config = config
         self.agent = agent
         self.models: dict[str, type[BaseModel]] = {}
+        self.definitions: dict[str, Any] = {}  # name → its ActionConfig
         for name in agent.actions:
-            cfg = config.action(name)
+            cfg = self.definitions[name] = config.action(name)
             self.models[name] = create_model(
                 _class_name(name),
                 __base__=_SleepArgs if getattr(cfg, "type", None) == "sleep" else _Closed,
@@ -216,6 +219,7 @@ class Menu:
         model = self.models.get(action)
         if model is None:
             raise ModelOutputInvalid(f"unknown action {action!r}")
+        args = _by_label(self.definitions[action], args)
         if "kind" in args:  # an edit must not switch the action the approval was for
             raise ModelOutputInvalid(
                 f"`kind` cannot be changed: these are the arguments of {action}; "
@@ -240,8 +244,22 @@ class Menu:
         for name, model in self.models.items():
             schema = model.model_json_schema()
             props = {k: v for k, v in schema.get("properties", {}).items() if k != "kind"}
-            out.append({"action": name, "description": model.__doc__ or "", "arguments": props})
+            entry = {"action": name, "description": model.__doc__ or "", "arguments": props}
+            cfg = self.definitions[name]
+            if isinstance(cfg, HttpAction):  # where each label leads: its host, not its URL
+                entry["urls"] = {label: url_shown(t) for label, t in cfg.labels.items()}
+            out.append(entry)
         return out
+
+
+def _by_label(cfg: Any, args: JSON) -> JSON:
+    """An http action's arguments with a list's template, written out as its own label (as
+    journals and approvals before labels hid URLs have it), replaced by its label."""
+    url = args.get("url")
+    if not isinstance(cfg, HttpAction) or not isinstance(url, str) or url in cfg.labels:
+        return args
+    by_template = {t: label for label, t in cfg.labels.items()}
+    return {**args, "url": by_template[url]} if url in cfg.url_templates else args
 
 
 def _class_name(action: str) -> str:
@@ -252,9 +270,10 @@ def _default_description(cfg: Any) -> str:
     if isinstance(cfg, CommandAction):
         return f"Run the command {' '.join(cfg.argv)}."
     if isinstance(cfg, HttpAction):
-        return f"Send an HTTP request to one of: {', '.join(cfg.url_templates)}."
+        return f"Send an HTTP request to one of: {', '.join(cfg.labels)}."
     if isinstance(cfg, McpToolAction):
-        return f"Call the tool {cfg.tool} of the MCP server {cfg.where()}."
+        server = url_shown(cfg.url) if cfg.url is not None else cfg.where()
+        return f"Call the tool {cfg.tool} of the MCP server {server}."
     return {
         "finish": "End the run: succeeded when the goal's criteria hold, failed when they cannot.",
         "ask": "Ask the operator a question and wait for the answer.",
