@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from agentd import config
-from agentd.config import Config, Paths
+from agentd.config import SECRET_PLACEHOLDER, Config, Paths
+from agentd.config.notify import NotifierConfig
 from agentd.db import poke
 from agentd.db.sqlite import schema
 from agentd.errors import AgentdError
 from agentd.operator import health as operator_health
 from agentd.operator import home as operator_home
+from agentd.text import urls_shown
 from agentd.views.records import Check
 
 
@@ -32,14 +34,15 @@ def check_notify(paths: Paths, cfg: Config) -> list[Check]:
             pass  # the database check reports it
     checks = []
     for name, n in cfg.notify.items():
-        env = getattr(n, "secret_env", None) or getattr(n, "token_env", None)
-        env = env or getattr(n, "password_env", None)
+        unset = [env for env in _secret_names(n) if config.secret(env) is None]
         h = health.get(name, {})
-        if env is not None and config.secret(env) is None:
-            checks.append(Check(f"notify {name}", False, f"{n.type}: ${env} is not set here"))
+        if unset:
+            checks.append(Check(f"notify {name}", False, f"{n.type}: ${unset[0]} is not set here"))
         elif h.get("failing"):
+            # Errors older code kept may quote the whole URL: shown by its host here.
             msg = (
-                f"{n.type}: failing, {h['pending']} message(s) waiting to retry: {h['error']}"
+                f"{n.type}: failing, {h['pending']} message(s) waiting to retry: "
+                f"{urls_shown(str(h['error']))}"
                 "; fix the receiver or the config, the outbox retries with backoff"
             )
             checks.append(Check(f"notify {name}", False, msg))
@@ -56,6 +59,14 @@ def check_notify(paths: Paths, cfg: Config) -> list[Check]:
                 continue
             checks.append(Check(f"notify {name}", True, f"{n.type}: {sent}{gave_up}"))
     return checks
+
+
+def _secret_names(n: NotifierConfig) -> list[str]:
+    """The daemon's variables a channel reads: its secret, token or password, and each
+    `{secret:NAME}` in its url (a webhook's or an ntfy server's)."""
+    named = [getattr(n, key, None) for key in ("secret_env", "token_env", "password_env")]
+    in_url = SECRET_PLACEHOLDER.findall(getattr(n, "url", "") or "")
+    return [env for env in named if env is not None] + in_url
 
 
 def web_served(paths: Paths, pid: int | None) -> Any:

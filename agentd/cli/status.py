@@ -12,6 +12,7 @@ from agentd.cli.root import JsonFlag, app, emit, open_store, paths_of
 from agentd.daemon import serve as daemon
 from agentd.models import utcnow
 from agentd.operator.overview import at_a_glance, gather
+from agentd.text import urls_shown
 from agentd.views import records
 
 
@@ -34,6 +35,9 @@ def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         web = {"port": served.get("port") if served.get("web") else None,
                "port_failed": served.get("port_failed")}  # fmt: skip
     data = {"home": str(paths.home), "daemon": up, "web": web, **data}
+    for health in (data.get("notify") or {}).values():  # older code kept whole URLs in errors
+        if health.get("error"):
+            health["error"] = urls_shown(str(health["error"]))
     emit(as_json, data, lambda: records.status_view(data, utcnow()))
 
 

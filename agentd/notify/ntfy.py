@@ -1,5 +1,6 @@
 """An ntfy push (ntfy.sh or a self-hosted server): a JSON publish to the server's root URL with
-topic, title, message, priority 1–5, tags and a click URL to the web inbox item."""
+topic, title, message, priority 1–5, tags and a click URL to the web inbox item. As a webhook's, the
+server URL may hold `{secret:NAME}`, filled at each delivery."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from agentd.config.notify import NtfyNotify
 from agentd.errors import DeliveryFailed
 from agentd.models import JSON
 from agentd.notify import PRIORITY_LEVEL, subject, text
-from agentd.notify.webhook import post
+from agentd.notify.webhook import filled, post
 
 TAGS = {
     "approval": "lock",
@@ -45,5 +46,5 @@ class Ntfy:
             if token is None:
                 raise DeliveryFailed(f"${self.cfg.token_env} (the ntfy token) is not set")
             headers["authorization"] = f"Bearer {token}"
-        url = self.cfg.url.rstrip("/") + "/"
-        await post(url, json.dumps(payload).encode(), headers, self.cfg.timeout_s)
+        url, secrets = filled(self.cfg.url.rstrip("/") + "/")
+        await post(url, json.dumps(payload).encode(), headers, self.cfg.timeout_s, secrets)

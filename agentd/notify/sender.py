@@ -22,6 +22,7 @@ from agentd.errors import DeliveryFailed, StateError
 from agentd.notify import Channel, build, inert
 from agentd.notify.plan import claim_due, plan_queued, retry_at
 from agentd.runs.deps import Deps
+from agentd.text import urls_shown
 
 log = structlog.get_logger("agentd.notify")
 
@@ -102,6 +103,9 @@ class Sender:
                 error = str(e)
             except Exception as e:  # a channel's unforeseen error is one more failed attempt
                 error = f"{type(e).__name__}: {e}"[:300]
+            # Kept and shown (log, status, doctor) with any URL by its host: a webhook's path
+            # or query is often its secret.
+            error = None if error is None else urls_shown(error)
         now = self.deps.clock.now()
         if error is None:
             await self.deps.store.write(lambda c: outbox.sent(c, row.outbox_id, now))
