@@ -1,6 +1,7 @@
 """`agentd doctor`: check a home for what would fail at run time — config, database (schema,
 `PRAGMA quick_check`), daemon (and whether it runs the config on disk), models and their API keys,
-each source looked at once, the programs actions run, triggers, goals and limits.
+each source looked at once, the programs actions run, triggers, goals and limits, and URLs that
+seem to hold a credential (`doctor_urls`).
 
 It changes nothing (a source is looked at as the daemon would: a command source runs) and returns
 a Report that the CLI renders. Secrets are checked for presence only; their values never reach
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentd import config, llm, sources
-from agentd.cli import doctor_reach
+from agentd.cli import doctor_reach, doctor_urls
 from agentd.cli.doctor_programs import check_programs, identity, used
 from agentd.config import (
     Config,
@@ -34,6 +35,7 @@ from agentd.llm import SUMMARY_SCHEMA, ModelRequest
 from agentd.llm.scripted import load_replies
 from agentd.operator import health as operator_health
 from agentd.operator import home as operator_home
+from agentd.text import url_shown
 from agentd.views.records import Check
 
 LOADED_CONFIG_KEY = "loaded_config_sha256"  # written by the daemon at start and each reload
@@ -88,6 +90,7 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
         checks += check_limits(cfg)
         checks += check_goals_and_triggers(paths, cfg)
         checks += doctor_reach.check_notify(paths, cfg)
+        checks += doctor_urls.check_urls(cfg)
         checks += doctor_reach.check_web(paths, cfg, daemon_pid)
     return Report(str(paths.home), checks, cfg)
 
@@ -270,7 +273,7 @@ async def check_sources(cfg: Config) -> list[Check]:
         check = _source_check(name, raw[name])
         url = getattr(cfg.sources[name], "url", None)
         if not check.ok and url and "unhealthy" in check.message:  # down — or a wrong port
-            check = check._replace(message=f"{check.message} at {url}: if the service is up, "
+            check = check._replace(message=f"{check.message} at {url_shown(url)}: if it is up, "
                                    "check the URL and port (a watch would act on this)")  # fmt: skip
         if name in in_use or check.ok:
             return check
