@@ -127,7 +127,7 @@ def test_backup_while_a_daemon_writes_is_consistent(daemon: Daemon, tmp_path: Pa
 
 def test_backup_refuses_an_existing_file_unless_forced(daemon: Daemon, tmp_path: Path) -> None:
     daemon.write([FINISH])
-    assert cli(daemon.home, "init").returncode == 0
+    invoke(daemon.home, "init")
     target = tmp_path / "copy.db"
     target.write_text("an older backup, or something else entirely\n")
     refused = cli(daemon.home, "backup", str(target))
