@@ -147,7 +147,8 @@ class ApiServer:
         return self.unix
 
     def app(self) -> Starlette:
-        self.mcp = mcp_server.build(self.paths, self.deps.config, watch=False)
+        # The config in force at each request (a reload swaps `deps.config`), never a copy.
+        self.mcp = mcp_server.build(self.paths, lambda: self.deps.config, watch=False)
         mcp_app = self.mcp.streamable_http_app(streamable_http_path=MCP_PATH)
         mcp_routes = [r for r in mcp_app.routes if getattr(r, "path", None) == MCP_PATH]
         app = Starlette(

@@ -4,8 +4,9 @@ operations as tools, and change notifications — one process over stdio, readin
 Tools go through the operator layer the CLI uses (agentd/operator/goals.py, inbox.py), so they
 validate and refuse exactly as the CLI does; an expected error comes back as a tool error carrying
 the CLI's message.
-Approvals are human-only: no plain tool approves or denies. With `[mcp] approvals = true` an
-`approve` tool asks the person at the client through MCP elicitation and records that it did.
+Approvals are human-only: no plain tool approves or denies. With `[mcp] approvals = true` (as
+in force now: a reload applies) an `approve` tool asks the person at the client through MCP
+elicitation and records that it did.
 
 The process is not the daemon: it notices other processes' commits (the daemon's, the CLI's) by
 polling `PRAGMA data_version` on its own connection, then re-reads the watched resources and
@@ -19,24 +20,28 @@ import contextlib
 import functools
 import hashlib
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
 import structlog
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+from pydantic import AnyUrl, ValidationError
 
+from agentd import __version__
 from agentd.config import Config, Paths
 from agentd.errors import AgentdError, NotFound, StateError
 from agentd.mcp import context as doc
-from agentd.mcp import tools
+from agentd.mcp import protocol, tools
 from agentd.operator import goals, home
 
 T = TypeVar("T")
@@ -64,12 +69,63 @@ def _match(uri: str) -> tuple[str | None, int]:
     return None, 0
 
 
-class Agentd:
-    """One home served over MCP: its store (one connection, one thread at a time), the resources'
-    last digests, and who subscribed to what."""
+class Server(MCPServer[Any]):
+    """The SDK's MCPServer, with tools a setting turns on (`gate`: asked at every list and call,
+    so a reload applies) and the answers of agentd/mcp/protocol.py."""
 
-    def __init__(self, paths: Paths, cfg: Config, poll_interval_s: float = POLL_INTERVAL_S) -> None:
-        self.paths, self.cfg, self.poll_interval_s = paths, cfg, poll_interval_s
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._gates: dict[str, Callable[[], str | None]] = {}
+
+    def gate(self, tool: str, closed: Callable[[], str | None]) -> None:
+        """`closed()` says why `tool` is off now (None: on); asked at every list and call."""
+        self._gates[tool] = closed
+
+    def _closed(self, tool: str) -> str | None:
+        check = self._gates.get(tool)
+        return None if check is None else check()
+
+    async def list_tools(self) -> list[types.Tool]:
+        return [t for t in await super().list_tools() if self._closed(t.name) is None]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        if (why := self._closed(name)) is not None:
+            raise ToolError(why)
+        try:
+            result = await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            cause = e.__cause__
+            # Only the arguments' own model (`<tool>Arguments`): a resolver's is not theirs.
+            if isinstance(cause, ValidationError) and cause.title.endswith("Arguments"):
+                raise ToolError(protocol.argument_error(name, cause)) from cause
+            raise
+        return protocol.as_text(result) if isinstance(result, types.CallToolResult) else result
+
+    async def read_resource(
+        self, uri: AnyUrl | str, context: Context[Any, Any] | None = None
+    ) -> Iterable[ReadResourceContents] | types.InputRequiredResult:
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceNotFoundError as e:
+            version = context.protocol_version if context is not None else None
+            raise _not_found(str(uri), str(e), version) from None
+
+
+def _not_found(uri: str, message: str, protocol_version: str | None) -> MCPError:
+    code = protocol.not_found_code(protocol_version)
+    return MCPError(code=code, message=message, data={"uri": uri})
+
+
+class Agentd:
+    """One home served over MCP: its store (one connection, one thread at a time), its config as
+    it is now, the resources' last digests, and who subscribed to what."""
+
+    def __init__(
+        self, paths: Paths, config: Callable[[], Config], poll_interval_s: float = POLL_INTERVAL_S
+    ) -> None:
+        self.paths, self.config, self.poll_interval_s = paths, config, poll_interval_s
         self._store: home.HomeStore | None = None
         self._lock = anyio.Lock()
         self.bus = InMemorySubscriptionBus()
@@ -77,6 +133,11 @@ class Agentd:
         self.watched: set[str] = set()  # runs and artifacts a client read or subscribed to
         self.sessions: dict[str, set[ServerSession]] = {}  # resources/subscribe (before 2026)
         self.version: int | None = None
+
+    @property
+    def cfg(self) -> Config:
+        """The config in force, asked for each time: the daemon's reload swaps it."""
+        return self.config()
 
     @property
     def store(self) -> home.HomeStore:
@@ -113,11 +174,13 @@ class Agentd:
             return doc.dump(doc.goal_context(s, self.cfg, n))
         if kind is not None:
             return doc.dump(_READERS[kind](s, n))
-        raise ResourceError(f"no agentd resource {uri}; read agentd://goals to start")
+        raise ResourceNotFoundError(f"no agentd resource {uri}; read agentd://goals to start")
 
     async def read(self, uri: str) -> str:
         try:
             text = await self.db(self.render_uri, uri)
+        except NotFound as e:  # no such goal, run or artifact
+            raise ResourceNotFoundError(str(e)) from None
         except AgentdError as e:
             raise ResourceError(str(e)) from None
         if (
@@ -182,7 +245,12 @@ class Agentd:
 
     async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         uri = str(params.uri)
-        await self.read(uri)  # an unknown resource is an error now, not silence later
+        try:
+            await self.read(uri)  # an unknown resource is an error now, not silence later
+        except ResourceNotFoundError as e:
+            raise _not_found(uri, str(e), ctx.protocol_version) from None
+        except ResourceError as e:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(e), data={"uri": uri}) from None
         self.sessions.setdefault(uri, set()).add(ctx.session)
         return types.EmptyResult()
 
@@ -198,12 +266,18 @@ def _digest(text: str) -> str:
 
 
 def build(
-    paths: Paths, cfg: Config, poll_interval_s: float = POLL_INTERVAL_S, *, watch: bool = True
+    paths: Paths,
+    cfg: Config | Callable[[], Config],
+    poll_interval_s: float = POLL_INTERVAL_S,
+    *,
+    watch: bool = True,
 ) -> MCPServer[Any]:
-    """The MCP server for one home (its database must exist: `agentd init`). `watch`: poll for
-    changes and notify subscribers — `agentd mcp` does; the daemon's /mcp does not (the watch
-    re-reads every goal's document on each commit, which a busy daemon commits all the time)."""
-    agentd = Agentd(paths, cfg, poll_interval_s)
+    """The MCP server for one home (its database must exist: `agentd init`). `cfg`: the config,
+    or what returns the one in force at each request (the daemon's, which a reload swaps).
+    `watch`: poll for changes and notify subscribers — `agentd mcp` does; the daemon's /mcp
+    does not (the watch re-reads every goal's document on each commit, which a busy daemon
+    commits all the time)."""
+    agentd = Agentd(paths, cfg if callable(cfg) else lambda: cfg, poll_interval_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Agentd]:
@@ -216,8 +290,9 @@ def build(
                 tg.cancel_scope.cancel()
         await agentd.db(agentd.close)  # on the store's thread, after the watcher stopped
 
-    mcp: MCPServer[Any] = MCPServer(
+    mcp = Server(
         "agentd",
+        version=__version__,
         instructions="agentd's goals: read agentd://goals, then agentd://goals/{id} (the "
         "goal-context document; schema at agentd://schema/goal-context). Approvals are for the "
         "person, never the model.",
@@ -227,8 +302,9 @@ def build(
     )
     _resources(mcp, agentd)
     tools.register(mcp, agentd)
-    if cfg.mcp.approvals:  # off by default: then no tool can touch an approval at all
-        tools.register_approve(mcp, agentd)
+    # Off by default: then no tool can touch an approval at all. Asked at each request.
+    tools.register_approve(mcp, agentd)
+    mcp.gate("approve", lambda: None if agentd.cfg.mcp.approvals else tools.APPROVALS_OFF)
     # Before 2026-07-28 clients subscribe per resource; MCPServer serves only the newer
     # `subscriptions/listen`, so the older pair is registered on its low-level server.
     low = mcp._lowlevel_server

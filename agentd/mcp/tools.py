@@ -3,9 +3,9 @@ layer the CLI uses (agentd/operator/goals.py, inbox.py), so they validate and re
 does. An expected error is a tool error carrying the CLI's message; asking for what already
 holds is a result with a note.
 
-Approvals are human-only. No tool here approves or denies; `register_approve` (only with
-`[mcp] approvals = true`) adds one that asks the person at the client through MCP elicitation, and
-records the decision as theirs. A client without elicitation is refused.
+Approvals are human-only. No tool here approves or denies; `register_approve` adds one (listed
+and callable only while `[mcp] approvals = true`) that asks the person at the client through MCP
+elicitation, and records the decision as theirs. A client without elicitation is refused.
 """
 
 from __future__ import annotations
@@ -39,13 +39,20 @@ T = TypeVar("T")
 # What agentd knows: the client answered its elicitation (a person, if the client shows it to one).
 VIA_ELICITATION = "answered through the MCP client's elicitation"
 MEMORY_SOURCE = "mcp"  # goal_memory.source of context a client added
+APPROVALS_OFF = (
+    "approving over MCP is off ([mcp] approvals = false); approve or deny with `agentd inbox "
+    "approve ID` / `agentd inbox deny ID`, or set approvals = true and run `agentd reload`"
+)
 
 
 class Home(Protocol):
-    """What the tools need of the server: the home, its config, and its store on a worker thread."""
+    """What the tools need of the server: the home, its config as it is now (read at each call:
+    a reload applies), and its store on a worker thread."""
 
     paths: Paths
-    cfg: Config
+
+    @property
+    def cfg(self) -> Config: ...
 
     @property
     def store(self) -> HomeStore: ...
