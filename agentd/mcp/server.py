@@ -42,6 +42,7 @@ from agentd.config import Config, Paths
 from agentd.errors import AgentdError, NotFound, StateError
 from agentd.mcp import context as doc
 from agentd.mcp import protocol, tools
+from agentd.mcp.config_file import ConfigFile
 from agentd.operator import goals, home
 
 T = TypeVar("T")
@@ -272,12 +273,14 @@ def build(
     *,
     watch: bool = True,
 ) -> MCPServer[Any]:
-    """The MCP server for one home (its database must exist: `agentd init`). `cfg`: the config,
-    or what returns the one in force at each request (the daemon's, which a reload swaps).
+    """The MCP server for one home (its database must exist: `agentd init`). `cfg`: what returns
+    the config in force at each request (the daemon's, which a reload swaps), or the config
+    loaded from the home's file, which is then followed as it changes (`agentd mcp`).
     `watch`: poll for changes and notify subscribers — `agentd mcp` does; the daemon's /mcp
     does not (the watch re-reads every goal's document on each commit, which a busy daemon
     commits all the time)."""
-    agentd = Agentd(paths, cfg if callable(cfg) else lambda: cfg, poll_interval_s)
+    in_force = cfg if callable(cfg) else ConfigFile(paths.config, cfg)
+    agentd = Agentd(paths, in_force, poll_interval_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Agentd]:

@@ -56,3 +56,28 @@ async def test_agentd_mcp_over_stdio_speaks_only_protocol(
     assert lines, "the server wrote nothing"
     for line in lines:
         assert json.loads(line)["jsonrpc"] == "2.0", line
+
+
+async def test_agentd_mcp_follows_the_config_file(home: Any, tmp_path: Path) -> None:
+    """`agentd mcp` lives as long as its client: an edit of config.toml applies at the next
+    request (approve goes with `[mcp] approvals = false`), and a file that does not validate
+    leaves the config loaded before in force."""
+    home.write_config(CONFIG + "\n[mcp]\napprovals = true\n", [])
+    home.store  # noqa: B018  # creates and migrates the database
+    stderr = tmp_path / "stderr.log"
+    command = (
+        f"{shlex.quote(sys.executable)} -m agentd mcp --home {shlex.quote(str(home.root))}"
+        f" 2>{shlex.quote(str(stderr))}"
+    )
+    params = StdioServerParameters(command="sh", args=["-c", command], cwd=str(Path.cwd()))
+    async with Client(params, mode="legacy") as client:
+        before = {t.name for t in (await client.list_tools()).tools}
+        home.paths.config.write_text(CONFIG.replace("[agents.default]", "[agents.other]"))
+        after = {t.name for t in (await client.list_tools()).tools}
+        home.paths.config.write_text("[agents.broken\n")
+        broken = {t.name for t in (await client.list_tools()).tools}
+        added = await client.call_tool("add_goal", {"title": "t", "why": "w", "agent": "other"})
+    assert "approve" in before and "approve" not in after and broken == after
+    assert not added.is_error, added
+    assert [g.agent for g in home.store.read(q.list_goals)] == ["other"]
+    assert "mcp.config_invalid" in stderr.read_text()
