@@ -200,6 +200,8 @@ def register_approve(mcp: MCPServer[Any], home: Home) -> None:
             raise ToolError(
                 f"the person did not decide ({decision.action}); inbox item {item_id} stays open"
             )
+        if not home.cfg.mcp.approvals:  # turned off while the person was deciding
+            raise ToolError(APPROVALS_OFF)
         said = decision.data
         note = f"{said.reason} ({VIA_ELICITATION})" if said.reason.strip() else VIA_ELICITATION
         if said.decision == "approve":

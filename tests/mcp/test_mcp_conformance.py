@@ -16,7 +16,8 @@ from mcp import Client, MCPError
 import agentd
 from agentd import config
 from agentd.mcp import protocol, server
-from tests.mcp.test_mcp_server import APPROVALS_ON, CONFIG, mcp_of
+from agentd.models import InboxStatus
+from tests.mcp.test_mcp_server import APPROVALS_ON, CONFIG, approval, item_status, mcp_of
 
 MODES = pytest.mark.parametrize(("mode", "not_found"), [("legacy", -32002), ("auto", -32602)])
 
@@ -101,3 +102,19 @@ async def test_mcp_tools_follow_the_config_in_force(home: Any) -> None:
         after = {t.name for t in (await client.list_tools()).tools}
     assert "approve" not in before and "approve" in after
     assert refused.is_error and "[mcp] approvals = false" in text_of(refused)
+
+
+async def test_mcp_approvals_turned_off_while_the_person_decides_grant_nothing(home: Any) -> None:
+    in_force = [home.write_config(APPROVALS_ON, [])]
+    goal_id = home.add_goal()
+    item_id = approval(home, goal_id, home.start_run(goal_id))
+    mcp = server.build(home.paths, lambda: in_force[0])
+
+    async def person(_ctx: Any, _params: types.ElicitRequestParams) -> types.ElicitResult:
+        in_force[0] = home.write_config(CONFIG)  # the operator turns it off, and reloads
+        return types.ElicitResult(action="accept", content={"decision": "approve"})
+
+    async with Client(mcp, mode="legacy", elicitation_callback=person) as client:
+        result = await client.call_tool("approve", {"item_id": item_id})
+    assert result.is_error and "[mcp] approvals = false" in text_of(result)
+    assert item_status(home, item_id) == InboxStatus.OPEN
