@@ -272,6 +272,22 @@ MIGRATIONS: list[str] = [
     CREATE INDEX outbox_by_item ON outbox(item_id);
     CREATE INDEX outbox_by_channel ON outbox(channel, last_attempt_at);
     """,
+    # 5: web inbox sessions — one row per login, found by the SHA-256 of its random key (the key
+    # itself lives only in the browser); ended by logout, expiry, a new token or the operator.
+    """
+    CREATE TABLE web_sessions (
+        session_id  INTEGER PRIMARY KEY,
+        key_hash    TEXT NOT NULL UNIQUE,
+        token_mark  TEXT NOT NULL,  -- a digest of the token it was opened with: a new one ends it
+        client      TEXT NOT NULL DEFAULT '',  -- the browser's User-Agent, cut short
+        created_at  REAL NOT NULL,
+        seen_at     REAL NOT NULL,
+        expires_at  REAL NOT NULL,
+        ended_at    REAL,
+        ended_why   TEXT CHECK (ended_why IN ('logout', 'revoked', 'rotated'))
+    ) STRICT;
+    CREATE INDEX web_sessions_live ON web_sessions(expires_at) WHERE ended_at IS NULL;
+    """,
 ]
 
 
