@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.models import InboxKind, RunStatus, StepKind, StepStatus
 from agentd.operator import inbox
+from agentd.runs import control
 from tests.configs import FINISH, act, append_action, scripted_home
 from tests.conftest import Home, finished, wait_for, waiting
 
@@ -220,7 +222,49 @@ async def test_engine_sleep_resumes_after_the_timer(home: Home, tmp_path: Path, 
     await wait_for(waiting(home, run_id))
     await wait_for(finished(home, run_id))
     wait, wake = [s for s in home.steps(run_id) if s.kind in (StepKind.WAIT, StepKind.WAKE)]
+    assert wake.created_at.timestamp() >= wait.data["until"]  # the timer never wakes early
     assert (wake.created_at - wait.created_at).total_seconds() >= 0.3
+
+
+class SlowStepInserts:
+    """A connection on a slow disk: each journal step's INSERT takes 50 ms (reads stay fast)."""
+
+    def __init__(self, c: Any) -> None:
+        self.c = c
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        if sql.startswith("INSERT INTO steps"):
+            time.sleep(0.05)  # the disk's time, not a wait for something
+        return self.c.execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any:
+        return self.c.executemany(sql, parameters)
+
+
+def test_engine_sleep_counts_from_the_wait_step(home: Home, tmp_path: Path) -> None:
+    """The timer of a sleep falls due `seconds` after the WAIT step, however long journaling the
+    act before it took: set from the clock reading the act's transaction began with, it fell due
+    that much early, and a prompt scheduler woke the run before it had slept its seconds."""
+    write(home, tmp_path, [FINISH])
+    sleep = config.load(home.paths.config).action("sleep")
+    assert isinstance(sleep, config.BuiltinAction)
+    goal_id = home.add_goal()
+    run_id = home.start_run(goal_id)
+
+    def work(c: Any) -> list[Any]:
+        epoch = qw.claim_run(c, run_id, "test", 300)
+        ref = control.RunRef(run_id=run_id, goal_id=goal_id, epoch=epoch, seq=2)
+        return control.control(
+            SlowStepInserts(c), ref, sleep, "sleep", {"seconds": 0.3}, "digest",
+            approval=None, events_seen=0, expires_at=None, now=time.time(),
+        )  # fmt: skip
+
+    act, wait = home.store.write(work)
+    assert (act.kind, wait.kind) == (StepKind.ACT, StepKind.WAIT)
+    # Only the WAIT step's own reads (its fence, its seq: microseconds) come after the reading
+    # the timer counts from; the act's 50 ms insert no longer shortens the sleep.
+    assert wait.data["until"] - wait.created_at.timestamp() >= 0.3 - 0.005
+    assert home.run(run_id).next_wake_at.timestamp() == pytest.approx(wait.data["until"])
 
 
 async def test_engine_model_error_backs_off_durably(home: Home, tmp_path: Path, serve: Any) -> None:
