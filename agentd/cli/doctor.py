@@ -1,5 +1,5 @@
 """`agentd doctor`: check a home for what would fail at run time — config, database (schema,
-`PRAGMA quick_check`), daemon (and whether it runs the config on disk), models and their API keys,
+`PRAGMA quick_check`), daemon (does it answer, and run the config on disk), models and their API keys,
 each source looked at once, the programs actions run, triggers, goals and limits, and URLs that
 seem to hold a credential (`doctor_urls`).
 
@@ -35,6 +35,7 @@ from agentd.llm import SUMMARY_SCHEMA, ModelRequest
 from agentd.llm.scripted import load_replies
 from agentd.operator import health as operator_health
 from agentd.operator import home as operator_home
+from agentd.operator import liveness
 from agentd.text import url_shown
 from agentd.views.records import Check
 
@@ -80,7 +81,7 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
     except AgentdError as e:
         checks = [Check("config", False, str(e))]
     checks += check_database(paths)
-    checks.append(check_daemon(daemon_pid))
+    checks.append(check_daemon(liveness.probe(paths, daemon_pid)))
     if cfg is not None:
         loaded = check_loaded_config(paths, daemon_pid)
         checks += [loaded] if loaded is not None else []
@@ -116,11 +117,17 @@ def check_database(paths: Paths) -> list[Check]:
     return [Check("database", True, f"{paths.db}: writable; quick_check ok"), migrated]
 
 
-def check_daemon(pid: int | None) -> Check:
-    """Information only: a stopped daemon is a normal state for a home, not a failure."""
-    if pid is None:
+def check_daemon(alive: liveness.Daemon) -> Check:
+    """A daemon that is not running is information only (a normal state for a home); one that
+    holds the home without answering on its socket is a failure: nothing it should do happens."""
+    if alive.pid is None:
         return Check("daemon", False, "not running; start it with `agentd serve`", False)
-    return Check("daemon", True, f"running (pid {pid if pid > 0 else 'unknown'})", False)
+    if alive.silent:
+        return Check("daemon", False, f"not responding: {alive.why_silent()}")
+    running = f"running (pid {alive.pid if alive.pid > 0 else 'unknown'})"
+    if alive.liveness == liveness.Liveness.UNASKED:  # the lock is all there is to go by
+        running += f"; not asked whether it answers: {alive.unasked_why}"
+    return Check("daemon", True, running, False)
 
 
 def check_loaded_config(paths: Paths, pid: int | None) -> Check | None:

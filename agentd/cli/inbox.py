@@ -1,4 +1,6 @@
-"""The operator inbox: `inbox list|show|answer|approve|deny|dismiss|accept`."""
+"""The operator inbox: `inbox list|show|answer|approve|deny|dismiss|accept`. What unblocks a run
+says when it goes on: within a second, when `agentd serve` runs, or — a daemon that holds the
+home but does not answer (one bounded ask on its socket) — when it answers again, and what to do."""
 
 from __future__ import annotations
 
@@ -8,15 +10,24 @@ import typer
 
 from agentd import config
 from agentd.cli.goals import unchanged_is_a_note
-from agentd.cli.root import ItemId, JsonFlag, Opt, emit, open_store, paths_of, resume_note, sub_app
+from agentd.cli.root import ItemId, JsonFlag, Opt, emit, open_store, paths_of, sub_app
+from agentd.daemon import serve as daemon
 from agentd.models import utcnow
-from agentd.operator import goals, inbox
+from agentd.operator import goals, inbox, liveness
 from agentd.operator import schedules as plan
 from agentd.operator.parse import parse_object
 from agentd.text import compact, safe
 from agentd.views import records
 
 inbox_app = sub_app(help="The operator inbox: questions, approvals and notices from the agents.")
+
+
+def resume_note(ctx: typer.Context, run_id: int | None) -> str:
+    """`; run N continues …`, asked of the daemon only when a run waits on what was done."""
+    if run_id is None:
+        return ""
+    paths = paths_of(ctx)
+    return liveness.probe(paths, daemon.daemon_pid(paths)).resume_note(run_id)
 
 
 @inbox_app.command("list")

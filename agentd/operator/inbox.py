@@ -1,6 +1,7 @@
 """The operator's side of the inbox: answer questions, approve (optionally with edits) or deny
 approvals, dismiss notices, accept or dismiss a check-in's nudge. Each is one short transaction;
-the daemon applies it within a second, or at its next start if it is stopped.
+the daemon applies it within a second, or at its next start if none runs (one that holds the home
+but does not answer, e.g. SIGSTOPped, when it answers again: nothing is lost meanwhile).
 
 Repeating what already holds (dismissing a dismissed notice, approving an approved item, the same
 answer twice) raises `Unchanged` (a note, exit 0); anything else on a closed item is refused with
