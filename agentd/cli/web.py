@@ -1,17 +1,24 @@
 """`agentd web`: the web inbox's login URL (and how to reach it through an SSH tunnel), checked
-against what the running daemon actually serves."""
+against what the running daemon actually serves; `agentd web sessions`: the logins that are live,
+and revoking them."""
 
 from __future__ import annotations
 
 import socket
+from datetime import datetime
 from typing import Annotated
 
 import typer
 
 from agentd.cli import doctor_reach
-from agentd.cli.root import JsonFlag, Opt, app, config_of, emit, paths_of
+from agentd.cli.root import JsonFlag, Opt, app, config_of, emit, open_store, paths_of
+from agentd.config import Paths
 from agentd.daemon import serve as daemon
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, NotFound, UsageError
+from agentd.models import from_ts, utcnow
+from agentd.operator import sessions
+from agentd.views.tables import table
+from agentd.views.times import relative, stamp
 from agentd.web import auth
 
 ENABLE = (
@@ -20,7 +27,13 @@ ENABLE = (
 )
 
 
-@app.command("web")
+web_app = typer.Typer(
+    invoke_without_command=True, no_args_is_help=False, rich_markup_mode=None, add_completion=False
+)
+app.add_typer(web_app, name="web")
+
+
+@web_app.callback()
 def web_cmd(
     ctx: typer.Context,
     token_only: Annotated[
@@ -30,8 +43,8 @@ def web_cmd(
         bool,
         Opt(
             "--rotate",
-            help="Replace the token first: every browser session and Bearer client (an MCP "
-            "client of /mcp included) must use the new one; a running daemon takes it at its "
+            help="Replace the token first: every web session ends, and every Bearer client (an "
+            "MCP client of /mcp included) must use the new one; a running daemon takes it at its "
             "next request.",
         ),
     ] = False,
@@ -46,14 +59,23 @@ def web_cmd(
     \b
     From another machine, through an SSH tunnel:
       ssh -N -L 8765:127.0.0.1:8765 you@server     then open the URL on your machine
+
+    `agentd web sessions` lists the browsers logged in, and ends them (`--revoke`).
     """
+    if ctx.invoked_subcommand is not None:
+        if token_only or rotate or as_json:
+            raise UsageError(
+                "--token, --rotate and --json of `agentd web` take no command after them; for "
+                "the sessions as JSON: `agentd web sessions --json`"
+            )
+        return
     paths = paths_of(ctx)
     cfg = config_of(ctx)
     if rotate:
         auth.rotate(paths.api_token)
-        typer.echo(
-            "the token was replaced: sessions logged in with the old one have ended", err=True
-        )
+        ended = _end_all(ctx, paths)
+        typer.echo(f"the token was replaced: {ended} web session(s) logged in with the old one "
+                   "have ended", err=True)  # fmt: skip
     if token_only:
         typer.echo(auth.token(paths.api_token))
         return
@@ -107,6 +129,68 @@ def web_cmd(
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     typer.echo(f"from another machine: {tunnel}  (then open the URL there)", err=True)
+
+
+def _end_all(ctx: typer.Context, paths: Paths) -> int:
+    """End every web session (they would fail anyway: each is bound to the old token)."""
+    if not paths.db.exists():
+        return 0
+    with open_store(ctx) as store:
+        return sessions.end(store, "rotated")
+
+
+@web_app.command("sessions")
+def sessions_cmd(
+    ctx: typer.Context,
+    revoke: Annotated[
+        list[str] | None,
+        Opt("--revoke", metavar="ID|all", help="End this session (repeatable), or all of them."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List the browsers logged in to the web inbox, or end their sessions.
+
+    One session per login: when it began, when it was last seen (to within five minutes), when
+    it expires (30 days after the login) and the browser it came from. Logging out ends one; so
+    do --revoke, a new token (`agentd web --rotate`) and time. A browser whose session ended is
+    asked to log in again at its next request."""
+    paths = paths_of(ctx)
+    token = auth.token(paths.api_token) if paths.api_token.exists() else None
+    with open_store(ctx) as store:
+        live = sessions.live(store, token)
+        if revoke:
+            ids = None if "all" in revoke else _ids(revoke, {s.session_id for s in live})
+            ended = sessions.revoke(store, ids)
+            emit(as_json, {"ended": ended}, lambda: f"ended {ended} web session(s)")
+            return
+    now = utcnow()
+    rows = [
+        (s.session_id, relative(_dt(s.created_at), now), relative(_dt(s.seen_at), now),
+         stamp(_dt(s.expires_at), now), s.client or "-")
+        for s in live
+    ]  # fmt: skip
+    data = [{"session_id": s.session_id, "created_at": _dt(s.created_at), "seen_at": _dt(s.seen_at),
+             "expires_at": _dt(s.expires_at), "client": s.client} for s in live]  # fmt: skip
+    empty = "no web sessions: nobody is logged in to the web inbox"
+    headers = ("id", "logged in", "seen", "expires", "browser")
+    emit(as_json, data, lambda: table(headers, rows, {"browser": 60}, empty))
+
+
+def _ids(given: list[str], live: set[int]) -> list[int]:
+    ids = []
+    for text in given:
+        if not text.isdigit():
+            raise UsageError(f"--revoke {text!r}: give a session id (`agentd web sessions`) or all")
+        if int(text) not in live:
+            raise NotFound(f"web session {text} is not live (`agentd web sessions` lists them)")
+        ids.append(int(text))
+    return ids
+
+
+def _dt(ts: float) -> datetime:
+    at = from_ts(ts)
+    assert at is not None
+    return at
 
 
 def _listening(port: int) -> bool:

@@ -1,14 +1,14 @@
 """Who may use the API and the pages: a random token in a 0600 file in the home (the login,
-and the JSON API's Bearer token; the daemon reads it again when the file changes), a session
-cookie derived from it, a trusted-host check against DNS rebinding, refusal of cross-site form
-posts, and the local paths a login may return to."""
+and the JSON API's Bearer token; the daemon reads it again when the file changes), a strict
+trusted-host check against DNS rebinding, refusal of cross-site form posts, and the local paths a
+login may return to. A login's session is its own (agentd/operator/sessions.py, web/keys.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import os
+import re
 import secrets
 import stat
 from collections.abc import Mapping
@@ -18,9 +18,13 @@ from urllib.parse import urlsplit
 from agentd.errors import ConfigError
 from agentd.operator import home
 
-COOKIE = "agentd_session"
+# What older versions kept the session in: a cookie goes to every port of 127.0.0.1 (another
+# local server sees it), so it grants nothing now, and a login deletes it.
+LEGACY_COOKIE = "agentd_session"
 # A DNS-rebinding page reaches 127.0.0.1 under its own name: only these names are served.
 TRUSTED_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+# A Host header: a name or a bracketed IPv6 address, then at most a port (digits, nothing else).
+HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::([0-9]{1,5}))?")
 
 
 MIN_TOKEN_CHARS, strong = home.MIN_TOKEN_CHARS, home.strong_token
@@ -60,7 +64,7 @@ def rotate(path: Path) -> str:
 class Token:
     """The token as the daemon knows it: the file is read again when its stat changes (mtime,
     size, inode), so a token rewritten in place or renamed over the file (a rotation) takes
-    effect at the next request, and every cookie derived from the old one stops working."""
+    effect at the next request, and every session opened with the old one is over."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -81,11 +85,6 @@ class Token:
         return self._value
 
 
-def session_value(secret: str) -> str:
-    """The cookie's value: derived from the token, so the cookie never carries the token."""
-    return hmac.new(secret.encode(), b"agentd-web-session", hashlib.sha256).hexdigest()
-
-
 def same(given: str | None, expected: str) -> bool:
     """`given` is the (non-empty) secret, compared in constant time."""
     if given is None or not expected:
@@ -98,15 +97,17 @@ def bearer_ok(headers: Mapping[str, str], secret: str) -> bool:
     return scheme.lower() == "bearer" and same(given.strip(), secret)
 
 
-def host_name(host: str) -> str:
-    """`localhost:8765` → `localhost`, `[::1]:8765` → `[::1]`."""
-    if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+def host_name(host: str) -> str | None:
+    """`localhost:8765` → `localhost`, `[::1]:8765` → `[::1]`; None for anything else than a
+    name and an optional port (`[::1]evil`, `localhost:80x`, `localhost:`)."""
+    parts = HOST.fullmatch(host.lower())
+    if parts is None or (parts[2] is not None and not 0 < int(parts[2]) < 65536):
+        return None
+    return parts[1]
 
 
 def host_trusted(host: str) -> bool:
-    return host_name(host.strip().lower()) in TRUSTED_HOSTS
+    return host_name(host) in TRUSTED_HOSTS
 
 
 def cross_site(headers: Mapping[str, str]) -> str | None:

@@ -1,13 +1,15 @@
-"""The flash box's wording. After a form, the browser is sent to a page whose query string holds
-only fixed codes (`?done=approved&item=5`, `?error=refused&note=K`), mapped here to text: nothing
-from a query string is ever shown, so a link cannot put its own words on a trusted page. An
-error's detail (the inbox's own message) stays in the daemon under a random key (`note`)."""
+"""The flash box, keyed to the action that just happened. After a form, the browser is sent to a
+page whose query string holds only a random key (`?note=K`); the daemon keeps, under that key and
+for that page only, the fixed wording of what was done ("Approved item 5 as proposed.") or of what
+failed, with the inbox's own message. Nothing from a query string is ever shown, and a link cannot
+claim an action nobody took: a key the daemon did not hand out shows nothing."""
 
 from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from agentd.errors import AgentdError, Refused, Unchanged, UsageError
 
@@ -27,7 +29,7 @@ ERRORS = {
     "invalid": "Not done: what was entered is not valid.",
     "failed": "Not done.",
 }
-KEEP = 64  # error details kept for the page the browser is sent back to
+KEEP = 256  # notes kept for the pages the browser is sent back to
 
 
 def error_code(e: AgentdError) -> str:
@@ -38,37 +40,41 @@ def error_code(e: AgentdError) -> str:
     return "invalid" if isinstance(e, UsageError) else "failed"
 
 
-def _numbers(query: Mapping[str, str]) -> dict[str, str] | None:
-    """The ids a wording names, when each is a plain number."""
-    ids = {k: query.get(k, "") for k in ("item", "run")}
-    return ids if all(v.isdigit() and len(v) < 20 for v in ids.values() if v) else None
+def done_text(done: Mapping[str, str]) -> str:
+    """The wording of what was just done, from the codes the action returned (web/data.py)."""
+    ids = {k: done.get(k, "") for k in ("item", "run")}
+    return DONE[done["done"]].format(**ids)
 
 
-def done_text(query: Mapping[str, str]) -> str:
-    """The wording of `?done=CODE`, or "" for an unknown code or an id that is not a number."""
-    wording = DONE.get(query.get("done", ""))
-    ids = _numbers(query)
-    return "" if wording is None or ids is None else wording.format(**ids)
+def error_text(e: AgentdError) -> str:
+    """The wording of a failure, followed by the inbox's own message ("inbox item 5 is …")."""
+    return f"{ERRORS[error_code(e)]} {e}"
+
+
+@dataclass(frozen=True)
+class Note:
+    path: str  # the page it is shown on
+    text: str
+    failed: bool
 
 
 class Notes:
-    """Details of recent errors by a random key: the page the browser is sent back to shows the
-    inbox's own message ("inbox item 5 is answered …"), never text from the address."""
+    """What the last actions did or why they failed, by a random key, each for one page."""
 
     def __init__(self) -> None:
-        self._notes: OrderedDict[str, str] = OrderedDict()
+        self._notes: OrderedDict[str, Note] = OrderedDict()
 
-    def add(self, text: str) -> str:
+    def add(self, path: str, text: str, *, failed: bool = False) -> str:
         key = secrets.token_urlsafe(12)
-        self._notes[key] = text
+        self._notes[key] = Note(path, text, failed)
         while len(self._notes) > KEEP:
             self._notes.popitem(last=False)
         return key
 
-    def error_text(self, query: Mapping[str, str]) -> str:
-        """The wording of `?error=CODE`, followed by the kept detail `note` names, if any."""
-        wording = ERRORS.get(query.get("error", ""))
-        if wording is None:
-            return ""
-        detail = self._notes.get(query.get("note", ""))
-        return wording if detail is None else f"{wording} {detail}"
+    def shown(self, query: Mapping[str, str], path: str) -> tuple[str, str]:
+        """(flash, error) for the page at `path` asked for with `query`: ("", "") unless its
+        `note` is a key handed out for this page."""
+        note = self._notes.get(query.get("note", ""))
+        if note is None or note.path != path:
+            return "", ""
+        return ("", note.text) if note.failed else (note.text, "")

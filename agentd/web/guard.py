@@ -2,28 +2,29 @@
 
 In order: a trusted Host (DNS rebinding), `POST /poke` only over the unix socket, no cross-site
 state change (403), a Bearer token for `/api/` and `/mcp`, the pages only when `[web] enabled`,
-then a session cookie (else the login, which comes back to the page asked for). Every response,
-refusals included, says it may not be framed, sniffed, cached or followed by a referrer.
+then a live session's key (web/keys.py): a navigation, which carries none, gets the shell whose
+script fetches the page with it (or goes to the login, which comes back to the page asked for).
+Every response, refusals included, says it may not be framed, sniffed, cached or followed by a
+referrer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from urllib.parse import urlencode
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentd.text import to_json
-from agentd.web import auth, html, routes
+from agentd.web import auth, html, keys, routes
 
 MCP_PATH = "/mcp"  # agentd's MCP server over streamable HTTP, as `agentd mcp` over stdio
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 HEADERS = {
-    # Clickjacking: a page on another 127.0.0.1 port is same-site, so the SameSite=Strict cookie
-    # goes into its frame; no page of ours may be framed at all (the header and the CSP).
+    # Clickjacking: a page on another 127.0.0.1 port is the same site; no page of ours may be
+    # framed at all (the header and the CSP).
     "X-Frame-Options": "DENY",
     "Content-Security-Policy": html.CSP,
     "X-Content-Type-Options": "nosniff",
@@ -48,10 +49,30 @@ def guard(app: ASGIApp, token: auth.Token, pages_on: Callable[[], bool]) -> ASGI
                     headers.setdefault(name, value)
             await send(message)
 
-        refusal = _refusal(Request(scope), token.current(), pages_on())
+        request = Request(scope)
+        refusal = _refusal(request, token.current(), pages_on())
+        if refusal is None and _needs_session(request.url.path):
+            key, receive = await keys.key_of(scope, receive)
+            refusal = await _session_refusal(request, key, _site(app))
         await (refusal or app)(scope, receive, send_with_headers)
 
     return guarded
+
+
+def _site(app: ASGIApp) -> routes.Site:
+    """The pages' Site, which the API's Starlette app carries (agentd/api/server.py)."""
+    site = getattr(getattr(app, "state", None), "site", None)
+    assert isinstance(site, routes.Site), "the guarded app carries the pages' Site"
+    return site
+
+
+def _needs_session(path: str) -> bool:
+    """Past `_refusal`, everything but the login, the poke, the JSON API and /mcp."""
+    return path not in routes.PUBLIC and path != "/poke" and not _bearer_path(path)
+
+
+def _bearer_path(path: str) -> bool:
+    return path.startswith("/api/") or path == MCP_PATH
 
 
 def _refusal(request: Request, secret: str, pages_on: bool) -> Response | None:
@@ -64,7 +85,7 @@ def _refusal(request: Request, secret: str, pages_on: bool) -> Response | None:
         return None if via_unix else PlainTextResponse("not found", 404)
     if request.method not in SAFE_METHODS and (why := auth.cross_site(headers)) is not None:
         return PlainTextResponse(f"cross-site request refused ({why})", 403)
-    if path.startswith("/api/") or path == MCP_PATH:
+    if _bearer_path(path):
         if auth.bearer_ok(headers, secret):
             return None
         return Response(to_json({"error": "a Bearer token is required (agentd web "
@@ -72,27 +93,19 @@ def _refusal(request: Request, secret: str, pages_on: bool) -> Response | None:
                         media_type="application/json")  # fmt: skip
     if not pages_on:
         return PlainTextResponse("not found: the web inbox is off ([web] enabled = false)", 404)
-    if path in routes.PUBLIC:
+    return None
+
+
+async def _session_refusal(request: Request, key: str | None, site: routes.Site) -> Response | None:
+    """None when `key` opens a live session (its id goes to the route: logout ends it)."""
+    session_id = None if key is None else await site.session(key)
+    if session_id is not None:
+        request.scope.setdefault("state", {})[routes.SESSION] = session_id
         return None
-    if auth.same(request.cookies.get(auth.COOKIE), auth.session_value(secret)):
-        return None
-    if path == "/events":
+    if request.url.path == "/events":
         return PlainTextResponse("log in first", 401)
-    if request.method != "GET":
-        return RedirectResponse("/login", status_code=303)
-    # The page asked for (a notification's /items/5) is where the login comes back to.
-    wanted = path + (f"?{request.url.query}" if request.url.query else "")
-    if headers.get("sec-fetch-site") == "cross-site":
-        # A link followed from another site (a mail, the ntfy app) never carries the Strict
-        # cookie, logged in or not: ask again from our own page, whose request does.
-        return _reopen(auth.local_path(wanted))
-    login = "/login" if wanted == "/" else f"/login?{urlencode({'next': wanted})}"
-    return RedirectResponse(login, status_code=303)
-
-
-def _reopen(wanted: str) -> Response:
-    """A page that opens `wanted` (a local path) again, as a navigation of our own origin."""
-    target = html.h(wanted)
-    body = (f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={target}">'
-            f'<title>agentd</title><p><a href="{target}">Open the agentd inbox</a></p>')  # fmt: skip
-    return Response(body, 200, media_type="text/html")
+    if request.method not in SAFE_METHODS:
+        return RedirectResponse("/login", status_code=303)  # a form sent without a live key
+    # A navigation (a notification's /items/5, a link from a mail) carries no key: the shell
+    # fetches the page with the key this origin's storage holds, or opens the login.
+    return HTMLResponse(html.shell(), 401)

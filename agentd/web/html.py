@@ -1,6 +1,7 @@
 """The web inbox's pages as HTML strings. Everything a model or the world wrote goes through `h`:
 terminal escapes made visible as `safe` does for the CLI, then HTML-escaped — so `<script>`
-shows as text and ESC as `\\x1b`. One small script: live updates over server-sent events."""
+shows as text and ESC as `\\x1b`. One small script: it holds the session's key, fetches each page with
+it into the shell a navigation gets, and follows live updates over server-sent events."""
 
 from __future__ import annotations
 
@@ -29,22 +30,48 @@ pre{background:#f6f6f6;padding:.6rem;white-space:pre-wrap;word-break:break-word}
 input[type=text],textarea,select{width:100%;box-sizing:border-box} #stale{display:none;background:#ffd}
 textarea{font:14px/1.4 ui-monospace,monospace} .hint{color:#555;font-size:.9em;margin:.2rem 0}
 nav form{display:inline;margin:0;float:right} details{margin:.6rem 0} summary{cursor:pointer}
+button{padding:.35rem .8rem} @media(max-width:32rem){body{padding:.6rem} td,th{padding:.3rem .2rem}}
 """
 
-# On a change the daemon reports, the page's <main> is fetched again — unless a form has been
-# touched or the edit form opened, then a banner asks for a reload instead (typing is never
-# thrown away). `toggle` does not bubble: it is heard while it goes down to the <details>.
+# The pages' one script. The session's key lives in this origin's localStorage (scheme, host and
+# port: a server on another 127.0.0.1 port never sees it, as it sees every cookie) and goes out
+# only from here: as a header when the script fetches the page asked for (a navigation gets the
+# shell, which holds nothing) and the events, and as the first field of every form submitted.
+# `data-key` (just logged in): keep the key, end this browser's previous session, go on;
+# `data-forget` (logged out): drop it. On a change the daemon reports, <main> is fetched again —
+# unless a form has been touched or the edit form opened, then a banner asks for a reload
+# (typing is never thrown away). `toggle` does not bubble: it is heard on its way down.
 SCRIPT = """
-let dirty=false;document.addEventListener('input',()=>{dirty=true});
+const S='agentd-key',b=document.body.dataset;let key=localStorage.getItem(S),dirty=false;
+const H=()=>({headers:{'X-Agentd-Key':key}});
+if(b.key!==undefined){const old=key;localStorage.setItem(S,b.key);
+  if(old&&old!==b.key)fetch('/logout',{method:'POST',keepalive:true,...H()});
+  location.replace(b.next)}
+else if(b.forget!==undefined){localStorage.removeItem(S);location.replace(b.next)}
+else if(!key)login();else load().then(listen,()=>{document.getElementById('boot').textContent=
+  'agentd does not answer: reload the page to try again.'});
+function login(){localStorage.removeItem(S);const at=location.pathname+location.search;
+  location.replace(at==='/'?'/login':'/login?next='+encodeURIComponent(at))}
+async function load(){
+  const r=await fetch(location.href,H());if(r.status===401)return login();
+  const doc=new DOMParser().parseFromString(await r.text(),'text/html'),n=doc.querySelector('nav');
+  const m=doc.querySelector('main')||Object.assign(document.createElement('main'),
+    {textContent:doc.body.textContent});  // not one of our pages: its text, inert
+  document.title=doc.title||document.title;if(n)document.querySelector('nav').replaceWith(n);
+  (document.querySelector('main')||document.getElementById('boot')).replaceWith(m);
+  b.version=(+b.version||0)+1;return true}
+async function listen(ok){
+  while(ok){try{const r=await fetch('/events',H());if(r.status===401)return login();
+    const rd=r.body.getReader(),dec=new TextDecoder();let buf='',i;
+    for(;;){const {value,done}=await rd.read();if(done)break;buf+=dec.decode(value,{stream:true});
+      while((i=buf.indexOf('\\n\\n'))>=0){if(/^event: change/m.test(buf.slice(0,i)))changed();
+        buf=buf.slice(i+2)}}
+  }catch(e){}await new Promise(f=>setTimeout(f,2000))}}
+function changed(){if(dirty)document.getElementById('stale').style.display='block';else load()}
+document.addEventListener('input',()=>{dirty=true});
 document.addEventListener('toggle',()=>{dirty=true},true);
-const es=new EventSource('/events');
-es.addEventListener('change',async()=>{
-  if(dirty){document.getElementById('stale').style.display='block';return}
-  const r=await fetch(location.href,{credentials:'same-origin'});if(!r.ok)return;
-  const doc=new DOMParser().parseFromString(await r.text(),'text/html');
-  document.querySelector('main').replaceWith(doc.querySelector('main'));
-  document.body.dataset.version=(+document.body.dataset.version||0)+1;
-});
+document.addEventListener('submit',e=>{const f=e.target;if(!key||f.elements._key)return;
+  const i=document.createElement('input');i.type='hidden';i.name='_key';i.value=key;f.prepend(i)});
 """
 
 
@@ -67,22 +94,62 @@ def h(text: object, *, multiline: bool = False) -> str:
     return html.escape(safe(text, multiline=multiline, continuation=""), quote=True)
 
 
-def page(title: str, body: str, *, flash: str = "", error: str = "", live: bool = True) -> str:
-    """A whole page; `live`: logged in (the logout button, and updates over SSE)."""
-    note = f'<p class="flash">{h(flash)}</p>' if flash else ""
-    note += f'<p class="error">{h(error)}</p>' if error else ""
-    nav = '<a href="/">Inbox</a><a href="/?all=1">All items</a><a href="/goals">Goals</a>'
-    if live:
-        nav += '<form method="post" action="/logout"><button>Log out</button></form>'
+NAV = '<a href="/">Inbox</a><a href="/?all=1">All items</a><a href="/goals">Goals</a>'
+LOGOUT = '<form method="post" action="/logout"><button>Log out</button></form>'
+NO_SCRIPT = (
+    "<noscript><p>The agentd inbox needs JavaScript: your session's key lives in this browser's "
+    "storage for this address, and only the pages' own script sends it.</p></noscript>"
+)
+
+
+def _document(title: str, body: str, *, attrs: str = "", script: bool = False) -> str:
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width">'
-        f"<title>{h(title)} · agentd</title><style>{STYLE}</style></head><body>"
-        f"<nav>{nav}</nav>"
-        '<p id="stale">Something changed. <a href="">Reload</a> to see it.</p>'
-        f"<main><h1>{h(title)}</h1>{note}{body}</main>"
-        + (f"<script>{SCRIPT}</script>" if live else "")
+        f"<title>{h(title)} · agentd</title><style>{STYLE}</style></head><body{attrs}>{body}"
+        + (f"<script>{SCRIPT}</script>" if script else "")
         + "</body></html>"
+    )
+
+
+def page(title: str, body: str, *, flash: str = "", error: str = "", live: bool = True) -> str:
+    """A whole page as the script fetches it (its <nav> and <main> go into the shell); `live`:
+    logged in (the logout button)."""
+    note = f'<p class="flash">{h(flash)}</p>' if flash else ""
+    note += f'<p class="error">{h(error)}</p>' if error else ""
+    return _document(
+        title,
+        f"<nav>{NAV}{LOGOUT if live else ''}</nav>"
+        '<p id="stale">Something changed. <a href="">Reload</a> to see it.</p>'
+        f"<main><h1>{h(title)}</h1>{note}{body}</main>",
+    )
+
+
+def shell() -> str:
+    """What a navigation gets (it carries no key): nothing of the inbox, only the script that
+    fetches the page asked for with the key, or goes to the login."""
+    return _document(
+        "Opening",
+        f"<nav>{NAV}</nav>"
+        '<p id="stale">Something changed. <a href="">Reload</a> to see it.</p>'
+        f'<div id="boot"><p>Opening the inbox…</p>{NO_SCRIPT}</div>',
+        script=True,
+    )
+
+
+def logged_in_page(key: str, next_path: str) -> str:
+    """The login's answer: the script keeps `key` in this origin's storage, then opens
+    `next_path` (a local path) in place of this page, so the token leaves the history."""
+    attrs = f' data-key="{h(key)}" data-next="{h(next_path)}"'
+    body = f'<main><h1>Logged in</h1><p><a href="{h(next_path)}">Open the inbox</a></p>{NO_SCRIPT}</main>'
+    return _document("Logged in", body, attrs=attrs, script=True)
+
+
+def logged_out_page(next_path: str) -> str:
+    """The logout's answer: the script drops the (now ended) key, then opens `next_path`."""
+    body = f'<main><h1>Logged out</h1><p><a href="{h(next_path)}">Log in again</a></p></main>'
+    return _document(
+        "Logged out", body, attrs=f' data-forget data-next="{h(next_path)}"', script=True
     )
 
 

@@ -1,8 +1,9 @@
 """The web inbox's routes: login and logout, the inbox, an item (with its forms), goals, a run.
 Reads and writes run in a thread over a short-lived store (agentd/web/data.py, the CLI's code
 paths); after a write the daemon is told at once (`changed`): the scheduler wakes the run, pages
-update. Every form ends in a redirect (POST-redirect-GET) to a page whose flash box shows fixed
-wording for the codes in its query string (agentd/web/flash.py)."""
+update. A login opens a session of its own (agentd/operator/sessions.py) and hands its key to the
+page's script; logout ends it. Every form ends in a redirect (POST-redirect-GET) to a page whose
+flash box shows what that form did, under a key the daemon handed out (agentd/web/flash.py)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from starlette.routing import Route
 from agentd.config import Config
 from agentd.errors import AgentdError, NotFound
 from agentd.models import utcnow
-from agentd.operator import home
+from agentd.operator import home, sessions
 from agentd.web import auth, data, edit, flash, html
 
 T = TypeVar("T")
-COOKIE_MAX_AGE_S = 30 * 86400
-# Login and logout answers carry the cookie or the token: never kept by a cache or the history.
+# Login and logout answers carry the token or the key: never kept by a cache or the history.
 NO_STORE = {"Cache-Control": "no-store"}
+SESSION = "web_session"  # the request state's key for the id of the session the guard checked
 
 
 class Site:
@@ -57,6 +58,16 @@ class Site:
     def secret(self) -> str:
         return self.token.current()
 
+    async def session(self, key: str) -> int | None:
+        """The id of the live session `key` opens, or None."""
+        found = await self.call(sessions.check, key, self.secret)
+        return None if found is None else found.session_id
+
+    def note(self, path: str, text: str, *, failed: bool = False) -> str:
+        """`path` with the query whose `note` shows `text` in the flash box of that page."""
+        key = self.notes.add(path.partition("?")[0], text, failed=failed)
+        return f"{path}{'&' if '?' in path else '?'}{urlencode({'note': key})}"
+
 
 def _site(request: Request) -> Site:
     site = request.app.state.site
@@ -69,42 +80,46 @@ async def login_form(request: Request) -> Response:
     next_path = auth.local_path(query.get("next"))
     given = query.get("token")
     if given is None:
-        page = html.login_page(next_path=next_path, flash=flash.done_text(query))
-        return HTMLResponse(page, headers=NO_STORE)
-    return _login(request, given, next_path)
+        done, _ = _site(request).notes.shown(query, "/login")
+        return HTMLResponse(html.login_page(next_path=next_path, flash=done), headers=NO_STORE)
+    return await _login(request, given, next_path)
 
 
 async def login_post(request: Request) -> Response:
     form = await request.form()
-    return _login(request, str(form.get("token", "")), auth.local_path(str(form.get("next", ""))))
+    next_path = auth.local_path(str(form.get("next", "")))
+    return await _login(request, str(form.get("token", "")), next_path)
 
 
-def _login(request: Request, given: str, next_path: str) -> Response:
+async def _login(request: Request, given: str, next_path: str) -> Response:
     site = _site(request)
-    if not auth.same(given.strip(), site.secret):
+    secret = site.secret
+    if not auth.same(given.strip(), secret):
         page = html.login_page("That token is not this daemon's.", next_path=next_path)
         return HTMLResponse(page, status_code=403, headers=NO_STORE)
-    # 303: the token leaves the address bar (and the history) for the page that was asked for.
-    response = RedirectResponse(next_path, status_code=303, headers=NO_STORE)
-    response.set_cookie(
-        auth.COOKIE, auth.session_value(site.secret), max_age=COOKIE_MAX_AGE_S,
-        httponly=True, samesite="strict", path="/",
-    )  # fmt: skip
+    key = await site.call(sessions.login, secret, request.headers.get("user-agent", ""))
+    # The page's script keeps the key, then opens the page asked for in place of this one:
+    # the token leaves the address bar and the history.
+    response = HTMLResponse(html.logged_in_page(key, next_path), headers=NO_STORE)
+    response.delete_cookie(auth.LEGACY_COOKIE, path="/", httponly=True, samesite="strict")
     return response
 
 
 async def logout(request: Request) -> Response:
-    """Forget this browser's session (a POST, behind the same cross-site refusal as any form)."""
-    response = RedirectResponse("/login?done=logged-out", status_code=303, headers=NO_STORE)
-    response.delete_cookie(auth.COOKIE, path="/", httponly=True, samesite="strict")
-    return response
+    """End this browser's session (a POST, behind the same cross-site refusal as any form)."""
+    site = _site(request)
+    await site.call(sessions.logout, request.scope["state"][SESSION])
+    login = site.note("/login", flash.DONE["logged-out"])
+    return HTMLResponse(html.logged_out_page(login), headers=NO_STORE)
 
 
 async def inbox_page(request: Request) -> Response:
+    site = _site(request)
     show_all = request.query_params.get("all") == "1"
-    items = await _site(request).call(lambda s: data.inbox_items(s, show_all=show_all))
-    done = flash.done_text(request.query_params)
-    return HTMLResponse(html.inbox_page(items, utcnow(), show_all=show_all, flash=done))
+    items = await site.call(lambda s: data.inbox_items(s, show_all=show_all))
+    done, error = site.notes.shown(request.query_params, "/")
+    page = html.inbox_page(items, utcnow(), show_all=show_all, flash=done or error)
+    return HTMLResponse(page)
 
 
 async def item_page(request: Request) -> Response:
@@ -117,11 +132,10 @@ async def item_page(request: Request) -> Response:
         return item, goal, edit.arg_fields(store, cfg, item)
 
     item, goal, fields = await site.call(read)
-    query = request.query_params
+    done, error = site.notes.shown(request.query_params, request.url.path)
     body = html.item_page(
-        item, goal, fields, data.evidence(item), utcnow(),
-        flash=flash.done_text(query), error=site.notes.error_text(query),
-    )  # fmt: skip
+        item, goal, fields, data.evidence(item), utcnow(), flash=done, error=error
+    )
     return HTMLResponse(body)
 
 
@@ -129,16 +143,16 @@ async def item_act(request: Request) -> Response:
     site = _site(request)
     item_id = int(request.path_params["item_id"])
     verb = str(request.path_params["verb"])
-    form = {k: str(v) for k, v in (await request.form()).items()}
+    form = {k: str(v) for k, v in (await request.form()).items() if k != "_key"}
+    page = f"/items/{item_id}"
     try:
         done = await site.call(data.act, site.config(), item_id, verb, form)
     except NotFound:
         raise
     except AgentdError as e:  # refused, unchanged, a bad edit: said on the item's page
-        failed = {"error": flash.error_code(e), "note": site.notes.add(str(e))}
-        return RedirectResponse(f"/items/{item_id}?{urlencode(failed)}", status_code=303)
+        return RedirectResponse(site.note(page, flash.error_text(e), failed=True), status_code=303)
     site.changed()
-    return RedirectResponse(f"/items/{item_id}?{urlencode(done)}", status_code=303)
+    return RedirectResponse(site.note(page, flash.done_text(done)), status_code=303)
 
 
 async def old_item_link(request: Request) -> Response:

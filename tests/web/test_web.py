@@ -1,11 +1,13 @@
-"""The web inbox over HTTP (httpx against the daemon's running app): login (and back to the page
-asked for), logout and the cookie's flags, the token read again when it changes, the headers that
-forbid framing, the trusted-host check, cross-site posts refused, written text rendered inert,
-flash text only from fixed codes, and the pages off unless `[web] enabled`. The operator's
-decisions over HTTP are in tests/web/test_web_actions.py."""
+"""The web inbox over HTTP (httpx against the daemon's running app): login (a key of its own,
+and back to the page asked for), a navigation's shell that holds nothing, logout, the token read
+again when it changes, the headers that forbid framing, the strict trusted-host check, cross-site
+posts refused, written text rendered inert, flash text only for what was just done, and the pages
+off unless `[web] enabled`. The operator's decisions over HTTP are in
+tests/web/test_web_actions.py; sessions (listed, revoked, expired) in test_web_sessions.py."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from agentd import config
 from agentd.db import items as qi
 from agentd.db import store as store_module
 from agentd.errors import ConfigError
-from agentd.web import auth
+from agentd.web import auth, keys
 from tests.configs import FINISH, act, scripted_home, with_web
 from tests.conftest import Home, closed_port, finished, wait_for, waiting
 
@@ -41,37 +43,58 @@ async def started(home: Home, serve: Any) -> tuple[int, Any]:
     return run_id, item
 
 
-async def login(c: httpx.AsyncClient, home: Home) -> None:
+def handed(r: httpx.Response) -> tuple[str, str]:
+    """What a login's answer hands the page's script: (the key, the page to open next)."""
+    assert r.status_code == 200, r.status_code
+    key = re.search(r'data-key="([^"]+)"', r.text)
+    where = re.search(r'data-next="([^"]*)"', r.text)
+    assert key and where, r.text
+    return key[1], where[1].replace("&amp;", "&")
+
+
+async def login(c: httpx.AsyncClient, home: Home) -> str:
+    """Log in as the page's script does: the key it is handed goes with every request after."""
     token = home.paths.api_token.read_text().strip()
-    r = await c.get("/login", params={"token": token})
-    assert r.status_code == 303 and r.headers["location"] == "/"
+    key, where = handed(await c.get("/login", params={"token": token}))
+    assert where == "/"
+    c.headers[keys.HEADER] = key
+    return key
 
 
 async def test_web_pages_need_a_login(home: Home, serve: Any) -> None:
-    await started(home, serve)
+    _, item = await started(home, serve)
     async with web(home) as c:
-        r = await c.get("/")
-        assert r.status_code == 303 and r.headers["location"] == "/login"
+        for path in ("/", f"/items/{item.item_id}", "/goals", "/runs/1"):
+            r = await c.get(path)  # a navigation: the shell, which holds nothing of the inbox
+            assert r.status_code == 401 and 'id="boot"' in r.text, path
+            assert "<main>" not in r.text and "need it" not in r.text, path
         bad = await c.get("/login", params={"token": "guess"})
-        assert bad.status_code == 403 and auth.COOKIE not in bad.cookies
+        assert bad.status_code == 403 and "data-key" not in bad.text
+        wrong = await c.get("/", headers={keys.HEADER: "a" * 43})
+        assert wrong.status_code == 401 and "<main>" not in wrong.text
 
 
-async def test_web_login_sets_an_httponly_strict_cookie(home: Home, serve: Any) -> None:
+async def test_web_each_login_hands_the_page_a_key_of_its_own(home: Home, serve: Any) -> None:
     await started(home, serve)
     token = home.paths.api_token.read_text().strip()
     async with web(home) as c:
-        r = await c.get("/login", params={"token": token})
-        cookie = r.headers["set-cookie"]
-        assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
-        assert token not in cookie  # the cookie is derived from the token, not the token
-        assert (await c.get("/")).status_code == 200
+        first = await c.get("/login", params={"token": token})
+        second = await c.post("/login", data={"token": token}, headers=SAME)
+        (a, _), (b, _) = handed(first), handed(second)
+        assert a != b and token not in first.text and token not in second.text
+        # No cookie opens anything: the one older versions set is deleted.
+        assert first.headers["set-cookie"].startswith(f"{auth.LEGACY_COOKIE}=")
+        assert "max-age=0" in first.headers["set-cookie"].lower()
+        for key in (a, b):
+            assert (await c.get("/", headers={keys.HEADER: key})).status_code == 200
 
 
 async def test_web_refuses_untrusted_hosts(home: Home, serve: Any) -> None:
     await started(home, serve)
     async with web(home) as c:
         await login(c, home)
-        for host in ("attacker.example", "attacker.example:8765", "127.0.0.2"):
+        for host in ("attacker.example", "attacker.example:8765", "127.0.0.2", "[::1]evil",
+                     "[::1]evil:8765", "localhost:8765x"):  # fmt: skip
             r = await c.get("/", headers={"Host": host})
             assert r.status_code == 400, host
         for host in ("localhost", "127.0.0.1:8765", "[::1]:8765"):
@@ -115,7 +138,7 @@ async def test_web_answer_goes_through_the_inbox_and_wakes_the_run(home: Home, s
         assert f"Answered item {item.item_id}." in page.text
         again = await c.post(f"/items/{item.item_id}/answer", data={"text": "no"}, headers=same)
         assert again.status_code == 303  # back to the item's page, never left on the POST
-        assert again.headers["location"].startswith(f"/items/{item.item_id}?error=refused&")
+        assert again.headers["location"].startswith(f"/items/{item.item_id}?note=")
         shown = await c.get(again.headers["location"])
         assert "Not done: the item" in shown.text and "already answered" in shown.text
     await wait_for(finished(home, run_id))
@@ -149,18 +172,18 @@ async def test_web_events_stream_needs_a_login(home: Home, serve: Any) -> None:
 
 
 async def test_web_login_comes_back_to_the_page_asked_for(home: Home, serve: Any) -> None:
+    """The shell sends a browser without a key to /login?next=PAGE (tested in a real browser in
+    test_web_browser.py); the login's form carries it, and its answer opens it."""
     _, item = await started(home, serve)
     page = f"/items/{item.item_id}"  # the link a notification carries
     token = home.paths.api_token.read_text().strip()
     async with web(home) as c:
-        asked = await c.get(page)
-        assert asked.status_code == 303
-        assert asked.headers["location"] == f"/login?next=%2Fitems%2F{item.item_id}"
-        form = await c.get(asked.headers["location"])
+        form = await c.get("/login", params={"next": page})
         assert f'name="next" value="{page}"' in form.text
         r = await c.post("/login", data={"token": token, "next": page}, headers=SAME)
-        assert r.status_code == 303 and r.headers["location"] == page
-        shown = await c.get(page)
+        key, where = handed(r)
+        assert where == page
+        shown = await c.get(page, headers={keys.HEADER: key})
     assert shown.status_code == 200 and f"Item {item.item_id}:" in shown.text
 
 
@@ -172,28 +195,27 @@ async def test_web_login_never_sends_the_browser_to_another_host(home: Home, ser
     async with web(home) as c:
         for target in elsewhere:
             r = await c.get("/login", params={"token": token, "next": target})
-            assert r.headers["location"] == "/", target
+            assert handed(r)[1] == "/", target
         kept = await c.get("/login", params={"token": token, "next": "/?all=1"})
-    assert kept.headers["location"] == "/?all=1"
+    assert handed(kept)[1] == "/?all=1"
 
 
-async def test_web_a_cross_site_link_is_reopened_only_on_this_server(
+async def test_web_a_link_from_anywhere_gets_the_shell_and_nothing_else(
     home: Home, serve: Any
 ) -> None:
-    """A link from another site gets a page that opens it again from our origin (the Strict
-    cookie then goes along); a path that browsers read as another host reopens the inbox."""
+    """A link from another site (a mail, the ntfy app, another 127.0.0.1 port) carries no key:
+    its answer is the shell, whatever it claims to be, and names no other host."""
     _, item = await started(home, serve)
     cross = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}
     async with web(home) as c:
+        await login(c, home)
+        c.headers.pop(keys.HEADER)
         r = await c.get(f"/items/{item.item_id}", headers=cross)
-        assert r.status_code == 200
-        assert f'content="0;url=/items/{item.item_id}"' in r.text
+        assert r.status_code == 401 and 'id="boot"' in r.text and "need it" not in r.text
         # Chromium sends "//evil.example/x" as the path when a link says so.
         raw = await c.send(c.build_request("GET", "http://localhost:8765//evil.example/x",
                                            headers=cross))  # fmt: skip
-        assert 'content="0;url=/"' in raw.text and "evil.example" not in raw.text
-        same = await c.get(f"/items/{item.item_id}")  # no Sec-Fetch-Site: the login, as ever
-        assert same.status_code == 303 and same.headers["location"].startswith("/login?next=")
+        assert raw.status_code == 401 and "evil.example" not in raw.text
 
 
 def test_web_local_path_accepts_only_paths_on_this_server() -> None:
@@ -216,7 +238,7 @@ async def test_web_every_response_forbids_framing_and_sniffing(home: Home, serve
     _, item = await started(home, serve)
     token = home.paths.api_token.read_text().strip()
     async with web(home) as c:
-        answers = [await c.get("/login"), await c.get("/")]  # a page, then a redirect to login
+        answers = [await c.get("/login"), await c.get("/")]  # a page, then the shell
         await login(c, home)
         answers += [
             await c.get(f"/items/{item.item_id}"),
@@ -226,7 +248,7 @@ async def test_web_every_response_forbids_framing_and_sniffing(home: Home, serve
             await c.post("/logout", headers={"Origin": "http://evil.example"}),  # 403
             await c.get("/", headers={"Host": "evil.example"}),  # 400
         ]
-    assert [r.status_code for r in answers] == [200, 303, 200, 404, 401, 200, 403, 400]
+    assert [r.status_code for r in answers] == [200, 401, 200, 404, 401, 200, 403, 400]
     for r in answers:
         assert r.headers["x-frame-options"] == "DENY", r.url
         assert "frame-ancestors 'none'" in r.headers["content-security-policy"], r.url
@@ -244,22 +266,27 @@ async def test_web_login_answers_are_never_cached(home: Home, serve: Any) -> Non
             await c.get("/login", params={"token": token}),
             await c.post("/login", data={"token": token}, headers=SAME),
         ]
-    assert [r.status_code for r in answers] == [200, 403, 303, 303]
+    assert [r.status_code for r in answers] == [200, 403, 200, 200]
     assert all(r.headers["cache-control"] == "no-store" for r in answers)
 
 
-async def test_web_logout_forgets_the_session(home: Home, serve: Any) -> None:
+async def test_web_logout_ends_the_session(home: Home, serve: Any) -> None:
     await started(home, serve)
     async with web(home) as c:
-        await login(c, home)
+        key = await login(c, home)
         refused = await c.post("/logout", headers={"Sec-Fetch-Site": "same-site"})
         assert refused.status_code == 403 and (await c.get("/")).status_code == 200
         r = await c.post("/logout", headers=SAME)
-        assert r.status_code == 303 and r.headers["location"] == "/login?done=logged-out"
-        assert "max-age=0" in r.headers["set-cookie"].lower()
-        assert auth.COOKIE not in c.cookies
-        assert (await c.get("/")).headers["location"] == "/login"
-        assert "Logged out." in (await c.get("/login?done=logged-out")).text
+        assert r.status_code == 200 and "data-forget" in r.text  # the script drops the key
+        login_page = re.search(r'data-next="([^"]+)"', r.text)
+        assert login_page and login_page[1].startswith("/login?note=")
+        assert "Logged out." in (await c.get(login_page[1].replace("&amp;", "&"))).text
+        # The key the browser held opens nothing any more, as a header or a form's field.
+        assert (await c.get("/", headers={keys.HEADER: key})).status_code == 401
+        c.headers.pop(keys.HEADER)
+        form = await c.post("/logout", content=f"_key={key}", headers={
+            **SAME, "content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+        assert form.status_code == 303 and form.headers["location"] == "/login"
 
 
 async def test_web_a_new_token_takes_effect_without_a_restart(home: Home, serve: Any) -> None:
@@ -271,18 +298,18 @@ async def test_web_a_new_token_takes_effect_without_a_restart(home: Home, serve:
         new.write_text("a-rotated-token-of-forty-three-characters-xx\n")
         new.chmod(0o600)
         new.replace(home.paths.api_token)  # a rotation: a new file renamed into place
-        assert (await c.get("/")).headers["location"] == "/login"  # the old cookie is void
+        assert (await c.get("/")).status_code == 401  # the old session is void
         assert (await c.get("/login", params={"token": old})).status_code == 403
-        assert (
-            await c.get("/login", params={"token": "a-rotated-token-of-forty-three-characters-xx"})
-        ).status_code == 303
-        assert (await c.get("/")).status_code == 200
+        fresh = await c.get(
+            "/login", params={"token": "a-rotated-token-of-forty-three-characters-xx"}
+        )
+        assert (await c.get("/", headers={keys.HEADER: handed(fresh)[0]})).status_code == 200
         bearer = {"Authorization": "Bearer a-rotated-token-of-forty-three-characters-xx"}
         assert (await c.get("/api/inbox", headers=bearer)).status_code == 200
 
 
-async def test_web_flash_shows_fixed_wording_never_the_query(home: Home, serve: Any) -> None:
-    _, item = await started(home, serve)
+async def test_web_flash_shows_only_what_was_just_done(home: Home, serve: Any) -> None:
+    run_id, item = await started(home, serve)
     page = f"/items/{item.item_id}"
     async with web(home) as c:
         await login(c, home)
@@ -291,12 +318,16 @@ async def test_web_flash_shows_fixed_wording_never_the_query(home: Home, serve: 
             await c.get(page, params={"done": "approved", "item": "5 — call +1 555 0100"}),
             await c.get(page, params={"error": "refused", "note": "call +1 555 0100"}),
         ]
-        fixed = await c.get(page, params={"done": "denied", "item": str(item.item_id)})
-    for r in forged:
+        r = await c.post(f"{page}/answer", data={"text": "eu-west-1"}, headers=SAME)
+        note = r.headers["location"].removeprefix(f"{page}?")
+        assert note.startswith("note=") and "answered" not in note  # a key, not a wording
+        fixed = await c.get(r.headers["location"])
+        elsewhere = await c.get(f"/?{note}")  # the note is for the item's page only
+    for r in [*forged, elsewhere]:
         assert "555 0100" not in r.text
-    assert 'class="flash"' not in forged[0].text and 'class="flash"' not in forged[1].text
-    assert "Not done: the item&#x27;s state does not allow it.</p>" in forged[2].text
-    assert f"Denied item {item.item_id}; the run is told." in fixed.text
+        assert 'class="flash"' not in r.text and 'class="error"' not in r.text
+    assert f"Answered item {item.item_id}." in fixed.text
+    await wait_for(finished(home, run_id))
 
 
 async def test_web_pages_are_off_unless_enabled(home: Home, serve: Any) -> None:
@@ -331,3 +362,25 @@ def test_web_port_and_listener_follow_the_documented_table() -> None:
     for (port, enabled), expected in table.items():
         api, web_cfg = config.ApiConfig(port=port), config.WebConfig(enabled=enabled)
         assert (api.listen_port(web_cfg), web_cfg.port(api)) == expected, (port, enabled)
+
+
+async def test_web_a_crafted_link_cannot_claim_an_action(home: Home, serve: Any) -> None:
+    """`?done=approved&item=5` on an item still open: nothing was done, so nothing is said."""
+    _, item = await started(home, serve)
+    page = f"/items/{item.item_id}"
+    async with web(home) as c:
+        await login(c, home)
+        for done in ("approved", "answered", "denied"):
+            r = await c.get(page, params={"done": done, "item": str(item.item_id)})
+            assert r.status_code == 200 and 'class="flash"' not in r.text, done
+        assert "Logged out." not in (await c.get("/login", params={"done": "logged-out"})).text
+    assert home.store.read(lambda c: qi.get_item(c, item.item_id)).status == "open"
+
+
+def test_web_host_names_are_parsed_strictly() -> None:
+    for host in ("[::1]evil", "[::1]evil:8765", "[::1]:8765x", "[::1]:", "localhost:",
+                 "localhost:8765:1", "localhost:abc", "127.0.0.1:+80", "[::1]]", "localhost.",
+                 "localhost:123456", " localhost", "local host"):  # fmt: skip
+        assert not auth.host_trusted(host), host
+    for host in ("localhost", "LOCALHOST:8765", "127.0.0.1", "127.0.0.1:80", "[::1]", "[::1]:8765"):
+        assert auth.host_trusted(host), host

@@ -105,7 +105,7 @@ async def test_web_approve_binds_a_multiline_proposal_exactly(home: Home, serve:
     run_id, item = await proposed(home, serve, notify(MULTILINE))
     form = untouched(await page_of(home, item.item_id), "approve-form")
     where, shown = await post(home, item.item_id, "approve", {**form, "note": "fine"})
-    assert where == f"/items/{item.item_id}?done=approved&item={item.item_id}"
+    assert where.startswith(f"/items/{item.item_id}?note=")
     assert f"Approved item {item.item_id} as proposed." in shown
     await wait_for(finished(home, run_id))
     done = get(home, item.item_id)
@@ -117,8 +117,8 @@ async def test_web_approve_binds_a_multiline_proposal_exactly(home: Home, serve:
 async def test_web_approve_leaves_an_omitted_argument_unset(home: Home, serve: Any) -> None:
     run_id, item = await proposed(home, serve, SLEEP)
     form = untouched(await page_of(home, item.item_id), "approve-form")
-    where, _ = await post(home, item.item_id, "approve", form)
-    assert "done=approved&" in where
+    _, shown = await post(home, item.item_id, "approve", form)
+    assert "as proposed" in shown
     await wait_for(finished(home, run_id))
     done = get(home, item.item_id)
     assert done.args == {"seconds": 1.0} and done.digest == item.digest
@@ -129,8 +129,8 @@ async def test_web_untouched_edit_form_approves_as_proposed(home: Home, serve: A
     form = untouched(await page_of(home, item.item_id), "edit-form")
     # The number as proposed; `until`, left out by the model, empty (not "", not a default).
     assert form == {"arg.seconds": "1.0", "arg.until": "", "note": ""}
-    where, _ = await post(home, item.item_id, "approve", form)
-    assert "done=approved&" in where
+    _, shown = await post(home, item.item_id, "approve", form)
+    assert "as proposed" in shown
     done = get(home, item.item_id)
     assert done.args == {"seconds": 1.0} and done.digest == item.digest
 
@@ -139,16 +139,16 @@ async def test_web_untouched_edit_form_keeps_a_multiline_string(home: Home, serv
     _, item = await proposed(home, serve, notify("\n" + MULTILINE + "\n"))
     form = untouched(await page_of(home, item.item_id), "edit-form")
     assert form["arg.message"] == ("\n" + MULTILINE + "\n").replace("\n", "\r\n")
-    where, _ = await post(home, item.item_id, "approve", form)
-    assert "done=approved&" in where
+    _, shown = await post(home, item.item_id, "approve", form)
+    assert "as proposed" in shown
     assert get(home, item.item_id).digest == item.digest
 
 
 async def test_web_edit_changes_only_what_differs(home: Home, serve: Any) -> None:
     run_id, item = await proposed(home, serve, notify(MULTILINE))
     edited = "line one\r\nline 2"  # as a browser sends a textarea: CRLF
-    where, shown = await post(home, item.item_id, "approve", {"arg.message": edited, "note": ""})
-    assert "done=approved-edited&" in where and "with your edits" in shown
+    _, shown = await post(home, item.item_id, "approve", {"arg.message": edited, "note": ""})
+    assert "with your edits" in shown
     await wait_for(finished(home, run_id))
     done = get(home, item.item_id)
     assert done.args == {"message": "line one\nline 2"} and done.digest != item.digest
@@ -159,7 +159,8 @@ async def test_web_edit_errors_are_worded_for_the_page(home: Home, serve: Any) -
     _, item = await proposed(home, serve, SLEEP)
     both_unset = {"arg.seconds": "", "arg.until": ""}
     where, shown = await post(home, item.item_id, "approve", both_unset)
-    assert where.startswith(f"/items/{item.item_id}?error=invalid&note=")
+    assert where.startswith(f"/items/{item.item_id}?note=")
+    assert "Not done: what was entered is not valid." in shown
     assert "the edited arguments were not approved" in shown and "exactly one of" in shown
     _, bad_number = await post(home, item.item_id, "approve", {"arg.seconds": "soon"})
     assert "seconds: &#x27;soon&#x27; is not valid number" in bad_number
@@ -177,16 +178,15 @@ async def test_web_edit_form_keeps_control_characters_read_only(home: Home, serv
     assert "\\x1b[2J\\x1b[31mnow \\u202eevil" in page.split('id="edit"')[1]
     assert f"agentd inbox approve {item.item_id} --edit" in page
     # Even a crafted post cannot change it from the web: the value stays as proposed.
-    where, _ = await post(home, item.item_id, "approve", {"arg.message": "other", "note": ""})
-    assert "done=approved&" in where
+    _, shown = await post(home, item.item_id, "approve", {"arg.message": "other", "note": ""})
+    assert "as proposed" in shown
     await wait_for(finished(home, run_id))
     assert get(home, item.item_id).args == {"message": hostile}
 
 
 async def test_web_deny_with_a_reason(home: Home, serve: Any) -> None:
     run_id, item = await proposed(home, serve, notify("hello"))
-    where, shown = await post(home, item.item_id, "deny", {"text": "not during the freeze"})
-    assert where == f"/items/{item.item_id}?done=denied&item={item.item_id}"
+    _, shown = await post(home, item.item_id, "deny", {"text": "not during the freeze"})
     assert f"Denied item {item.item_id}; the run is told." in shown
     await wait_for(finished(home, run_id))
     done = get(home, item.item_id)
@@ -211,8 +211,7 @@ async def test_web_dismiss_a_notice(home: Home, serve: Any) -> None:
     home.write_config(with_web(CONFIG), [FINISH])
     await serve()
     item_id = notice(home, home.add_goal())
-    where, shown = await post(home, item_id, "dismiss", {"text": "seen it"})
-    assert where == f"/items/{item_id}?done=dismissed&item={item_id}"
+    _, shown = await post(home, item_id, "dismiss", {"text": "seen it"})
     assert f"Dismissed item {item_id}." in shown
     assert get(home, item_id).status == InboxStatus.DISMISSED
 
@@ -223,8 +222,7 @@ async def test_web_accept_a_nudge_starts_its_run(home: Home, serve: Any) -> None
     suggested = {"action": "finish", "args": {"outcome": "succeeded", "summary": "shipped"}}
     nudge = {"nudge": {"topic": "ship", "message": "ship it", "suggested": suggested}}
     item_id = notice(home, home.add_goal(), nudge)
-    where, shown = await post(home, item_id, "accept", {})
+    _, shown = await post(home, item_id, "accept", {})
     run_id = get(home, item_id).data["run_id"]
-    assert where == f"/items/{item_id}?done=accepted-run&item={item_id}&run={run_id}"
     assert f"Accepted the nudge of item {item_id}: run {run_id} starts." in shown
     await wait_for(finished(home, run_id))
