@@ -54,6 +54,7 @@ function login(){localStorage.removeItem(S);const at=location.pathname+location.
   location.replace(at==='/'?'/login':'/login?next='+encodeURIComponent(at))}
 async function load(){
   const r=await fetch(location.href,H());if(r.status===401)return login();
+  if(r.redirected)history.replaceState(null,'',r.url);  // an old /inbox/ID link
   const doc=new DOMParser().parseFromString(await r.text(),'text/html'),n=doc.querySelector('nav');
   const m=doc.querySelector('main')||Object.assign(document.createElement('main'),
     {textContent:doc.body.textContent});  // not one of our pages: its text, inert

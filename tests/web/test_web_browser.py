@@ -252,6 +252,9 @@ async def test_web_browser_a_link_from_another_site_opens_the_item_when_logged_i
     await page.click("#go")
     await page.wait_for_selector("#approve-form", timeout=5000)
     assert page.url == f"{base}/items/{item.item_id}"  # the item, not the login
+    await page.goto(f"{base}/inbox/{item.item_id}")  # the link of an older notification
+    await page.wait_for_url(f"{base}/items/{item.item_id}")
+    await page.wait_for_selector("#approve-form")
     await context.close()
     # Not logged in: the same click ends at the login, which comes back to the item.
     context = await browser.new_context()
