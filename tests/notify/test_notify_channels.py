@@ -15,8 +15,8 @@ from agentd.cli import doctor
 from agentd.config.notify import EmailNotify
 from agentd.errors import ConfigError
 from agentd.models import InboxKind
-from tests.notify import test_notify
 from tests.conftest import Home, closed_port
+from tests.notify import test_notify
 from tests.notify.test_notify import _tls_files, config_text
 
 # test_notify's fixtures, shared: a webhook receiver, and a migrated home with a Sender on a clock.

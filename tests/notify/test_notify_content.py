@@ -21,8 +21,8 @@ from agentd.notify import subject, text
 from agentd.notify.content import QUOTING_QUESTIONS
 from agentd.notify.sender import Sender
 from agentd.runs.deps import Deps
-from tests.notify import test_notify
 from tests.conftest import Home, wait_for, waiting
+from tests.notify import test_notify
 from tests.notify.test_notify import SECRET, Receiver, config_text
 
 # test_notify's fixtures, shared: a webhook receiver, and a migrated home with a Sender on a clock.
