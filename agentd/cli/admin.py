@@ -15,10 +15,9 @@ from typing import Annotated
 import typer
 
 from agentd import config, log
-from agentd.cli import doctor, init_text
-from agentd.cli.root import JsonFlag, Opt, app, emit, open_store, paths_of
+from agentd.cli import init_text
+from agentd.cli.root import JsonFlag, Opt, app, daemon_pid, emit, open_store, paths_of
 from agentd.config import Paths, ScriptedModel
-from agentd.daemon import serve as daemon
 from agentd.db import backup as backups
 from agentd.errors import AgentdError, ConfigError, StateError, UsageError
 from agentd.operator import home as operator_home
@@ -163,6 +162,8 @@ def serve_cmd(
     Watch a week of check-ins in under three minutes (a throw-away home, never production):
       agentd --home /tmp/try serve --clock-speed 3600
     """
+    from agentd.daemon import serve as daemon  # the whole daemon: only this command needs it
+
     paths = paths_of(ctx)
     try:
         cfg = config.load(paths.config)  # a ConfigError exits 2: systemd does not restart it
@@ -190,7 +191,7 @@ def reload_cmd(ctx: typer.Context) -> None:
     """
     paths = paths_of(ctx)
     config.load(paths.config)  # raises ConfigError (file:line) before anything is signalled
-    pid = daemon.daemon_pid(paths)
+    pid = daemon_pid(paths)
     if pid is None:
         raise StateError(f"no daemon serves {paths.home}; the config applies when it starts")
     if pid <= 0:
@@ -304,8 +305,10 @@ def doctor_cmd(
     daemon, a service that is down and a config not yet reloaded are only reported.
     Example: agentd doctor --ping
     """
+    from agentd.cli import doctor  # the model adapters and source probes: only doctor uses them
+
     paths = paths_of(ctx)
-    report = doctor.examine(paths, daemon.daemon_pid(paths))
+    report = doctor.examine(paths, daemon_pid(paths))
     report = asyncio.run(doctor.probe(report, with_ping=ping))
     emit(as_json, report.as_json(), lambda: records.checks_text(report.checks))
     raise typer.Exit(report.exit_code)

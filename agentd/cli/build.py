@@ -16,12 +16,12 @@ from agentd.cli.root import (
     Opt,
     app,
     config_of,
+    daemon_pid,
     emit,
     open_store,
     paths_of,
     sub_app,
 )
-from agentd.daemon import serve as daemon
 from agentd.errors import UsageError
 from agentd.inner import spec as build_spec
 from agentd.inner.calls import unfit_model
@@ -99,7 +99,7 @@ def build_cmd(
             f"(or agentd runs show {run.run_id})",
             err=True,
         )
-    if daemon.daemon_pid(paths_of(ctx)) is None:
+    if daemon_pid(paths_of(ctx)) is None:
         typer.echo(
             "note: no daemon serves this home; the build starts with `agentd serve`", err=True
         )

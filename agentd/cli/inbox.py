@@ -10,8 +10,7 @@ import typer
 
 from agentd import config
 from agentd.cli.goals import unchanged_is_a_note
-from agentd.cli.root import ItemId, JsonFlag, Opt, emit, open_store, paths_of, sub_app
-from agentd.daemon import serve as daemon
+from agentd.cli.root import ItemId, JsonFlag, Opt, daemon_pid, emit, open_store, paths_of, sub_app
 from agentd.models import utcnow
 from agentd.operator import goals, inbox, liveness
 from agentd.operator import schedules as plan
@@ -27,7 +26,7 @@ def resume_note(ctx: typer.Context, run_id: int | None) -> str:
     if run_id is None:
         return ""
     paths = paths_of(ctx)
-    return liveness.probe(paths, daemon.daemon_pid(paths)).resume_note(run_id)
+    return liveness.probe(paths, daemon_pid(paths)).resume_note(run_id)
 
 
 @inbox_app.command("list")

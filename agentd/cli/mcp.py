@@ -7,7 +7,6 @@ import asyncio
 import typer
 
 from agentd.cli.root import app, config_of, open_store, paths_of
-from agentd.mcp import server
 
 
 @app.command("mcp")
@@ -21,6 +20,8 @@ def mcp_cmd(ctx: typer.Context) -> None:
     In the client's config:
       {"mcpServers": {"agentd": {"command": "agentd", "args": ["mcp", "--home", "/path/to/home"]}}}
     """
+    from agentd.mcp import server  # the MCP SDK: only this command needs it
+
     cfg = config_of(ctx)
     with open_store(ctx):  # a missing or lost database is said now, not at the first request
         pass

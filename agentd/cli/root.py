@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import functools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,7 +23,6 @@ from typer.core import TyperGroup, TyperOption
 import agentd
 from agentd import config
 from agentd.config import Config, Paths
-from agentd.daemon import serve as daemon
 from agentd.db import safety
 from agentd.errors import AgentdError, StateError, UsageError
 from agentd.operator import home as operator_home
@@ -196,10 +197,31 @@ def emit(as_json: bool, data: Any, text: Callable[[], str]) -> None:
     typer.echo(to_json(data) if as_json else screen(text()))
 
 
+def daemon_pid(paths: Paths) -> int | None:
+    """The pid of the daemon serving this home (-1: one does, its pid unknown), or None when none
+    holds the lock. The reading side of agentd.daemon.serve.home_lock (an flock on the home
+    directory, the pid in agentd.lock), here so that a command asking it never imports the daemon."""
+    try:
+        fd = os.open(paths.home, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            pid = paths.lock.read_text().strip()
+        except OSError:
+            pid = ""
+        return int(pid) if pid.isdigit() else -1
+    finally:
+        os.close(fd)
+    return None
+
+
 def resume_note(ctx: typer.Context, run_id: int | None) -> str:
     if run_id is None:
         return ""
-    if daemon.daemon_pid(paths_of(ctx)) is None:
+    if daemon_pid(paths_of(ctx)) is None:
         return f"; run {run_id} continues when `agentd serve` runs"
     return f"; run {run_id} continues within a second"
 

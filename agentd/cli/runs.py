@@ -12,8 +12,18 @@ from typing import Annotated
 import typer
 
 from agentd.cli.goals import unchanged_is_a_note
-from agentd.cli.root import GoalId, JsonFlag, Limit, Opt, RunId, emit, open_store, paths_of, sub_app
-from agentd.daemon import serve as daemon
+from agentd.cli.root import (
+    GoalId,
+    JsonFlag,
+    Limit,
+    Opt,
+    RunId,
+    daemon_pid,
+    emit,
+    open_store,
+    paths_of,
+    sub_app,
+)
 from agentd.errors import NotFound, UsageError
 from agentd.models import RunStatus, utcnow
 from agentd.operator import goals
@@ -41,7 +51,7 @@ def _start(ctx: typer.Context, goal_id: int, as_json: bool) -> None:
         typer.echo(
             f"run {run.run_id} started; follow it: agentd runs show {run.run_id} --follow", err=True
         )
-    if daemon.daemon_pid(paths_of(ctx)) is None:
+    if daemon_pid(paths_of(ctx)) is None:
         typer.echo("note: no daemon serves this home; the run starts with `agentd serve`", err=True)
 
 

@@ -10,8 +10,7 @@ from typing import Any
 
 import typer
 
-from agentd.cli.root import JsonFlag, app, emit, open_store, paths_of
-from agentd.daemon import serve as daemon
+from agentd.cli.root import JsonFlag, app, daemon_pid, emit, open_store, paths_of
 from agentd.models import utcnow
 from agentd.operator import liveness
 from agentd.operator.overview import at_a_glance, gather
@@ -28,7 +27,7 @@ def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     Example: agentd status --json
     """
     paths = paths_of(ctx)
-    pid = daemon.daemon_pid(paths)
+    pid = daemon_pid(paths)
     with open_store(ctx) as store:
         data = at_a_glance(store, time.time())
     alive = liveness.probe(paths, pid)  # also what the daemon serves, as it answered

@@ -11,9 +11,8 @@ from typing import Annotated
 import typer
 
 from agentd.cli import doctor_reach
-from agentd.cli.root import JsonFlag, Opt, app, config_of, emit, open_store, paths_of
+from agentd.cli.root import JsonFlag, Opt, app, config_of, daemon_pid, emit, open_store, paths_of
 from agentd.config import Paths
-from agentd.daemon import serve as daemon
 from agentd.errors import AgentdError, NotFound, UsageError
 from agentd.models import from_ts, utcnow
 from agentd.operator import sessions
@@ -80,7 +79,7 @@ def web_cmd(
         typer.echo(auth.token(paths.api_token))
         return
     configured = cfg.web.port(cfg.api) if cfg.web.enabled else None
-    pid = daemon.daemon_pid(paths)
+    pid = daemon_pid(paths)
     serving = doctor_reach.web_served(paths, pid)
     notes: list[str] = []
     if isinstance(serving, dict):
