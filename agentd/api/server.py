@@ -5,13 +5,16 @@ its 0.1 s housekeeping tick (`main_loop` waits for the stop instead: an idle dae
 unix socket is bound under a temporary name, set to 0600, then renamed into place, so `api.sock`
 never exists with wider rights. Every request passes agentd/web/guard.py: a trusted Host (DNS
 rebinding), no cross-site state change (403), a Bearer token for `/api/`, a session cookie for
-pages (served only with `[web] enabled`), and anti-framing headers on every response.
+pages (served only with `[web] enabled`), and anti-framing headers on every response. Each
+listener holds a bounded number of connections, each request has a deadline to arrive, and a
+refusal closes its connection (agentd/api/connections.py): a flood of the port is not our stall.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -24,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from agentd.api import connections, openfiles
 from agentd.config import Paths
 from agentd.errors import NotFound
 from agentd.mcp import server as mcp_server
@@ -96,6 +100,7 @@ class ApiServer:
         self.port: int | None = None
         self.port_failed: str | None = None  # "PORT: error" when the TCP listener could not open
         self.token: auth.Token | None = None  # read in `bind`
+        self.limits: connections.Limits | None = None  # set in `bind`, from the config
         self.pokes = 0
         self.on_poke: Callable[[], None] = lambda: None  # the check-in service looks too
         # MCP over streamable HTTP at /mcp, behind the Bearer token (built in `app()`).
@@ -111,9 +116,12 @@ class ApiServer:
         """Open the listeners; True when the unix socket is up. A listener that cannot open is
         logged and left out: the daemon runs on, the scheduler keeps its fast scan."""
         self.token = auth.Token(self.paths.api_token)
+        api = self.deps.config.api  # the listeners' bounds hold from the start to the stop
+        limit = openfiles.share(api.max_connections)
+        self.limits = connections.Limits(limit, limit, api.request_timeout_s)
         path = self.paths.api_sock
         tmp = path.with_name(f".api.sock.{os.getpid()}")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = connections.gate(self.limits.socket, socket.AF_UNIX)
         try:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -132,7 +140,7 @@ class ApiServer:
             self.unix = True
         port = self.deps.config.api.listen_port(self.deps.config.web)
         if port is not None:
-            tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            tcp = connections.gate(self.limits.port, socket.AF_INET)
             try:
                 tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 tcp.bind(("127.0.0.1", port))
@@ -175,21 +183,26 @@ class ApiServer:
         return self.deps.config.web.enabled
 
     async def run(self, stop: asyncio.Event) -> None:
-        if not self.sockets or self.token is None:
+        limits = self.limits
+        if not self.sockets or self.token is None or limits is None:
             return  # nothing bound
+        app = connections.closing_refusals(guard(self.app(), self.token, self.pages_on))
         config = uvicorn.Config(
-            guard(self.app(), self.token, self.pages_on), log_config=None, access_log=False, lifespan="off",
-            timeout_graceful_shutdown=2, date_header=False, server_header=False,
+            app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2,
+            date_header=False, server_header=False, http=connections.protocol(limits), ws="none",
+            backlog=BACKLOG, timeout_keep_alive=math.ceil(limits.request_timeout_s),
         )  # fmt: skip
         server = self._server = _Embedded(config, stop)
+        connections.route_uvicorn_log()
         log.info("api.listening", socket=str(self.paths.api_sock) if self.unix else None,
-                 port=self.port)  # fmt: skip
+                 port=self.port, max_connections=limits.port.limit)  # fmt: skip
         try:
             # The MCP endpoint's sessions live as long as the server (their task group).
-            async with self.mcp.session_manager.run(), asyncio.TaskGroup() as tg:
-                tg.create_task(self._watch(stop))
-                await server.serve(sockets=self.sockets)
-                self.changes.close()  # SSE streams end, so the server's shutdown is not held
+            with openfiles.accept_failures_logged(asyncio.get_running_loop()):
+                async with self.mcp.session_manager.run(), asyncio.TaskGroup() as tg:
+                    tg.create_task(self._watch(stop))
+                    await server.serve(sockets=self.sockets)
+                    self.changes.close()  # SSE streams end: the server's shutdown is not held
         finally:
             # Also when cancelled (uvicorn's own shutdown then never ran): nothing it opened
             # outlives this task, not even until the next iteration of the loop.

@@ -30,6 +30,13 @@ class ApiConfig(BaseModel):
     # With the API up, the CLI pokes the daemon after each write, so the database scan is only a
     # safety net for a poke that was lost (a write by another tool): seconds between scans.
     safety_scan_s: float = Field(5.0, gt=0, le=60)
+    # Connections each listener (the unix socket, the port) holds at most, counted apart; past
+    # it the oldest idle one is closed, or the new one refused (503). Never more than a quarter
+    # of the daemon's open-file limit. Applies at the next start.
+    max_connections: int = Field(64, ge=1, le=10000)
+    # Seconds a client has to send its whole request (head and body) after connecting or after
+    # the last answer on a kept-alive connection; then the connection is closed. Next start.
+    request_timeout_s: float = Field(5.0, gt=0, le=300)
 
     def listen_port(self, web: WebConfig) -> int | None:
         """The loopback port the daemon listens on (the table in the module docstring), or None

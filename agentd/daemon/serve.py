@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 
 from agentd import actions, config, llm, sources
+from agentd.api import openfiles
 from agentd.api.server import ApiServer
 from agentd.clock import Clock, SystemClock
 from agentd.config import Config, Paths
@@ -154,6 +155,7 @@ async def _serve_locked(
     clock_speed: float | None,
 ) -> int:
     started = time.monotonic()
+    openfiles.raise_limit()  # systemd's soft 1,024 is for select(); connections need more
     loop = asyncio.get_running_loop()
     hup = asyncio.Event()  # handled from the first instant: the default action of HUP is to die
     loop.add_signal_handler(signal.SIGHUP, hup.set)
