@@ -70,6 +70,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/prompt_size.py --decisions 1000 --workdir .bench
 	$(BIN)/python bench/outer_loop.py --seeds 20 --workdir .bench
 	$(BIN)/python bench/inner_loop.py --workdir .bench
+	$(BIN)/python bench/cli_startup.py --reps 15 --warmup 2 --workdir .bench
 
 clean:
 	rm -rf $(VENV) .bench .mypy_cache .ruff_cache .pytest_cache

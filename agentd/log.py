@@ -19,14 +19,17 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
-
-import structlog
-from structlog.dev import Column, ColumnFormatter
-from structlog.typing import EventDict, ExcInfo, WrappedLogger
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agentd import config
 from agentd.text import safe
+
+# structlog is imported where it is used: importing it imports rich, which costs a command that
+# never logs more CPU than typer itself (the console script configures it once a command runs).
+if TYPE_CHECKING:
+    import structlog
+    from structlog.dev import ColumnFormatter
+    from structlog.typing import EventDict, ExcInfo, WrappedLogger
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -60,6 +63,8 @@ class Throttle:
         now = self._clock()
         logged_at, dropped = self._seen.get(key, (None, 0))
         if logged_at is not None and now - logged_at < self.window_s:
+            import structlog
+
             self._seen[key] = (logged_at, dropped + 1)
             raise structlog.DropEvent
         if len(self._seen) > 1000:  # forget what has not repeated lately
@@ -99,6 +104,8 @@ def _neutralised(formatter: ColumnFormatter) -> ColumnFormatter:
 
 def _traceback(sio: TextIO, exc_info: ExcInfo) -> None:
     """A plain traceback, escaped; its lines after the first marked `│` (messages are world text)."""
+    import structlog
+
     text = io.StringIO()
     structlog.dev.plain_traceback(text, exc_info)
     sio.write(safe(text.getvalue(), multiline=True))
@@ -113,12 +120,17 @@ def _neutralise_blocks(logger: WrappedLogger, name: str, event_dict: EventDict) 
 
 
 def _console() -> structlog.dev.ConsoleRenderer:
+    import structlog
+    from structlog.dev import Column
+
     renderer = structlog.dev.ConsoleRenderer(colors=False, exception_formatter=_traceback)
     renderer.columns = [Column(c.key, _neutralised(c.formatter)) for c in renderer.columns]
     return renderer
 
 
 def configure(level: str = "info", *, fmt: str | None = None, stream: Any = None) -> None:
+    import structlog
+
     out = stream or sys.stderr
     fmt = fmt or config.log_format() or ("console" if out.isatty() else "json")
     processors: list[Any] = [
@@ -152,6 +164,8 @@ class _ToStructlog(logging.Handler):
     priority and throttle as ours (APScheduler's "job skipped" lines repeat while a lock is held)."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        import structlog
+
         try:
             structlog.get_logger(record.name).log(record.levelno, record.getMessage())
         except Exception:  # a log line must never break the daemon

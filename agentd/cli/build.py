@@ -31,6 +31,7 @@ from agentd.operator import artifacts, goals
 from agentd.views import build as render_build
 
 artifact_app = sub_app(help="What builds made: every version, with the judge's verdict.")
+app.add_typer(artifact_app, name="artifact")
 ArtifactId = Annotated[
     int, typer.Argument(metavar="ARTIFACT", help="An artifact id (= its build run's id).")
 ]

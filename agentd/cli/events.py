@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from agentd import config
-from agentd.cli.root import JsonFlag, Limit, Opt, emit, open_store, paths_of, sub_app
+from agentd.cli.root import JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
 from agentd.errors import ConfigError, UsageError, require_utf8
 from agentd.models import JSON, utcnow
 from agentd.operator import events as operator_events
@@ -18,6 +18,7 @@ from agentd.text import jsonable, screen
 from agentd.views import records
 
 event_app = sub_app(help="Events: tell agentd something happened (starts or wakes runs).")
+app.add_typer(event_app, name="event")
 
 
 # ── events ───────────────────────────────────────────────────────────────────────────────────

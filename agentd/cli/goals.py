@@ -10,7 +10,17 @@ from typing import Annotated
 import typer
 
 from agentd import config
-from agentd.cli.root import GoalId, JsonFlag, Opt, config_of, emit, open_store, paths_of, sub_app
+from agentd.cli.root import (
+    GoalId,
+    JsonFlag,
+    Opt,
+    app,
+    config_of,
+    emit,
+    open_store,
+    paths_of,
+    sub_app,
+)
 from agentd.errors import Unchanged
 from agentd.models import GoalStatus, utcnow
 from agentd.operator import goals, inbox
@@ -25,6 +35,7 @@ goal_app = sub_app(
     help="Goals: what you want done and why (add, list, show, pause, resume, close), and when "
     "they check in on their own (schedule, cadence, snooze)."
 )
+app.add_typer(goal_app, name="goal")
 
 
 @goal_app.command("add")

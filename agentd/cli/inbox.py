@@ -10,7 +10,17 @@ import typer
 
 from agentd import config
 from agentd.cli.goals import unchanged_is_a_note
-from agentd.cli.root import ItemId, JsonFlag, Opt, daemon_pid, emit, open_store, paths_of, sub_app
+from agentd.cli.root import (
+    ItemId,
+    JsonFlag,
+    Opt,
+    app,
+    daemon_pid,
+    emit,
+    open_store,
+    paths_of,
+    sub_app,
+)
 from agentd.models import utcnow
 from agentd.operator import goals, inbox, liveness
 from agentd.operator import schedules as plan
@@ -19,6 +29,7 @@ from agentd.text import compact, safe
 from agentd.views import records
 
 inbox_app = sub_app(help="The operator inbox: questions, approvals and notices from the agents.")
+app.add_typer(inbox_app, name="inbox")
 
 
 def resume_note(ctx: typer.Context, run_id: int | None) -> str:

@@ -3,7 +3,8 @@ home's paths, its database (never created here), `--json` or text output, the er
 
 `--home` may come anywhere on the line (`agentd runs list --home /var/lib/agentd`): the root
 group moves it to the front before click parses, walking the command tree so that an option's
-value, a command's own `--home` (`demo --home`) and everything after `--` are left alone.
+value, a command's own `--home` (`demo --home`) and everything after `--` are left alone. The root
+imports a command's module only when that command is asked for (COMMANDS): a tool's start-up.
 """
 
 from __future__ import annotations
@@ -12,22 +13,24 @@ import contextlib
 import errno
 import fcntl
 import functools
+import importlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup, TyperOption
 
 import agentd
 from agentd import config
-from agentd.config import Config, Paths
-from agentd.db import safety
+from agentd.config import Paths
 from agentd.errors import AgentdError, StateError, UsageError
-from agentd.operator import home as operator_home
-from agentd.outer import cadence
 from agentd.text import screen, to_json
+
+if TYPE_CHECKING:
+    from agentd.config import Config
+    from agentd.operator.home import HomeStore
 
 HOME = "--home"
 
@@ -84,14 +87,54 @@ def hoist_home(root: TyperGroup, ctx: Any, args: list[str]) -> list[str]:
     return front + rest
 
 
+# Every command of `agentd`, in the order `agentd --help` lists them, and the modules of agentd.cli
+# that define it. A command line imports only its command's modules (`agentd goal list` neither the
+# daemon, nor the web stack, nor an SDK); --help, completion and a mistyped name import them all.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("init", "serve", "reload", "backup", "demo", "usage", "doctor"), ("admin",)),
+    "checkins": ("checkins",),
+    "mcp": ("mcp",),
+    "status": ("status",),
+    "build": ("build",),
+    "web": ("web",),
+    "goal": ("goals", "checkins"),  # checkins adds `goal schedule|cadence|snooze`
+    "runs": ("runs",),
+    "inbox": ("inbox",),
+    "event": ("events",),
+    "artifact": ("build",),
+    "run": ("runs",),  # hidden: `run start`, the old spelling, for a release
+}
+
+
 class _Group(TyperGroup):
-    """The root command: `--home` anywhere on the line; expected errors become one line on
-    stderr and the error's exit code."""
+    """The root command: its commands loaded when asked for; `--home` anywhere on the line;
+    expected errors become one line on stderr and the error's exit code."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            for module in COMMANDS[cmd_name]:  # each registers its commands on `app`
+                importlib.import_module(f"agentd.cli.{module}")
+            built = typer.main.get_command(app)  # typer makes click commands of what is there
+            assert isinstance(built, TyperGroup), "the root app has a callback: a group"
+            for name, command in built.commands.items():
+                self.commands.setdefault(name, command)
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] not in self.commands and args[0] not in COMMANDS:
+            for name in COMMANDS:  # a mistyped name: "Did you mean" chooses among them all
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_home(self, ctx, args))
 
     def invoke(self, ctx: Any) -> Any:
+        if callable(ctx.obj):  # the console script's set-up (agentd.cli.main), once a command runs
+            ctx.obj()
         try:
             return super().invoke(ctx)
         except AgentdError as e:  # its text may quote a model or the world: neutralised
@@ -100,9 +143,13 @@ class _Group(TyperGroup):
         except OSError as e:  # a file the operator must fix (permissions, a full disk)
             if e.errno == errno.EPIPE:  # `agentd runs list | head`: click exits quietly
                 raise
+            from agentd.db import safety
+
             typer.echo(screen(f"agentd: {safety.untranslated(e, None)}"), err=True)
             raise typer.Exit(1) from None
         except Exception as e:  # a storage failure that escaped untranslated: said, not traced
+            from agentd.db import safety
+
             said = safety.untranslated(e, getattr(ctx.obj, "db", None))
             if said is None:
                 raise  # a bug keeps its traceback
@@ -178,8 +225,11 @@ def paths_of(ctx: typer.Context) -> Paths:
 
 
 @contextlib.contextmanager
-def open_store(ctx: typer.Context) -> Iterator[operator_home.HomeStore]:
+def open_store(ctx: typer.Context) -> Iterator[HomeStore]:
     """The home's database, migrated; never created here (that is `agentd init`)."""
+    from agentd.db import safety
+    from agentd.operator import home as operator_home
+
     paths = paths_of(ctx)
     safety.check_not_lost(paths.db)  # a lost database is said so, not "run init"
     if not paths.db.exists():
@@ -228,6 +278,8 @@ def resume_note(ctx: typer.Context, run_id: int | None) -> str:
 
 def duration(option: str, text: str, *, allow_zero: bool = False) -> float:
     """A duration typed on the command line ("90s", "4h", "3d", "2w", "1d12h" or seconds)."""
+    from agentd.outer import cadence
+
     try:
         seconds = cadence.parse_duration(text)
     except ValueError as e:

@@ -18,6 +18,7 @@ from agentd.cli.root import (
     Limit,
     Opt,
     RunId,
+    app,
     daemon_pid,
     emit,
     open_store,
@@ -37,6 +38,8 @@ runs_app = sub_app(
     help="Runs: start one, list them, show one's timeline (or follow it live), cancel one."
 )
 run_app = sub_app(help="Deprecated: use `agentd runs start`.", hidden=True)
+app.add_typer(runs_app, name="runs")
+app.add_typer(run_app, name="run", hidden=True)  # `run start`: the old spelling, for a release
 
 FOLLOW_POLL_S = 0.5  # how often `runs show --follow` looks for new steps
 FOLLOW_SEQ_W = 7  # the step column while following: `#99-101` fits; longer labels push the line

@@ -1,0 +1,112 @@
+"""The CLI starts like a tool: a read command imports neither the daemon, nor the web stack, nor an
+SDK (MCP, Anthropic, OpenAI). Each command runs in a fresh Python, as the console script runs it;
+how long that takes is measured by bench/cli_startup.py, never asserted here."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+import agentd.cli
+from agentd import config
+from agentd.cli import app
+from agentd.cli.root import COMMANDS
+
+# What a read command must not import: the daemon (which pulls everything below), the MCP SDK, the
+# model SDKs and the web stack (the daemon's API and web inbox serve them).
+HEAVY = ("agentd.daemon", "mcp", "anthropic", "openai", "uvicorn", "starlette")
+
+# Runs `agentd ARGS…` through the console script's entry point in this process, then writes which
+# of the packages named second (comma-separated) it imported, as JSON, to the file named first.
+SCRIPT = """\
+import json, sys
+from pathlib import Path
+out, heavy, args = Path(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
+sys.argv = ["agentd", *args]
+from agentd.cli import main
+try:
+    main()
+except SystemExit as e:
+    if e.code not in (0, None):
+        raise
+loaded = [h for h in heavy if any(m == h or m.startswith(h + ".") for m in sys.modules)]
+out.write_text(json.dumps(loaded))
+"""
+
+CONFIG = """\
+[models.default]
+provider = "scripted"
+replies = "replies.json"
+
+[agents.default]
+actions = ["notify", "ask", "finish"]
+"""
+
+
+def imported(home: Path, packages: tuple[str, ...], *args: str) -> list[str]:
+    """Which of `packages` `agentd --home HOME ARGS…` imports, run in a fresh Python."""
+    out = home.parent / "imported.json"
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(out), ",".join(packages), "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = json.loads(out.read_text())
+    return loaded
+
+
+@pytest.mark.parametrize(
+    "args", [("--version",), ("inbox", "list", "--json"), ("goal", "list")], ids=" ".join
+)
+def test_read_command_imports_no_daemon_web_stack_or_sdk(home: Any, args: tuple[str, ...]) -> None:
+    home.write_config(CONFIG, [])
+    home.add_goal(title="Keep checkout healthy")  # opening the store migrates the database
+    home.close()
+
+    assert imported(home.root, HEAVY, *args) == []
+
+
+def test_version_imports_no_command_nor_the_configs_models(home: Any) -> None:
+    # --version needs typer and the root group only: no command's module, no pydantic (the
+    # config's models), no structlog (which imports rich), no database
+    light = ("agentd.cli.admin", "agentd.cli.goals", "agentd.operator", "agentd.db", "pydantic",
+             "structlog", "sqlite3")  # fmt: skip
+    home.root.mkdir(parents=True)
+
+    assert imported(home.root, light, "--version") == []
+
+
+def test_every_command_the_cli_defines_is_one_the_root_loads() -> None:
+    for module in pkgutil.iter_modules(agentd.cli.__path__):
+        importlib.import_module(f"agentd.cli.{module.name}")
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+
+    assert set(group.commands) == set(COMMANDS)
+
+
+def test_the_config_package_gives_every_name_it_declares_from_its_module() -> None:
+    # agentd.config loads its tables' models lazily (for mypy, they are imported under
+    # TYPE_CHECKING): every name declared there must still be the module's own object
+    source = Path(config.__file__).read_text()
+    declared = [
+        (node.module, alias.name)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agentd.config.")
+        for alias in node.names
+    ]
+    assert len(declared) > 50
+
+    for module, name in declared:
+        assert getattr(config, name) is getattr(importlib.import_module(module), name), name
