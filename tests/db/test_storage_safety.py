@@ -116,13 +116,11 @@ def test_serve_refuses_a_lost_database_in_a_home_that_has_run(daemon: Daemon, ho
         daemon.paths.db.write_bytes(b"")
     else:
         daemon.paths.db.unlink()
-    started = time.monotonic()
     proc = daemon.start()
     try:
-        code = proc.wait(timeout=15)
+        code = proc.wait(timeout=60)  # a Python start takes seconds on a loaded machine
     except subprocess.TimeoutExpired:
         pytest.fail(f"serve started over on a {how} database:\n{daemon.logs()[-2000:]}")
-    assert time.monotonic() - started < 15
     assert code == 1
     message = one_clear_line(daemon.logs())
     assert str(daemon.paths.db) in message and "backup" in message, message
@@ -215,7 +213,7 @@ def test_serve_refuses_a_database_that_fails_quick_check(daemon: Daemon) -> None
         f.write(b"\xff" * 64)
     proc = daemon.start()
     try:
-        code = proc.wait(timeout=15)
+        code = proc.wait(timeout=60)  # a Python start takes seconds on a loaded machine
     except subprocess.TimeoutExpired:
         pytest.fail(f"serve started on a corrupt database:\n{daemon.logs()[-2000:]}")
     assert code == 1

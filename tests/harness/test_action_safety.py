@@ -426,7 +426,7 @@ def test_menu_pattern_cannot_backtrack_on_a_hostile_value() -> None:
     started = time.perf_counter()
     with pytest.raises(ModelOutputInvalid, match="whole pattern"):
         menu.parse(reply)
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 5  # backtracking would take minutes
     assert menu.parse(reply.replace("!", ".example")).args == {"host": "a" * 40 + ".example"}
 
 
