@@ -15,7 +15,7 @@ from agentd.config.build import BuildConfig
 from agentd.config.sources import Watch
 
 
-class _Strict(BaseModel):  # as config_actions.Strict (ruff and pydantic see a model here)
+class _Strict(BaseModel):  # as config/actions.Strict (ruff and pydantic see a model here)
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

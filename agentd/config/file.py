@@ -22,7 +22,7 @@ from agentd.errors import ConfigError
 BUILTIN_ACTIONS = ("finish", "ask", "notify", "sleep", "wait_event", "build")
 
 
-class _Strict(BaseModel):  # as config_actions.Strict (ruff and pydantic see a model here)
+class _Strict(BaseModel):  # as config/actions.Strict (ruff and pydantic see a model here)
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

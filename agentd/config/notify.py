@@ -35,7 +35,7 @@ _UNITS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class Strict(BaseModel):  # as config_actions.Strict (ruff sees a pydantic model here)
+class Strict(BaseModel):  # as config/actions.Strict (ruff sees a pydantic model here)
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -139,7 +139,7 @@ def with_history(previous: JSON | None, current: JSON, now: float) -> JSON:
 
 
 def _iso(now: float) -> str:
-    """`2026-03-01T17:00:00Z`: the one JSON time format (render_time.iso)."""
+    """`2026-03-01T17:00:00Z`: the one JSON time format (agentd.text.iso)."""
     return datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

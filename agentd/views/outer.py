@@ -15,7 +15,7 @@ from typing import Any
 
 from agentd.models import JSON
 from agentd.text import jsonable, one_line, safe
-from agentd.views import times as render_time
+from agentd.views import times
 from agentd.views.tables import field_lines, table
 from agentd.views.times import span
 
@@ -46,7 +46,7 @@ def _iso(v: Any) -> Any:
 
 def local(t: float | None, tz: str | None = None, now: float | None = None) -> str:
     """`Tue Mar 3 09:00 CET` in `tz` (None: the local zone; UTC when the zone is unknown), the
-    year only when it is not `now`'s — the style of every other view (`render_time.local`)."""
+    year only when it is not `now`'s — the style of every other view (`times.local`)."""
     if t is None:
         return "-"
     zone: tzinfo | None = None
@@ -59,15 +59,15 @@ def local(t: float | None, tz: str | None = None, now: float | None = None) -> s
         ref = datetime.fromtimestamp(t if now is None else now, UTC)
     except (ValueError, OverflowError, OSError):  # a time beyond what a datetime holds
         return f"{t:.0f} (unix seconds)"
-    return render_time.local(at, ref, zone=zone, weekday=True)
+    return times.local(at, ref, zone=zone, weekday=True)
 
 
 def relative(t: float | None, now: float) -> str:
-    """`in 2h`, `5m ago`, `now`: the one style of `render_time.relative`."""
+    """`in 2h`, `5m ago`, `now`: the one style of `times.relative`."""
     if t is None:
         return "-"
     try:
-        return render_time.relative(
+        return times.relative(
             datetime.fromtimestamp(t, UTC), datetime.fromtimestamp(now, UTC)
         )
     except (ValueError, OverflowError, OSError):  # a time beyond what a datetime holds

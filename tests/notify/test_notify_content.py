@@ -129,7 +129,7 @@ async def test_notify_question_carries_its_text_capped(rig: Any, receiver: Recei
          "= deny). What should this run do instead?"),
         ("invalid_output", f"The model gave 4 invalid replies in a row; last error: {ARG_VALUE} "
          "is not valid. What should this run do?"),
-        # as outer/verdicts.py, build/driver.py escalations and engine.py internal errors ask them
+        # as outer/verdicts.py, inner/driver.py escalations and engine.py internal errors ask them
         ("achieved", f"goal 1 achieved? the page shows {ARG_VALUE}"),
         ("build_needs_info", f"R2 fails: Evidence: \"{ARG_VALUE}\". What should it say?"),
         ("build_stuck", f"R1 fails again: Evidence: \"{ARG_VALUE}\""),
