@@ -1,7 +1,7 @@
 """The use cases every surface shares — add, pause and resume goals (goals); answer, approve, deny
 and dismiss inbox items (inbox); schedules, snoozes and cadence (schedules); send events (events)
-— each one short transaction. May import the loops, the harness, the adapters, config/ and the
-ground; never a surface.
+— each one short transaction. May import the loops, the harness, the adapters, the pure views
+(parse echoes a typed-in time in the views' style), config/ and the ground; never a surface.
 
 Surfaces reach the database only through here: what they read of goals and the inbox (goals,
 inbox), of runs, builds and usage (runs, artifacts), the home at a glance (overview), what doctor
