@@ -190,13 +190,16 @@ def step_insert(
     result: JSON | None = None,
     tokens_in: int = 0,
     tokens_out: int = 0,
+    created_at: float | None = None,
 ) -> tuple[Step, Insert]:
     """A journal step as the record it will be and the fenced row that stores it.
 
     Built by the caller (off the writer thread); `Store.insert` commits it. `seq` is the run's
     journal length plus one — a wrong guess fails on the primary key instead of overwriting.
+    `created_at` is a reading the caller also used (a WAIT step's, its wake time counts from it);
+    by default the wall's now.
     """
-    now = time.time()
+    now = time.time() if created_at is None else created_at
     done_at = None if status == StepStatus.STARTED else now
     data = data or {}
     params = (
