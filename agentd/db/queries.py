@@ -7,7 +7,6 @@ keep each state change together with its journal row. Engine writes are fenced b
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
@@ -243,7 +242,7 @@ def append_step(
     step, row = step_insert(run_id, epoch, kind, seq, **fields)
     try:
         inserted = c.execute(row.sql, row.params).rowcount
-    except sqlite3.IntegrityError:
+    except c.IntegrityError:
         raise Refused(f"run {run_id} already has a step {seq}; the journal moved on") from None
     if inserted != 1:
         row.explain(c)
