@@ -18,7 +18,7 @@ from agentd import config, log
 from agentd.cli import init_text
 from agentd.cli.root import JsonFlag, Opt, app, daemon_pid, emit, open_store, paths_of
 from agentd.config import Paths, ScriptedModel
-from agentd.db import backup as backups
+from agentd.db.sqlite import backup as backups
 from agentd.errors import AgentdError, ConfigError, StateError, UsageError
 from agentd.operator import home as operator_home
 from agentd.operator import runs
