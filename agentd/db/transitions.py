@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 
+from agentd.clock import SYSTEM, Clock
 from agentd.db.conn import Conn
 from agentd.db.queries import append_step
 from agentd.db.rows import json_col
@@ -23,10 +24,23 @@ def suspend(
     item_id: int | None = None,
     event: str | None = None,
     after_event: int | None = None,
+    wake_in_s: float | None = None,
     wake_at: float | None = None,
+    clock: Clock = SYSTEM,
 ) -> Step:
-    """Journal a WAIT step and park the run as a row (no task holds it) — one transaction."""
-    step = append_step(c, run_id, epoch, StepKind.WAIT, data=wait)
+    """Journal a WAIT step and park the run as a row (no task holds it) — one transaction.
+
+    A timer (`wake_in_s`, a sleep's seconds or a wait's timeout) counts from the WAIT step: ONE
+    reading of the injected `clock` is both the step's time and what the wake time adds to, so
+    the timer falls due exactly that long after the WAIT step however long the transaction took
+    to get here. `wake_at` (an absolute time on the clock) caps it, or is the wake time alone.
+    A timer wait records its wake time as `until`."""
+    at = clock.now()
+    if wake_in_s is not None:
+        wake_at = at + wake_in_s if wake_at is None else min(wake_at, at + wake_in_s)
+    if wait["kind"] == "timer":
+        wait = {**wait, "until": wake_at}
+    step = append_step(c, run_id, epoch, StepKind.WAIT, data=wait, created_at=at)
     c.execute(
         "UPDATE runs SET status = 'waiting', wait = ?, wait_kind = ?, wait_item_id = ?,"
         " wait_event = ?, wait_after_event = ?, next_wake_at = ?, lease_owner = NULL,"

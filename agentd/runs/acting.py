@@ -295,7 +295,7 @@ class RunJournal:
             return control.control(
                 c, ref, cfg, action, args, digest, approval=approval,
                 events_seen=seen[-1] if seen else 0, expires_at=self._expiry(InboxKind.QUESTION),
-                now=self.deps.clock.now(),
+                clock=self.deps.clock,
             )  # fmt: skip
 
         steps = await self._write(work)

@@ -7,11 +7,11 @@ items as it ends the run: no crash can separate a step from what it implies.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agentd.clock import Clock
 from agentd.config import BuiltinAction
 from agentd.db import artifacts, memory
 from agentd.db import items as qi
@@ -51,12 +51,13 @@ def control(
     approval: int | None,
     events_seen: int,
     expires_at: float | None,
-    now: float,
+    clock: Clock,
 ) -> list[Step]:
     """notify / ask / sleep / wait_event: the ACT step plus its inbox item or wait. The caller
-    has admitted the action (and consumed its approval) in the same transaction. `now` is the
-    injected clock's: wake times and timeouts are on it, as the scheduler compares them."""
-    began = time.monotonic()  # when `now` was read: see `parked` below
+    has admitted the action (and consumed its approval) in the same transaction. `clock` is the
+    injected one: wake times and timeouts are on it, as the scheduler compares them, and count
+    from the WAIT step (`qt.suspend` stamps it and adds to the same reading), not from when the
+    transaction began: journaling the act before it takes time, more on a loaded machine."""
     result: JSON = {"ok": True}
     if cfg.type == "build":  # a build run beside this one; this run goes on
         goal = q.get_goal(c, ref.goal_id)
@@ -84,27 +85,25 @@ def control(
     )  # fmt: skip
     if cfg.type in ("notify", "build"):
         return [act]
-    # A sleep's seconds and a wait's timeout count from when the run parks (its WAIT step, next),
-    # not from `now`: journaling the steps before it took time (more on a loaded machine), and a
-    # timer set from `now` fell due that much before the run had slept its seconds.
-    parked = now + (time.monotonic() - began)
     if cfg.type == "ask":
         wait = {"kind": "inbox", "item_id": result["item_id"], "why": "question"}
         return [act, qt.suspend(c, ref.run_id, ref.epoch, wait, item_id=result["item_id"])]
     if cfg.type == "sleep":
         until = args.get("until")
-        wake_at = (
-            datetime.fromisoformat(until).timestamp() if until else parked + float(args["seconds"])
-        )
-        wake_at = min(wake_at, parked + cfg.max_sleep_s)  # `until` obeys max_sleep_s too
-        wait = {"kind": "timer", "why": "sleep", "until": wake_at}
-        return [act, qt.suspend(c, ref.run_id, ref.epoch, wait, wake_at=wake_at)]
+        seconds = cfg.max_sleep_s if until else min(float(args["seconds"]), cfg.max_sleep_s)
+        wait = {"kind": "timer", "why": "sleep"}  # suspend records its `until`
+        return [
+            act,
+            qt.suspend(
+                c, ref.run_id, ref.epoch, wait, wake_in_s=seconds, clock=clock,
+                wake_at=datetime.fromisoformat(until).timestamp() if until else None,
+            ),  # `until` obeys max_sleep_s like `seconds`
+        ]  # fmt: skip
     timeout = args.get("timeout_s")
     wait = {
         "kind": "event", "event": args["event"], "match": args.get("match", {}),
         "why": "wait_event", "timeout_s": timeout,
     }  # fmt: skip
-    deadline = parked + float(timeout) if timeout else None
     # Events committed since the run last looked count: the order of "event arrives" and "run
     # starts waiting" must not matter.
     return [
@@ -116,7 +115,8 @@ def control(
             wait,
             event=args["event"],
             after_event=events_seen,
-            wake_at=deadline,
+            wake_in_s=float(timeout) if timeout else None,
+            clock=clock,
         ),
     ]
 

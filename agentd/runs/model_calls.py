@@ -105,7 +105,8 @@ class ModelCalls(RunJournal):
         log.warning("llm.failed", error=message, retry_in_s=round(delay, 2), attempt=attempt)
         await self.suspend(
             {"kind": "timer", "why": "model_retry", "error": message, "attempt": attempt},
-            wake_at=self.deps.clock.now() + delay,
+            wake_in_s=delay,
+            clock=self.deps.clock,  # from the WAIT step, on the injected clock
         )
 
     def _retries(self) -> int:

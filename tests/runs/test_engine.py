@@ -6,12 +6,14 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentd import config
+from agentd.clock import Clock, ManualClock, SystemClock
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import waits as qw
@@ -221,9 +223,9 @@ async def test_engine_sleep_resumes_after_the_timer(home: Home, tmp_path: Path, 
     await serve()
     await wait_for(waiting(home, run_id))
     await wait_for(finished(home, run_id))
-    wait, wake = [s for s in home.steps(run_id) if s.kind in (StepKind.WAIT, StepKind.WAKE)]
-    assert wake.created_at.timestamp() >= wait.data["until"]  # the timer never wakes early
-    assert (wake.created_at - wait.created_at).total_seconds() >= 0.3
+    (wait_at, until), (wake_at, _) = parked_and_woken(home, run_id)
+    assert until == wait_at + 0.3  # the same reading: the sleep counts from the WAIT step
+    assert wake_at >= until  # the timer never wakes early
 
 
 class SlowStepInserts:
@@ -241,13 +243,27 @@ class SlowStepInserts:
         return self.c.executemany(sql, parameters)
 
 
-def test_engine_sleep_counts_from_the_wait_step(home: Home, tmp_path: Path) -> None:
-    """The timer of a sleep falls due `seconds` after the WAIT step, however long journaling the
-    act before it took: set from the clock reading the act's transaction began with, it fell due
-    that much early, and a prompt scheduler woke the run before it had slept its seconds."""
+def parked_and_woken(home: Home, run_id: int) -> list[tuple[float, float | None]]:
+    """(created_at, the wait's `until`) of each WAIT and WAKE step as stored: the REAL columns and
+    JSON floats themselves, not datetimes rounded to the microsecond."""
+    rows = home.store.read(
+        lambda c: c.execute(
+            "SELECT created_at, json_extract(data, '$.until') FROM steps"
+            " WHERE run_id = ? AND kind IN ('wait', 'wake') ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+    )
+    return [(float(t), None if u is None else float(u)) for t, u in rows]
+
+
+def park(
+    home: Home, tmp_path: Path, action: str, args: dict[str, Any], clock: Clock
+) -> tuple[int, list[Any]]:
+    """Run `action` (a builtin control action) through control() on a connection whose step
+    INSERTs each take 50 ms, as on a slow disk; the run's id and the steps it journaled."""
     write(home, tmp_path, [FINISH])
-    sleep = config.load(home.paths.config).action("sleep")
-    assert isinstance(sleep, config.BuiltinAction)
+    cfg = config.load(home.paths.config).action(action)
+    assert isinstance(cfg, config.BuiltinAction)
     goal_id = home.add_goal()
     run_id = home.start_run(goal_id)
 
@@ -255,16 +271,63 @@ def test_engine_sleep_counts_from_the_wait_step(home: Home, tmp_path: Path) -> N
         epoch = qw.claim_run(c, run_id, "test", 300)
         ref = control.RunRef(run_id=run_id, goal_id=goal_id, epoch=epoch, seq=2)
         return control.control(
-            SlowStepInserts(c), ref, sleep, "sleep", {"seconds": 0.3}, "digest",
-            approval=None, events_seen=0, expires_at=None, now=time.time(),
+            SlowStepInserts(c), ref, cfg, action, args, "digest",
+            approval=None, events_seen=0, expires_at=None, clock=clock,
         )  # fmt: skip
 
-    act, wait = home.store.write(work)
+    return run_id, home.store.write(work)
+
+
+def next_wake_at(home: Home, run_id: int) -> float:
+    row = home.store.read(
+        lambda c: c.execute("SELECT next_wake_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    )
+    return float(row[0])
+
+
+def test_engine_sleep_counts_from_the_wait_step(home: Home, tmp_path: Path) -> None:
+    """The timer of a sleep falls due `seconds` after the WAIT step, however long journaling the
+    act before it took: set from the clock reading the act's transaction began with, it fell due
+    that much early, and a prompt scheduler woke the run before it had slept its seconds. The
+    WAIT step's time and the wake time are one reading, so they differ by exactly `seconds`."""
+    run_id, (act, wait) = park(home, tmp_path, "sleep", {"seconds": 0.3}, SystemClock())
     assert (act.kind, wait.kind) == (StepKind.ACT, StepKind.WAIT)
-    # Only the WAIT step's own reads (its fence, its seq: microseconds) come after the reading
-    # the timer counts from; the act's 50 ms insert no longer shortens the sleep.
-    assert wait.data["until"] - wait.created_at.timestamp() >= 0.3 - 0.005
-    assert home.run(run_id).next_wake_at.timestamp() == pytest.approx(wait.data["until"])
+    ((wait_at, until),) = parked_and_woken(home, run_id)
+    assert until == wait_at + 0.3
+    assert next_wake_at(home, run_id) == until
+    assert wait.data["until"] == until  # the step as returned is the step as stored
+
+
+@pytest.mark.parametrize(
+    ("action", "args", "seconds"),
+    [
+        ("sleep", {"seconds": 0.3}, 0.3),
+        ("wait_event", {"event": "deploy", "timeout_s": 7}, 7.0),
+    ],
+)
+def test_engine_wake_times_are_on_the_injected_clock(
+    home: Home, tmp_path: Path, action: str, args: dict[str, Any], seconds: float
+) -> None:
+    """On a simulated clock the wall's time spent journaling is not the clock's: the WAIT step
+    and its wake time are the clock's reading, `seconds` apart, whatever the 50 ms inserts took."""
+    clock = ManualClock(1_800_000_000.0)
+    run_id, (_, wait) = park(home, tmp_path, action, args, clock)
+    ((wait_at, _),) = parked_and_woken(home, run_id)
+    assert wait_at == clock.t == wait.created_at.timestamp()
+    assert next_wake_at(home, run_id) == clock.t + seconds
+
+
+def test_engine_sleep_until_obeys_max_sleep_from_the_wait_step(home: Home, tmp_path: Path) -> None:
+    """`until` is an absolute wake time, capped at max_sleep_s after the WAIT step."""
+    clock = ManualClock(1_800_000_000.0)
+    far = datetime.fromtimestamp(clock.t + 10**9, UTC).isoformat()
+    run_id, (_, wait) = park(home, tmp_path, "sleep", {"until": far}, clock)
+    cfg = config.load(home.paths.config).action("sleep")
+    assert isinstance(cfg, config.BuiltinAction)
+    assert next_wake_at(home, run_id) == wait.data["until"] == clock.t + cfg.max_sleep_s
+    near = datetime.fromtimestamp(clock.t + 60, UTC).isoformat()
+    run_id, (_, wait) = park(home, tmp_path, "sleep", {"until": near}, clock)
+    assert next_wake_at(home, run_id) == wait.data["until"] == clock.t + 60
 
 
 async def test_engine_model_error_backs_off_durably(home: Home, tmp_path: Path, serve: Any) -> None:
@@ -276,6 +339,10 @@ async def test_engine_model_error_backs_off_durably(home: Home, tmp_path: Path, 
     waits = [s for s in home.steps(run_id) if s.kind == StepKind.WAIT]
     assert [w.data["why"] for w in waits] == ["model_retry", "model_retry"]
     assert [w.data["attempt"] for w in waits] == [1, 2]
+    # each backoff counts from its WAIT step (at least the 0.2 s Retry-After) and no wake is early
+    (w1, u1), (k1, _), (w2, u2), (k2, _) = parked_and_woken(home, run_id)
+    assert u1 is not None and u2 is not None
+    assert (u1 >= w1 + 0.2, k1 >= u1, u2 >= w2 + 0.2, k2 >= u2) == (True,) * 4
     assert home.run(run_id).status == RunStatus.SUCCEEDED
 
 
