@@ -37,6 +37,7 @@ from agentd.db import accounting, faults, meta
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.db.artifacts import BUILD_TRIGGER
+from agentd.db.sqlite.connection import probe
 from agentd.db.store import Store
 from agentd.errors import AgentdError, DaemonRunning, StateError
 from agentd.inner.driver import BuildDriver
@@ -250,12 +251,6 @@ async def _home_clock(store: Store, speed: float | None) -> Clock:
     return SystemClock()
 
 
-def _probe(c: Any) -> None:
-    """A read that touches the database's pages (`SELECT 1` would not even open the file)."""
-    c.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    c.execute("SELECT max(run_id) FROM runs").fetchone()
-
-
 async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> None:
     """Prove the loop and the database are alive: a real read each period, then WATCHDOG=1.
 
@@ -267,7 +262,7 @@ async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> Non
     while not stop.is_set():
         try:
             async with asyncio.timeout(interval):
-                await deps.store.read(_probe)
+                await deps.store.read(probe)
         except (TimeoutError, StateError) as e:
             log.error("daemon.unhealthy", error=str(e) or "database read timed out")
         else:

@@ -121,6 +121,10 @@ class SyncStore:
                 ) from None
             raise err from None
 
+    def data_version(self) -> int:
+        """Changes whenever another connection commits: cheap to poll."""
+        return self.read(data_version)
+
     def _readable(self) -> None:
         """An unmigrated database is read as it is, never upgraded; an empty one is refused."""
         have = schema_version(self.conn)

@@ -22,8 +22,8 @@ def open_store(path: Path, *, poke: bool = True) -> HomeStore:
 
 
 def data_version(store: HomeStore) -> int:
-    """SQLite's change counter on this connection: it moves when another connection commits."""
-    return int(store.read(lambda c: c.execute("PRAGMA data_version").fetchone()[0]))
+    """The database's change counter on this connection: it moves when another connection commits."""
+    return store.data_version()
 
 
 def inspect_store(path: Path) -> HomeStore:

@@ -126,3 +126,10 @@ def data_version(conn: Conn) -> int:
 def is_empty(conn: Conn) -> bool:
     """Whether the database holds no schema at all (no table, index or trigger)."""
     return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]) == 0
+
+
+def probe(conn: Conn) -> None:
+    """A read that touches the database's pages (`SELECT 1` would not even open the file): the
+    daemon's watchdog proves the database alive with it."""
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    conn.execute("SELECT max(run_id) FROM runs").fetchone()
