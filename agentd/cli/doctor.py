@@ -28,8 +28,8 @@ from agentd.config import (
     Paths,
     ScriptedModel,
 )
-from agentd.db import meta, safety
-from agentd.db.sqlite import schema
+from agentd.db import meta
+from agentd.db.sqlite import safety, schema
 from agentd.errors import AgentdError, ConfigError, ModelError
 from agentd.llm import SUMMARY_SCHEMA, ModelRequest
 from agentd.llm.scripted import load_replies

@@ -143,12 +143,12 @@ class _Group(TyperGroup):
         except OSError as e:  # a file the operator must fix (permissions, a full disk)
             if e.errno == errno.EPIPE:  # `agentd runs list | head`: click exits quietly
                 raise
-            from agentd.db import safety
+            from agentd.db.sqlite import safety
 
             typer.echo(screen(f"agentd: {safety.untranslated(e, None)}"), err=True)
             raise typer.Exit(1) from None
         except Exception as e:  # a storage failure that escaped untranslated: said, not traced
-            from agentd.db import safety
+            from agentd.db.sqlite import safety
 
             said = safety.untranslated(e, getattr(ctx.obj, "db", None))
             if said is None:

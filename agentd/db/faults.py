@@ -1,14 +1,14 @@
 """What a storage failure means to the operator: a full disk, a read-only file, folder or mount, a
-failing disk, a lock another process holds, corruption — classified from SQLite's error code (or
-an OSError's errno) and said in one sentence that names the cause and the fix. The CLI's messages,
-the daemon's start-up refusals and its watchdog's exit note all take their words from here.
+failing disk, a lock another process holds, corruption — classified from the driver's error
+(db/sqlite/faults.py reads SQLite's result codes) or an OSError's errno, and said in one sentence
+that names the cause and the fix. The CLI's messages, the daemon's start-up refusals and its
+watchdog's exit note all take their words from here.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import sqlite3
 from enum import StrEnum
 from pathlib import Path
 
@@ -28,48 +28,12 @@ class Fault(StrEnum):
     OTHER = "other"  # a bug or a broken constraint: the request's problem, not the storage's
 
 
-# SQLite's primary result codes (an extended code carries one in its low byte).
-_CODES = {
-    5: Fault.LOCKED,  # SQLITE_BUSY
-    6: Fault.LOCKED,  # SQLITE_LOCKED
-    8: Fault.READ_ONLY,  # SQLITE_READONLY
-    10: Fault.IO,  # SQLITE_IOERR
-    11: Fault.CORRUPT,  # SQLITE_CORRUPT
-    13: Fault.FULL,  # SQLITE_FULL
-    14: Fault.CANNOT_OPEN,  # SQLITE_CANTOPEN
-    26: Fault.CORRUPT,  # SQLITE_NOTADB
-}
-# For an error that carries no code (one raised by hand, an old Python): SQLite's own words.
-_WORDS = [
-    ("disk is full", Fault.FULL),
-    ("readonly", Fault.READ_ONLY),
-    ("read-only", Fault.READ_ONLY),
-    ("locked", Fault.LOCKED),
-    ("busy", Fault.LOCKED),
-    ("disk i/o", Fault.IO),
-    ("malformed", Fault.CORRUPT),
-    ("not a database", Fault.CORRUPT),
-    ("unable to open", Fault.CANNOT_OPEN),
-]
 _ERRNOS = {
     errno.ENOSPC: Fault.FULL,
     errno.EDQUOT: Fault.FULL,
     errno.EROFS: Fault.READ_ONLY,
     errno.EIO: Fault.IO,
 }
-
-
-def classify(e: sqlite3.Error, path: Path) -> Fault:
-    """What kind of failure `e` (met on the database at `path`) is."""
-    code = getattr(e, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        fault = _CODES.get(code & 0xFF, Fault.OTHER)
-    else:
-        text = str(e).lower()
-        fault = next((f for words, f in _WORDS if words in text), Fault.OTHER)
-    if fault is Fault.IO and _is_full(path.parent):
-        return Fault.FULL
-    return fault
 
 
 def free_bytes(folder: Path) -> int | None:
@@ -85,7 +49,7 @@ def free_bytes(folder: Path) -> int | None:
     return blocks * st.f_frsize
 
 
-def _is_full(folder: Path) -> bool:
+def is_full(folder: Path) -> bool:
     free = free_bytes(folder)
     return free is not None and free < LOW_SPACE_BYTES
 
@@ -124,11 +88,11 @@ def full_disk(where: Path, said: str) -> str:
     )
 
 
-def sentence(e: sqlite3.Error, path: Path) -> str:
-    """`e`, met on the database at `path`, as one sentence naming the cause and the fix."""
-    text = str(e)
+def said(fault: Fault, path: Path, text: str) -> str:
+    """A `fault` met on the database at `path` (the driver said `text`) as one sentence naming
+    the cause and the fix."""
     folder = path.parent
-    match classify(e, path):
+    match fault:
         case Fault.FULL:
             return f"{path}: {full_disk(folder, text)}"
         case Fault.READ_ONLY:

@@ -1,5 +1,5 @@
-"""What keeps a database from being lost or misused quietly: the "has run" marker, the SQLite
-version the schema needs, `PRAGMA quick_check`, and the daemon's error count.
+"""What keeps a database from being lost or misused quietly: the "has run" marker and the daemon's
+error count (the SQLite version the schema needs and `PRAGMA quick_check` are db/sqlite/safety.py).
 
 A database that vanishes (or is truncated to 0 bytes) must never be replaced by an empty one
 behind the operator's back: the marker beside it, written once a database was made here, turns
@@ -11,32 +11,16 @@ from __future__ import annotations
 
 import collections
 import os
-import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from agentd.db import faults
-from agentd.db.conn import Conn
 from agentd.errors import StateError
 
-# STRICT tables need 3.37, the `->>` operator 3.38 (DESIGN: the schema uses both).
-MIN_SQLITE = (3, 38, 0)
 MARKER_SUFFIX = ".has-run"
 RESTORE_HINT = faults.RESTORE_HINT
-
-
-def check_sqlite_version(found: tuple[int, int, int] | None = None) -> None:
-    """Refuse a SQLite library too old for the schema, before it fails on the first query."""
-    found = found or sqlite3.sqlite_version_info
-    if tuple(found) < MIN_SQLITE:
-        have = ".".join(map(str, found))
-        need = ".".join(map(str, MIN_SQLITE))
-        raise StateError(
-            f"SQLite {have} is too old: agentd's schema needs SQLite {need} or newer (STRICT "
-            "tables, the ->> operator); use a Python built against a newer SQLite (python.org "
-            "and Debian 12+ builds are), or install pysqlite3 with a bundled SQLite"
-        )
 
 
 def marker_of(db: Path) -> Path:
@@ -83,19 +67,10 @@ def mark(db: Path, db_id: str) -> None:
         f.write(text)
 
 
-def quick_check(conn: Conn, path: Path) -> None:
-    """`PRAGMA quick_check`: refuse a corrupt database with the first problems it names."""
-    try:
-        rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
-    except sqlite3.DatabaseError as e:
-        if faults.classify(e, path) not in (faults.Fault.CORRUPT, faults.Fault.OTHER):
-            raise StateError(faults.sentence(e, path)) from None  # the disk or a lock, not the file
-        rows = [str(e)]
-    if rows != ["ok"]:
-        raise StateError(
-            f"{path}: the database is corrupt (quick_check: {'; '.join(rows)}); stop agentd, "
-            f"keep the damaged file for inspection, and {RESTORE_HINT}"
-        )
+# What a backend makes of an error met on the database at a path: its fault and the sentence that
+# says it, or None when it does not say the database is unwell (not the driver's, a broken
+# constraint, a lock wait). db/sqlite/safety.unwell is SQLite's.
+Judge = Callable[[BaseException, Path], "tuple[faults.Fault, str] | None"]
 
 
 class ErrorRate:
@@ -104,8 +79,9 @@ class ErrorRate:
     problem. The daemon's watchdog stops vouching for a process whose database keeps failing;
     `last` says the latest in the operator's words and `note` what to do once it stopped."""
 
-    def __init__(self, path: Path, limit: int = 10, window_s: float = 30.0) -> None:
+    def __init__(self, path: Path, judge: Judge, limit: int = 10, window_s: float = 30.0) -> None:
         self.path = path
+        self.judge = judge
         self.limit = limit
         self.window_s = window_s
         self._at: collections.deque[float] = collections.deque(maxlen=limit)
@@ -114,16 +90,13 @@ class ErrorRate:
         self.fault = faults.Fault.OTHER
 
     def record(self, error: BaseException) -> None:
-        # Exactly these types: an IntegrityError (a broken constraint) is a request's own problem.
-        unwell = (sqlite3.DatabaseError, sqlite3.OperationalError)
-        if not isinstance(error, sqlite3.DatabaseError) or type(error) not in unwell:
+        judged = self.judge(error, self.path)
+        if judged is None:
             return
-        fault = faults.classify(error, self.path)
-        if fault is faults.Fault.LOCKED:
-            return
+        fault, said = judged
         with self._lock:
             self._at.append(time.monotonic())
-            self.last = faults.sentence(error, self.path)
+            self.last = said
             self.fault = fault
 
     @property
@@ -135,14 +108,3 @@ class ErrorRate:
         with self._lock:
             full = len(self._at) == self.limit
             return full and time.monotonic() - self._at[0] <= self.window_s
-
-
-def untranslated(error: BaseException, db: Path | None) -> str | None:
-    """A storage failure that reached a surface untranslated, in db/faults.py's words: a file
-    error (a full disk writing a file beside the database), or an sqlite3 error on `db` that
-    is the storage's (a full disk, a lock); None for anything else, which keeps its traceback."""
-    if isinstance(error, OSError):
-        return faults.os_sentence(error)
-    if not isinstance(error, sqlite3.Error) or db is None:
-        return None
-    return None if faults.classify(error, db) is faults.Fault.OTHER else faults.sentence(error, db)

@@ -26,6 +26,7 @@ from agentd.db.sqlite.connection import (
     translate,
     use_wal,
 )
+from agentd.db.sqlite.safety import unwell
 from agentd.db.sqlite.schema import MIGRATIONS, migrate
 from agentd.db.sqlite.schema import version as schema_version
 from agentd.db.sqlite.writer import SQLiteWriter
@@ -148,7 +149,7 @@ class Store:
     def __init__(self, path: Path, *, check: bool = False) -> None:
         self.path = path
         self.check = check
-        self.errors = safety.ErrorRate(path)
+        self.errors = safety.ErrorRate(path, unwell)
         self._writer: Writer = SQLiteWriter(path, check=check, errors=self.errors)
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="agentd-reader")
         self._rconn: sqlite3.Connection | None = None

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from agentd.cli import app
 from agentd.db import faults
+from agentd.db.sqlite import faults as sqlite_faults
 from tests.daemon.test_daemon import one_clear_line
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
@@ -265,6 +266,6 @@ def test_a_write_while_another_process_holds_the_lock_says_so(tmp_path: Path) ->
 def test_an_io_error_on_a_disk_with_room_points_at_the_device(tmp_path: Path) -> None:
     error = sqlite3.OperationalError("disk I/O error")
     error.sqlite_errorcode = 10 | (3 << 8)  # SQLITE_IOERR_WRITE, as SQLite raises it
-    assert faults.classify(error, tmp_path / "agentd.db") is faults.Fault.IO
-    message = faults.sentence(error, tmp_path / "agentd.db")
+    assert sqlite_faults.classify(error, tmp_path / "agentd.db") is faults.Fault.IO
+    message = sqlite_faults.sentence(error, tmp_path / "agentd.db")
     assert "journalctl -k" in message and "full" not in message, message

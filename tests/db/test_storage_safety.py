@@ -23,8 +23,7 @@ from typer.testing import CliRunner
 
 from agentd.cli import app
 from agentd.db import items as qi
-from agentd.db import safety
-from agentd.db.sqlite import schema
+from agentd.db.sqlite import safety, schema
 from agentd.db.store import SyncStore
 from tests.daemon.test_daemon import FINISH, Daemon, one_clear_line
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentd.db import safety
+from agentd.db.sqlite import safety as sqlite_safety
 from agentd.db.sqlite.connection import connect, translate, uri
 from agentd.db.sqlite.schema import version
 from agentd.errors import Refused, StateError
@@ -114,7 +115,7 @@ def _inspect(path: Path) -> tuple[int, int, dict[str, int]]:
     """Check the copy as a restore would meet it: integrity, schema version, row counts."""
     conn = sqlite3.connect(uri(path, readonly=True), uri=True, isolation_level=None)
     try:
-        safety.quick_check(conn, path)
+        sqlite_safety.quick_check(conn, path)
         pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         counts = {

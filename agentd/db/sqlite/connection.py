@@ -1,6 +1,6 @@
 """SQLite connections: the URI, the PRAGMAs every connection gets (WAL, synchronous=FULL, foreign
 keys, busy timeout), the statements only SQLite has (`BEGIN IMMEDIATE`, `PRAGMA data_version`), and
-SQLite's errors translated into messages that say what to do (worded in db/faults.py).
+SQLite's errors translated into messages that say what to do (db/sqlite/faults.py).
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from agentd.db import faults, safety
+from agentd.db import safety
 from agentd.db.conn import Conn
 from agentd.db.meta import get_meta
+from agentd.db.sqlite import faults
+from agentd.db.sqlite import safety as sqlite_safety
 from agentd.db.sqlite.schema import migrate
 from agentd.errors import StateError
 
@@ -41,7 +43,7 @@ def _create_private(path: Path) -> None:
 def connect(path: Path, *, readonly: bool = False, wal: bool = True) -> sqlite3.Connection:
     """Open `path` with agentd's pragmas: WAL, synchronous=FULL, foreign keys, busy timeout.
     `wal=False` leaves the journal mode as it is (switching writes the file: a reader must not)."""
-    safety.check_sqlite_version()
+    sqlite_safety.check_sqlite_version()
     if not readonly and not path.parent.exists():
         raise StateError(f"{path.parent}: state directory does not exist; run `agentd init`")
     if not readonly:
@@ -100,7 +102,7 @@ def open_migrated(path: Path, *, check: bool = False) -> sqlite3.Connection:
     conn = connect(path)
     try:
         if check:
-            safety.quick_check(conn, path)
+            sqlite_safety.quick_check(conn, path)
         migrate(conn)
         safety.mark(path, get_meta(conn, "db_id", "not yet assigned"))
     except sqlite3.Error as e:
