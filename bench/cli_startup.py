@@ -6,12 +6,15 @@ Builds a home (`agentd init`, one goal), then runs, N times over and interleaved
 alike, `python -c "import typer"` and three commands as an operator types them: `agentd --version`,
 `agentd inbox list --json`, `agentd goal list`. Each process's user+sys CPU comes from the kernel's
 accounting of the child (getrusage); one RESULT line per command, then the ratios (target ≤ 3x).
+The children write bytecode caches as an installed tool does, whatever PYTHONDONTWRITEBYTECODE says
+here (without them every start compiles the modules it imports, and that is what gets measured).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -40,12 +43,16 @@ def commands(home: Path) -> dict[str, list[str]]:
     }
 
 
+def child_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def cpu_s(argv: list[str]) -> tuple[float, float]:
     """(user+sys CPU, wall) seconds of one run of `argv`, which must succeed. Runs are serial, so
     the growth of the children's rusage is exactly this child's."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=child_env())
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -58,7 +65,8 @@ def make_home(workdir: Path) -> Path:
     home = workdir / "home"
     agentd = agentd_argv()
     for args in (["init"], ["goal", "add", "Keep checkout healthy", "--why", "revenue"]):
-        done = subprocess.run([*agentd, "--home", str(home), *args], capture_output=True, text=True)
+        argv = [*agentd, "--home", str(home), *args]
+        done = subprocess.run(argv, capture_output=True, text=True, env=child_env())
         if done.returncode != 0:
             sys.exit(f"agentd {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
     return home

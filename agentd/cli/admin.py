@@ -16,7 +16,16 @@ import typer
 
 from agentd import config, log
 from agentd.cli import init_text
-from agentd.cli.root import JsonFlag, Opt, app, daemon_pid, emit, open_store, paths_of
+from agentd.cli.root import (
+    JsonFlag,
+    Opt,
+    app,
+    console_logging,
+    daemon_pid,
+    emit,
+    open_store,
+    paths_of,
+)
 from agentd.config import Paths, ScriptedModel
 from agentd.db.sqlite import backup as backups
 from agentd.errors import AgentdError, ConfigError, StateError, UsageError
@@ -243,6 +252,7 @@ def backup_cmd(
 # ── demo: agentd/demo/ops.py provides main(home, yes, recover) -> exit code ──────────────────────
 @app.command("demo")
 def demo_cmd(
+    ctx: typer.Context,
     yes: Annotated[bool, Opt("--yes", help="Approve through the inbox automatically.")] = False,
     recover: Annotated[
         bool, Opt("--recover", help="The service heals while the approval waits: it is withdrawn.")
@@ -272,6 +282,7 @@ def demo_cmd(
         if e.name != "agentd.demo.ops":
             raise
         raise StateError("the demo is not part of this build") from None
+    console_logging(ctx)
     raise typer.Exit(int(demo.main(home, yes, recover, keep=keep, build=build)))
 
 
@@ -307,6 +318,7 @@ def doctor_cmd(
     """
     from agentd.cli import doctor  # the model adapters and source probes: only doctor uses them
 
+    console_logging(ctx)
     paths = paths_of(ctx)
     report = doctor.examine(paths, daemon_pid(paths))
     report = asyncio.run(doctor.probe(report, with_ping=ping))

@@ -6,7 +6,7 @@ import asyncio
 
 import typer
 
-from agentd.cli.root import app, config_of, open_store, paths_of
+from agentd.cli.root import app, config_of, console_logging, open_store, paths_of
 
 
 @app.command("mcp")
@@ -22,6 +22,7 @@ def mcp_cmd(ctx: typer.Context) -> None:
     """
     from agentd.mcp import server  # the MCP SDK: only this command needs it
 
+    console_logging(ctx)  # its warnings (mcp.config_invalid) go to stderr: stdout is the protocol's
     cfg = config_of(ctx)
     with open_store(ctx):  # a missing or lost database is said now, not at the first request
         pass

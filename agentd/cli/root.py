@@ -15,6 +15,7 @@ import fcntl
 import functools
 import importlib
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -133,8 +134,10 @@ class _Group(TyperGroup):
         return super().parse_args(ctx, hoist_home(self, ctx, args))
 
     def invoke(self, ctx: Any) -> Any:
-        if callable(ctx.obj):  # the console script's set-up (agentd.cli.main), once a command runs
-            ctx.obj()
+        if callable(ctx.obj):  # the console script's log set-up (agentd.cli.main)
+            ctx.meta[CONSOLE_LOGGING] = ctx.obj
+            if "structlog" in sys.modules:  # the command's modules log: before it runs
+                console_logging(ctx)
         try:
             return super().invoke(ctx)
         except AgentdError as e:  # its text may quote a model or the world: neutralised
@@ -216,6 +219,19 @@ def _root(
     ] = False,
 ) -> None:
     ctx.obj = Paths((home or config.default_home()).expanduser())
+
+
+CONSOLE_LOGGING = "agentd.console_logging"  # ctx.meta: the console script's log set-up, not run yet
+
+
+def console_logging(ctx: typer.Context) -> None:
+    """Under the console script, library log lines go to stderr from here on (warning and up),
+    never into the command's output. The root sets it up before a command whose modules log; a
+    command that imports such modules inside itself (doctor, mcp, demo) calls this after. Configuring
+    costs importing structlog (and rich): more CPU than typer, for a command that never logs."""
+    setup = ctx.meta.pop(CONSOLE_LOGGING, None)
+    if setup is not None:
+        setup()
 
 
 def paths_of(ctx: typer.Context) -> Paths:

@@ -110,3 +110,37 @@ def test_the_config_package_gives_every_name_it_declares_from_its_module() -> No
 
     for module, name in declared:
         assert getattr(config, name) is getattr(importlib.import_module(module), name), name
+
+
+# Runs `agentd ARGS…` as the console script does, then logs a warning and a debug line as one of
+# the libraries the command imported would.
+LOGGING_SCRIPT = """\
+import sys
+sys.argv = ["agentd", *sys.argv[1:]]
+from agentd.cli import main
+try:
+    main()
+except SystemExit:  # doctor exits 1 when a check fails: the output is still its report
+    pass
+import structlog
+structlog.get_logger("probe").warning("probe.warning")
+structlog.get_logger("probe").debug("probe.debug")
+"""
+
+
+@pytest.mark.parametrize("args", [("goal", "list", "--json"), ("doctor", "--json")], ids=" ".join)
+def test_console_script_sends_library_log_lines_to_stderr(home: Any, args: tuple[str, ...]) -> None:
+    home.write_config(CONFIG, [])
+    home.add_goal()
+    home.close()
+    done = subprocess.run(
+        [sys.executable, "-c", LOGGING_SCRIPT, "--home", str(home.root), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    json.loads(done.stdout)  # the command's output, and only it
+    assert "probe.warning" in done.stderr
+    assert "probe.debug" not in done.stderr + done.stdout
