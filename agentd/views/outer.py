@@ -67,9 +67,7 @@ def relative(t: float | None, now: float) -> str:
     if t is None:
         return "-"
     try:
-        return times.relative(
-            datetime.fromtimestamp(t, UTC), datetime.fromtimestamp(now, UTC)
-        )
+        return times.relative(datetime.fromtimestamp(t, UTC), datetime.fromtimestamp(now, UTC))
     except (ValueError, OverflowError, OSError):  # a time beyond what a datetime holds
         return "-"
 
