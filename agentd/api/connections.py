@@ -67,7 +67,7 @@ class Listener:
         del self.held[idle]
         self.closing += 1
         idle.evicted = True
-        idle.transport.abort()  # its descriptor is closed on the loop's next turn
+        _drop(idle.transport)  # its descriptor is closed on the loop's next turn
         log.warning("api.connections_full", listener=self.name, limit=self.limit,
                     note="the oldest idle connections are closed to admit new ones")  # fmt: skip
         return True
@@ -104,6 +104,15 @@ def gate(listener: Listener, family: socket.AddressFamily) -> Gate:
     sock = Gate(family, socket.SOCK_STREAM)
     sock.listener = listener
     return sock
+
+
+def _drop(transport: asyncio.Transport) -> None:
+    """Close now: politely (FIN) when nothing is left to send, else at once (RST), so a client
+    that does not read cannot keep the descriptor by leaving our answer in the buffer."""
+    if transport.get_write_buffer_size():
+        transport.abort()
+    else:
+        transport.close()
 
 
 def _refuse(conn: socket.socket) -> None:
@@ -171,7 +180,7 @@ class Bounded(H11Protocol):
     def _expired(self) -> None:
         self._deadline = None
         if self.conn.their_state in WAITING and not self.transport.is_closing():
-            self.transport.abort()  # nothing owed to a client that never finished asking
+            _drop(self.transport)  # nothing owed to a client that never finished asking
 
     def _stop_deadline(self) -> None:
         if self._deadline is not None:
