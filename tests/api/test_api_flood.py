@@ -1,7 +1,8 @@
 """A flood of the `[api] port` cannot stall the daemon (issue 18, item 2): a real `agentd serve`
 under a low open-file limit, a client holding hundreds of idle connections (and some that send
-half a request), and an approval given through the CLI (the unix socket) that still executes at
-once; the daemon's descriptors stay bounded, its log stays quiet, and the port answers after."""
+half a request, or no HTTP at all), and an approval given through the CLI (the unix socket) that
+still executes at once; the daemon's descriptors stay bounded, its log stays quiet (one line per
+kind of trouble), and the port answers after."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 FILES = 256  # the daemon's hard open-file limit (and the soft one it raises itself to)
 FLOOD = 300  # idle connections the attacker keeps open: more than the daemon may hold
 HALF = 20  # connections that send half a request head, then nothing
+GARBAGE = 50  # connections that send what is not HTTP (uvicorn warns of each)
 
 CONFIG = """\
 [daemon]
@@ -88,6 +90,7 @@ class Flood:
             self._open(b"GET /api/inbox HTTP/1.1\r\nHost: 127.0.0.1\r\nAcc") for _ in range(HALF)
         ]
         self.idle = [self._open() for _ in range(FLOOD)]
+        self.garbage = [self._open(b"\x16\x03\x01 not HTTP\r\n\r\n") for _ in range(GARBAGE)]
         self.closed_by_server = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._refill, daemon=True)
@@ -127,7 +130,7 @@ class Flood:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(10)
-        for s in self.half + self.idle:
+        for s in self.half + self.idle + self.garbage:
             s.close()
 
 
@@ -204,6 +207,7 @@ def test_api_flood_of_the_port_leaves_the_daemon_working(daemon: Limited) -> Non
     assert peak < FILES - 64, f"the daemon held {peak} of its {FILES} descriptors"
     assert closed > 0  # the daemon closed what it would not hold
     assert len(logged) < 40, "\n".join(logged[:40])
+    assert sum("Invalid HTTP request" in line for line in logged) == 1  # repeats held back
     token = daemon.paths.api_token.read_text().strip()
     until("the port answers", lambda: _answers(port, token), timeout_s=3)
     daemon.until("the run to finish", lambda: daemon.run(run_id).status.finished)
