@@ -113,7 +113,7 @@ def test_the_config_package_gives_every_name_it_declares_from_its_module() -> No
 
 
 # Runs `agentd ARGS…` as the console script does, then logs a warning and a debug line as one of
-# the libraries the command imported would.
+# the modules the command imported would (a command that imports none has nothing to set up).
 LOGGING_SCRIPT = """\
 import sys
 sys.argv = ["agentd", *sys.argv[1:]]
@@ -128,7 +128,11 @@ structlog.get_logger("probe").debug("probe.debug")
 """
 
 
-@pytest.mark.parametrize("args", [("goal", "list", "--json"), ("doctor", "--json")], ids=" ".join)
+# `artifact list` imports what logs (the build's model calls) with its command's module; doctor imports
+# the model adapters and source probes inside the command.
+@pytest.mark.parametrize(
+    "args", [("artifact", "list", "--json"), ("doctor", "--json")], ids=" ".join
+)
 def test_console_script_sends_library_log_lines_to_stderr(home: Any, args: tuple[str, ...]) -> None:
     home.write_config(CONFIG, [])
     home.add_goal()
