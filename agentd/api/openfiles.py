@@ -33,7 +33,9 @@ def raise_limit() -> int:
     if hard == resource.RLIM_INFINITY or soft == hard:
         return soft
     try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        # prlimit: the prlimit64 call, which the unit's `SystemCallFilter=~@resources` allows;
+        # a plain setrlimit call (some C libraries' setrlimit) is in @resources: SIGSYS.
+        resource.prlimit(0, resource.RLIMIT_NOFILE, (hard, hard))
     except (ValueError, OSError) as e:  # a sandbox may refuse: run with the limit we have
         log.warning("daemon.files_limit_kept", soft=soft, hard=hard, error=str(e))
         return soft
