@@ -4,7 +4,7 @@ uvicorn's signal handling is off (`capture_signals`: the daemon owns TERM, INT a
 its 0.1 s housekeeping tick (`main_loop` waits for the stop instead: an idle daemon sleeps). The
 unix socket is bound under a temporary name, set to 0600, then renamed into place, so `api.sock`
 never exists with wider rights. Every request passes agentd/web/guard.py: a trusted Host (DNS
-rebinding), no cross-site state change (403), a Bearer token for `/api/`, a session cookie for
+rebinding), no cross-site state change (403), a Bearer token for `/api/`, a session key for
 pages (served only with `[web] enabled`), and anti-framing headers on every response. Each
 listener holds a bounded number of connections, each request has a deadline to arrive, and a
 refusal closes its connection (agentd/api/connections.py): a flood of the port is not our stall.
