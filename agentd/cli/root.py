@@ -115,13 +115,15 @@ class _Group(TyperGroup):
         return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name not in self.commands and cmd_name in COMMANDS:
-            for module in COMMANDS[cmd_name]:  # each registers its commands on `app`
-                importlib.import_module(f"agentd.cli.{module}")
+        modules = [f"agentd.cli.{m}" for m in COMMANDS.get(cmd_name, ())]
+        if cmd_name not in self.commands or any(m not in sys.modules for m in modules):
+            # A group built while only some of its modules were loaded (`goal` before checkins
+            # added `goal schedule`) lacks the rest: load them all and build it again.
+            for module in modules:  # each registers its commands on `app`
+                importlib.import_module(module)
             built = typer.main.get_command(app)  # typer makes click commands of what is there
             assert isinstance(built, TyperGroup), "the root app has a callback: a group"
-            for name, command in built.commands.items():
-                self.commands.setdefault(name, command)
+            self.commands.update(built.commands)
         return super().get_command(ctx, cmd_name)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:

@@ -148,3 +148,21 @@ def test_console_script_sends_library_log_lines_to_stderr(home: Any, args: tuple
     json.loads(done.stdout)  # the command's output, and only it
     assert "probe.warning" in done.stderr
     assert "probe.debug" not in done.stderr + done.stdout
+
+
+def test_a_group_gets_every_module_that_adds_to_it_whatever_was_loaded_before() -> None:
+    # `goal` comes from cli/goals.py, `goal schedule|cadence|snooze` from cli/checkins.py; a
+    # fresh interpreter that had imported only the first (another command, a test) once
+    # answered "No such command 'schedule'".
+    code = (
+        "import agentd.cli.goals\n"
+        "from typer.testing import CliRunner\n"
+        "from agentd.cli.root import app\n"
+        "r = CliRunner().invoke(app, ['goal', 'schedule', '--help'])\n"
+        "print(r.exit_code)\n"
+        "print(r.output)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("0\n"), done.stdout
+    assert "schedule" in done.stdout
