@@ -1,6 +1,7 @@
 """Is the home's daemon alive, or does it merely hold the lock? One bounded GET of `/api/daemon` on
 its control socket (api.sock): an answer proves its event loop runs; silence past PROBE_TIMEOUT_S
-means it is stopped (SIGSTOP, Ctrl-Z) or stuck. Without a socket to ask (the daemon is starting,
+from a stopped process (SIGSTOP, Ctrl-Z), or past BUSY_TIMEOUT_S more from a running one, means
+it is stopped or stuck. Without a socket to ask (the daemon is starting,
 or could not bind it) the lock alone is all there is to go by: up, liveness unknown."""
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from typing import Any
 from agentd.config import Paths
 
 PROBE_TIMEOUT_S = 1.0  # the whole probe (connect, ask, read); a daemon answers in milliseconds
+BUSY_TIMEOUT_S = (
+    4.0  # asked again, when silent but not stopped: a busy machine is not a dead daemon
+)
 ANSWER_MAX_BYTES = 65536  # /api/daemon answers about 100 bytes
 
 
@@ -53,8 +57,8 @@ class Daemon:
         """What is wrong with a silent daemon, and what to do."""
         pid = str(self.pid) if self.pid is not None and self.pid > 0 else "PID"
         return (
-            f"pid {pid} holds the home but did not answer on {self.sock} within "
-            f"{PROBE_TIMEOUT_S:g} s. If it was stopped (Ctrl-Z, SIGSTOP), `kill -CONT {pid}`; "
+            f"pid {pid} holds the home but did not answer on {self.sock} in time. "
+            f"If it was stopped (Ctrl-Z, SIGSTOP), `kill -CONT {pid}`; "
             f"else see its log (`journalctl -u agentd`) and restart it (`systemctl restart "
             f"agentd`, or `kill {pid}` then `agentd serve`)"
         )
@@ -83,7 +87,12 @@ def probe(paths: Paths, pid: int | None, timeout_s: float = PROBE_TIMEOUT_S) -> 
     except (OSError, UnicodeDecodeError):
         token = ""  # still asked: a refusal (401) is an answer too
     try:
-        answer = _ask(sock, token, timeout_s)
+        try:
+            answer = _ask(sock, token, timeout_s)
+        except (TimeoutError, BlockingIOError):
+            if pid > 0 and _stopped(pid):
+                raise
+            answer = _ask(sock, token, BUSY_TIMEOUT_S)  # running but busy (a loaded machine)
     except (TimeoutError, BlockingIOError):  # BlockingIOError: its backlog is full, none accepted
         return Daemon(pid, Liveness.SILENT, sock)
     except OSError as e:  # refused (a stale socket: this daemon never bound it), not ours to open
@@ -92,6 +101,15 @@ def probe(paths: Paths, pid: int | None, timeout_s: float = PROBE_TIMEOUT_S) -> 
     if not answer.startswith(b"HTTP/"):
         return Daemon(pid, Liveness.UNASKED, sock, unasked_why=f"{sock} answered no HTTP")
     return Daemon(pid, Liveness.ANSWERS, sock, _served(answer))
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the kernel says `pid` is stopped (SIGSTOP, Ctrl-Z, a debugger): /proc's state T/t."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc (or gone): ask again, as for a busy daemon
+    return stat.rpartition(")")[2].split()[:1] in (["T"], ["t"])
 
 
 def _ask(sock: Path, token: str, timeout_s: float) -> bytes:

@@ -13,6 +13,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -180,3 +181,25 @@ def test_a_stale_socket_leaves_the_lock_to_go_by(held: Home) -> None:
     assert data["daemon"] == {"up": True, "pid": os.getpid()}  # up; not asked, so no verdict
     assert f"running (pid {os.getpid()}); not asked whether it answers" in doctor, doctor
     assert "refused" in doctor
+
+
+def test_a_busy_daemon_that_answers_late_is_responding(held: Home) -> None:
+    # Running, not stopped, answering only after the first ask gave up (a loaded machine, a long
+    # parse on its loop): asked again, it answers — not "not responding", nor a doctor failure.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
+        slow.bind(str(held.paths.api_sock))
+        slow.listen(8)
+
+        def answer_the_second_ask() -> None:
+            first, _ = slow.accept()
+            second, _ = slow.accept()  # the first ask gave up on its own and asked again
+            first.close()
+            with second:
+                second.recv(4096)
+                second.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+
+        worker = threading.Thread(target=answer_the_second_ask, daemon=True)
+        worker.start()
+        data = json.loads(in_process(held, "status", "--json").stdout)
+        worker.join(timeout=30)
+    assert data["daemon"] == {"up": True, "pid": os.getpid(), "responding": True}, data
