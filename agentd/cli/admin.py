@@ -171,12 +171,12 @@ def serve_cmd(
     Watch a week of check-ins in under three minutes (a throw-away home, never production):
       agentd --home /tmp/try serve --clock-speed 3600
     """
-    from agentd.daemon import serve as daemon  # the whole daemon: only this command needs it
-
     paths = paths_of(ctx)
     try:
         cfg = config.load(paths.config)  # a ConfigError exits 2: systemd does not restart it
         speed = check_speed(clock_speed)
+        from agentd.daemon import serve as daemon  # the whole daemon, once the config is good
+
         log.configure(cfg.daemon.log_level)
         code = asyncio.run(daemon.serve(paths, cfg, clock_speed=speed))
     except AgentdError as e:
