@@ -10,7 +10,6 @@ import contextlib
 import errno
 import http.client
 import json
-import os
 import resource
 import select
 import socket
@@ -25,7 +24,7 @@ import pytest
 
 from agentd.db import items as qi
 from tests.conftest import closed_port
-from tests.daemon.test_daemon import AGENTD, FINISH, Daemon, act, cli
+from tests.daemon.test_daemon import FINISH, Daemon, act, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -61,20 +60,11 @@ class Limited(Daemon):
 
     soft = FILES // 2
 
-    def start(self) -> subprocess.Popen[bytes]:
+    def start(self, **popen: Any) -> subprocess.Popen[bytes]:
         limits = (self.soft, FILES)
-        env = {**os.environ, "AGENTD_LOG_FORMAT": "json"}
-        with self.log(len(self.procs) + 1).open("ab") as out:
-            proc = subprocess.Popen(
-                [*AGENTD, "--home", str(self.home), "serve"],
-                stdout=out,
-                stderr=out,
-                env=env,
-                start_new_session=True,
-                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, limits),
-            )
-        self.procs.append(proc)
-        return proc
+        return super().start(
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, limits), **popen
+        )
 
 
 class Flood:

@@ -70,7 +70,8 @@ class Daemon:
     def log(self, n: int) -> Path:
         return self.home / f"daemon-{n}.log"
 
-    def start(self) -> subprocess.Popen[bytes]:
+    def start(self, **popen: Any) -> subprocess.Popen[bytes]:
+        """Start `agentd serve` (its log in daemon-N.log); `popen`: more Popen arguments."""
         env = {**os.environ, "AGENTD_LOG_FORMAT": "json"}
         with self.log(len(self.procs) + 1).open("ab") as out:
             proc = subprocess.Popen(
@@ -79,6 +80,7 @@ class Daemon:
                 stderr=out,
                 env=env,
                 start_new_session=True,
+                **popen,
             )
         self.procs.append(proc)
         return proc
