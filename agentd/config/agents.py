@@ -50,7 +50,7 @@ class Budget(_Strict):
     day_usd: float | None = Field(None, gt=0)
 
 
-_QUIET = re.compile(r"^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$")
+_QUIET = re.compile(r"^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$", re.ASCII)
 
 
 class Checkin(_Strict):

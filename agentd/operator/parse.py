@@ -14,7 +14,7 @@ from agentd.errors import UsageError
 from agentd.models import JSON
 from agentd.views.times import local, relative
 
-_DELAY = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_DELAY = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$", re.ASCII)
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 WHEN_HELP = (
     "A future time: a delay (90m, 12h, 3d, 2w) or ISO 8601 (2026-03-01, 2026-03-01T17:00, "

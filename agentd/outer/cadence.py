@@ -27,9 +27,12 @@ EARLY_LOOK_S = 2 * DAY
 # How far before the early-look line the early look lands (so "more than 48 h" holds with margin).
 EARLY_MARGIN_S = 3600.0
 
-_QUIET = re.compile(r"^\s*([01]?\d|2[0-3]):([0-5]\d)\s*-\s*([01]?\d|2[0-3]):([0-5]\d)\s*$")
+_QUIET = re.compile(
+    r"^\s*([01]?\d|2[0-3]):([0-5]\d)\s*-\s*([01]?\d|2[0-3]):([0-5]\d)\s*$", re.ASCII
+)
 _NO_QUIET = {"", "none", "off", "no"}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([smhdw])")  # ASCII digits: not "٣h"
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _UNITS = {"w": 7 * DAY, "d": DAY, "h": 3600.0, "m": 60.0, "s": 1.0}
 
 
@@ -49,9 +52,9 @@ MAX_DURATION_S = 10 * 365 * DAY  # ten years: beyond, times leave what datetimes
 def parse_duration(text: str) -> float:
     """Seconds in "90s", "4h", "3d", "2w", "1d12h" or plain seconds "86400" (at most 10 years)."""
     raw = text.strip().lower()
-    try:
+    if _SECONDS.fullmatch(raw):  # not float(): it reads "٣", "1_000", "1e3" and "nan"
         seconds = float(raw)
-    except ValueError:
+    else:
         parts = _DURATION.findall(raw)
         if not parts or _DURATION.sub("", raw).strip():
             raise ValueError(

@@ -1,7 +1,9 @@
 """A crontab expression, parsed and validated: five fields "minute hour day-of-month month
 day-of-week" with names, ranges, lists and steps, and the @daily-style macros. Vixie cron's
-reading: 0 and 7 are Sunday; day-of-month and day-of-week are OR-ed when both are restricted.
-Errors say what to write instead. When its fires fall (time zones, DST) is `schedule`'s.
+reading: 0 and 7 are Sunday; day-of-month and day-of-week are OR-ed when both are restricted (a
+field is unrestricted when it starts with "*", so "*/2" is unrestricted too). Numbers are ASCII
+digits only; a step needs a number after "/" and a start before it. Errors say what to write
+instead. When its fires fall (time zones, DST) is `schedule`'s.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class Cron:
     dows: frozenset[int]  # 0 = Sunday
     dom_any: bool  # the field starts with "*" (Vixie: then day-of-month and day-of-week AND)
     dow_any: bool
-    every_hour: bool  # hour field is "*": fire every real hour across DST
+    every_hour: bool  # hour field starts with "*" ("*", "*/3"): fire every real hour it names
     day_seconds: tuple[int, ...]  # sorted h*3600 + m*60 of the fires in a day
 
     def matches(self, d: date) -> bool:
@@ -58,11 +60,21 @@ class Cron:
         return dom or dow
 
 
+def _number(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also takes "١" and "²", which int() reads or refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def _value(text: str, i: int, spec: str) -> int:
     lo, hi = _RANGES[i]
     if text in _NAMES[i]:
         return _NAMES[i][text]
-    if not text.isdigit():
+    if not text:
+        raise ValueError(
+            f'cron {_FIELDS[i]} in "{spec}" has an empty value: write a number {lo}-{hi} on each '
+            'side of "-" and ","'
+        )
+    if not _number(text):
         names = " ".join(_NAMES[i]) or f"numbers {lo}-{hi}"
         raise ValueError(f'cron {_FIELDS[i]} "{text}" in "{spec}" is not valid: use {names}')
     value = int(text)
@@ -75,11 +87,18 @@ def _field(text: str, i: int, spec: str) -> frozenset[int]:
     lo, hi = _RANGES[i]
     out: set[int] = set()
     for item in text.split(","):
-        base, _, step_text = item.partition("/")
+        base, slash, step_text = item.partition("/")
         step = 1
-        if step_text:
-            if not step_text.isdigit() or int(step_text) == 0:
-                raise ValueError(f'cron step "/{step_text}" in "{spec}" must be a positive number')
+        if slash:
+            if not _number(step_text) or int(step_text) == 0:
+                raise ValueError(
+                    f'cron step "/{step_text}" in "{spec}" must be a positive number, e.g. "*/15"'
+                )
+            if not base:
+                raise ValueError(
+                    f'cron step "{item}" in "{spec}" needs a start: write "*/{step_text}" '
+                    f'or e.g. "{lo}-{hi}/{step_text}"'
+                )
             step = int(step_text)
         if base == "*":
             first, last = lo, hi
@@ -92,7 +111,7 @@ def _field(text: str, i: int, spec: str) -> frozenset[int]:
                 )
         else:
             first = _value(base, i, spec)
-            last = hi if step_text else first  # "5/15" means 5-59/15
+            last = hi if slash else first  # "5/15" means 5-59/15
         out.update(range(first, last + 1, step))
     if i == 4 and 7 in out:  # 7 is Sunday too
         out = (out - {7}) | {0}
@@ -116,7 +135,7 @@ def parse(spec: str) -> Cron:
         dows=dows,
         dom_any=parts[2].startswith("*"),
         dow_any=parts[4].startswith("*"),
-        every_hour=parts[1] == "*",
+        every_hour=parts[1].startswith("*"),
         day_seconds=tuple(sorted(h * 3600 + m * 60 for h in hours for m in minutes)),
     )
     # with day-of-week unrestricted, the day-of-month must exist in some month listed
@@ -132,7 +151,7 @@ def normal(spec: str) -> str:
     numbers weekdays 0=Monday) reads the same days."""
     text = _MACROS.get(spec.strip().lower(), spec.strip().lower())
     parts = text.split()
-    if parts[4].startswith("*") or not any(ch.isdigit() for ch in parts[4].split("/")[0]):
+    if parts[4].startswith("*") or not any(_number(ch) for ch in parts[4].split("/")[0]):
         return " ".join(parts)
     days = sorted(parse(spec).dows)
     runs: list[list[int]] = []

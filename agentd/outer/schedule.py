@@ -3,10 +3,12 @@ per-goal jitter, and the misfire policy after downtime (skip / once / all, with 
 Pure time math on unix seconds: no database, no clock — the caller passes `now`.
 
 Cron is evaluated here, not by APScheduler: its CronTrigger fires a 02:30 job twice on a fall-back
-day and numbers weekdays 0=Monday. Ours follows Vixie cron: 0 and 7 are Sunday; a wall time that
-does not exist (spring forward) fires once when the clock jumps past it; a wall time that happens
-twice (fall back) fires once, at its first occurrence — except hourly jobs (hour field `*`), which
-fire every real hour. The expression itself (fields, names, steps, macros) is `crontab`'s."""
+day and numbers weekdays 0=Monday. Ours is Vixie cron's DST rule (and cronsim's, whose DST cases
+tests/outer/test_cron_corpus.py keeps): 0 and 7 are Sunday; a job whose hour field starts with `*`
+(`*`, `*/3`) fires at every real hour it names — a wall time the spring-forward jump skips does
+not fire, and one the fall back repeats fires twice; any other job fires once per wall time — a
+skipped one when the clock jumps past it, a repeated one at its first occurrence. The expression
+itself (fields, names, steps, macros) is `crontab`'s."""
 
 from __future__ import annotations
 
@@ -164,11 +166,11 @@ def _day_fires(cron: crontab.Cron, tz: zoneinfo.ZoneInfo, d: date) -> tuple[floa
         naive = datetime.combine(d, time()) + timedelta(seconds=s)
         t = local_instant(d, s, tz)
         if _wall(t, tz) != naive:  # skipped by the spring-forward jump
-            if not cron.every_hour:  # a daily 02:30 fires once, at the jump; hourly jobs just go on
+            if not cron.every_hour:  # a daily 02:30 fires once, at the jump; `*` hours just go on
                 fires.add(t)
             continue
         fires.add(t)
-        if cron.every_hour:  # the repeated hour of a fall back gets its hourly fires too
+        if cron.every_hour:  # the repeated hour of a fall back gets its `*` hour fires too
             fires.add(local_instant(d, s, tz, first=False))
     return tuple(sorted(fires))
 
