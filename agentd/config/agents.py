@@ -69,6 +69,10 @@ class Checkin(_Strict):
     max_lateness_s: float = Field(86400.0, gt=0)  # older missed fires are recorded as skipped
     jitter_s: float = Field(600.0, ge=0)  # a stable per-goal offset in [0, jitter_s)
     deadline_looks: int = Field(3, ge=1)  # looks spread before a goal's deadline
+    # A new goal's first check-in: "skip" looks only when something moved (an idle watch goal
+    # costs nothing); "ask" asks the model once anyway. A vague goal asks its clarifying question
+    # either way. A source's first snapshot is a baseline, never a change.
+    first_look: Literal["ask", "skip"] = "skip"
 
     @field_validator("quiet", mode="before")
     @classmethod

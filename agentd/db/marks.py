@@ -75,8 +75,11 @@ def gather(
     else:
         world_where, world_args = "snapshot_id > ?", (m.get("snapshot", 0),)
         event_where, event_args = "event_id > ?", (m.get("event", 0),)
+    # A source seen for the first time (`"new"`: first boot, a source added) is a baseline:
+    # only a snapshot with a real change counts.
     world = c.execute(
-        f"SELECT changes FROM world WHERE agent = ? AND {world_where} AND changes != '{{}}'"
+        f"SELECT changes FROM world WHERE agent = ? AND {world_where} AND EXISTS ("
+        "SELECT 1 FROM json_each(world.changes) WHERE type != 'text' OR value != 'new')"
         " ORDER BY snapshot_id DESC", (agent, *world_args),
     ).fetchall()  # fmt: skip
     events = c.execute(

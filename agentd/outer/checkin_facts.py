@@ -51,6 +51,7 @@ def gather(
         clarify_asked=qc.count_rule(c, goal.goal_id, "clarify"),
         model_looks=looks,
         last_stage=last_stage,
+        first_look=agent.checkin.first_look == "ask",
     )
     pre = precheck(facts)
     reported = (marks or {}).get("overdue", []) + [i["item_id"] for i in facts.overdue_items]

@@ -9,7 +9,11 @@ are deliberately few and countable, so an idle goal costs nothing and a deadline
 - the goal's deadline entered a new stage (14 d, 7 d, 3 d, 48 h, 24 h, 6 h ahead, passed) since
   the last look a model made — a handful of looks per deadline, never one per fire;
 - the goal lacks what a nudge needs (criteria, a deadline where one matters) and was never looked
-  at: the first look asks clarifying questions before any nudge.
+  at: the first look asks clarifying questions before any nudge;
+- the agent says `checkin.first_look = "ask"` and this is a new goal's first check-in.
+
+A source's first snapshot (at first boot, or when an agent gains a source) is a baseline, not a
+change: `agentd.db.marks` does not count it.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class Facts:
     clarify_asked: int = 0  # clarifying questions ever posted for the goal
     model_looks: int = 0  # earlier check-ins of the goal that asked a model
     last_stage: int | None = None  # the deadline stage at the last look a model made
+    first_look: bool = False  # the agent's checkin.first_look = "ask": look once at a new goal
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,8 @@ def precheck(f: Facts) -> Precheck:
     must_ask = bool(f.underspecified) and f.clarify_asked == 0
     if must_ask and f.model_looks == 0:
         reasons.append(f"the goal lacks {' and '.join(f.underspecified)}: ask first")
+    elif f.first_look and f.since is None and f.model_looks == 0:
+        reasons.append('a first look at a new goal (checkin.first_look = "ask")')
     stage = deadline_stage(f.deadline, f.now)
     if stage is not None and stage != f.last_stage:
         reasons.append(_deadline_reason(f.deadline, f.now))

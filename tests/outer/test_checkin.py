@@ -129,9 +129,9 @@ Make = Callable[..., Any]
 async def make(home: Home, tmp_path: Path) -> AsyncIterator[Make]:
     stores: list[Store] = []
 
-    async def build(checkins: list[Any], budget: str = "") -> Env:
+    async def build(checkins: list[Any], budget: str = "", checkin_more: str = "") -> Env:
         out = tmp_path / "out.txt"
-        text = CONFIG.replace("__OUT__", str(out)).replace("__BUDGET__", budget)
+        text = CONFIG.replace("__OUT__", str(out)).replace("__BUDGET__", budget) + checkin_more
         cfg: Config = home.write_config(text, [{"action": {"kind": "notify", "message": "hi"}}])
         (home.root / "checkins.json").write_text(json.dumps(checkins))
         home.store  # noqa: B018  # migrate before the async store opens
@@ -186,6 +186,35 @@ def failed_run(env: Env, goal_id: int, summary: str = "the deploy broke") -> int
 
 
 # ── the precheck: nothing moved costs nothing ────────────────────────────────────────────────────
+
+
+def first_snapshot(env: Env) -> None:
+    """The poller's first look at the agent's source: every source is "new"."""
+    env.write(lambda c: worlds.add_snapshot(c, "default", None, {"blog": {"posts": 3}},
+                                            {"blog": "new"}))  # fmt: skip
+
+
+async def test_a_sources_first_snapshot_is_a_baseline_not_a_change(make: Make) -> None:
+    env = await make([NOTHING])
+    goal_id = goal(env)
+    first_snapshot(env)  # first boot: the poller looks after the goal was added
+    done = await env.check(goal_id, T0)
+    assert (done.status, done.reason) == ("skipped", "nothing moved")
+    assert env.model.requests == []
+    world_moves(env, 4)  # a real change afterwards still counts
+    assert (await env.check(goal_id)).status != "skipped"
+    assert len(env.model.requests) == 1
+
+
+async def test_first_look_ask_looks_once_at_a_new_goal_and_says_why(make: Make) -> None:
+    env = await make([NOTHING, NOTHING], checkin_more='first_look = "ask"\n')
+    goal_id = goal(env)
+    first_snapshot(env)
+    first = await env.check(goal_id, T0)
+    assert first.status != "skipped" and len(env.model.requests) == 1
+    assert first.precheck["reasons"] == ['a first look at a new goal (checkin.first_look = "ask")']
+    assert (await env.check(goal_id)).status == "skipped"  # once, not every fire
+    assert len(env.model.requests) == 1
 
 
 async def test_checkin_nothing_changed_is_skipped_without_model_call(make: Make) -> None:
