@@ -11,9 +11,24 @@ description = "A general agent: notes, questions, waits and finishes."
 model = "default"
 actions = ["notify", "ask", "sleep", "finish"]
 """
-PLACEHOLDER_REPLIES = """[
-  {"reason": "nothing to do yet",
-   "action": {"kind": "finish", "outcome": "succeeded",
-              "summary": "edit replies.json or configure a real model"}}
-]
+# One list per purpose, so a fresh home's runs, check-ins and builds all get a valid answer
+# (agentd/llm/scripted.py): a run finishes, a check-in has nothing to report, a build makes a
+# placeholder artifact that says what it is.
+PLACEHOLDER_REPLIES = """{
+  "decide": [
+    {"reason": "nothing to do yet",
+     "action": {"kind": "finish", "outcome": "succeeded",
+                "summary": "edit replies.json or configure a real model"}}
+  ],
+  "checkin": [
+    {"reason": "the placeholder model has nothing to report: configure a real model to get nudges",
+     "next_look_in_s": null, "verdict": {"kind": "nothing"}}
+  ],
+  "plan": [{"reason": "the placeholder model plans nothing", "requirements": [], "question": null}],
+  "generate": [{"notes": "", "artifact": "(made by the placeholder model: configure a real model)"}],
+  "judge": [
+    {"requirements": [], "serves_why": {"pass": false, "reason": "placeholder", "fix": ""},
+     "summary": "the placeholder model cannot judge: configure a real model"}
+  ]
+}
 """

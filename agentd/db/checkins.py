@@ -169,6 +169,21 @@ def previous(c: Conn, goal_id: int, checkin_id: int) -> Checkin | None:
     return None if row is None else _from_row(row)
 
 
+def failed_streak(c: Conn, goal_id: int) -> int:
+    """How many of the goal's latest ended check-ins failed in a row (0: the last did not)."""
+    rows = c.execute(
+        "SELECT status FROM checkins WHERE goal_id = ? AND status IN ('done', 'skipped', 'failed')"
+        " ORDER BY checkin_id DESC LIMIT 100",
+        (goal_id,),
+    ).fetchall()
+    n = 0
+    for (status,) in rows:
+        if status != "failed":
+            break
+        n += 1
+    return n
+
+
 def model_looks(c: Conn, goal_id: int, checkin_id: int) -> tuple[int, int | None]:
     """(earlier check-ins of the goal a model answered, the deadline stage at the last one)."""
     n, stage = c.execute(

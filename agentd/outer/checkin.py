@@ -306,6 +306,8 @@ def _complete(
     fields: JSON = {"decision": decision, "effect": effect} if decision is not None else {}
     qc.advance(c, row.checkin_id, expect, status=status, precheck=pre, reason=reason,
                next_at=next_at, completed_at=now, **fields)  # fmt: skip
+    if status == CheckinStatus.FAILED:
+        verdicts.failing_notice(c, row, reason, now)
 
 
 def next_look(

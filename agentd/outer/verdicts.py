@@ -133,3 +133,21 @@ def same_topic(a: str | None, b: str | None) -> bool:
 
 def _args(args: JSON) -> str:
     return " ".join(f"{k}={v!r}" for k, v in args.items()) or "(no arguments)"
+
+
+FAILED_NOTICE_AFTER = 3  # check-ins of a goal failing in a row before the operator is told
+
+
+def failing_notice(c: Any, row: Checkin, reason: str, now: float) -> int | None:
+    """After FAILED_NOTICE_AFTER failed check-ins in a row, one notice (once per streak): the
+    goal's check-ins are not deciding, and why."""
+    streak = qc.failed_streak(c, row.goal_id)
+    if streak != FAILED_NOTICE_AFTER:
+        return None
+    return qi.post(
+        c, InboxKind.NOTICE, goal_id=row.goal_id, rule="checkin_failed",
+        title=f"Check-ins of goal {row.goal_id} failed {streak} times in a row",
+        body=f"The last one: {reason}\nSee `agentd checkins --goal {row.goal_id}`; fix the check-in"
+        " model (its replies, key or address) and the next check-in tries again.",
+        data={"posted_at": now, "checkin_id": row.checkin_id},
+    )  # fmt: skip

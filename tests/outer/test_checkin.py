@@ -469,6 +469,19 @@ async def test_checkin_invalid_reply_is_reasked_once_then_fails_visibly(make: Ma
     assert nxt.status == "done" and env.calls()[-1]["n"] == 3
 
 
+async def test_failing_check_ins_become_one_notice_after_three_in_a_row(make: Make) -> None:
+    env = await make(["not json"])
+    goal_id = goal(env)
+    for n in range(1, 5):
+        world_moves(env, n)
+        assert (await env.check(goal_id)).status == "failed"
+        notices = env.items(rule="checkin_failed")
+        assert len(notices) == (0 if n < 3 else 1)  # once per streak, not once per failure
+    (notice,) = notices
+    assert notice.title == f"Check-ins of goal {goal_id} failed 3 times in a row"
+    assert "not valid JSON" in notice.body and notice.goal_id == goal_id
+
+
 async def test_checkin_model_error_waits_with_backoff_then_retries(make: Make) -> None:
     env = await make(
         [{"error": "overloaded", "attempts": 2, "retry_after_s": 30, "reply": NOTHING}]
