@@ -78,10 +78,13 @@ def goal_add(
         --criterion "p95 latency under 300 ms" --deadline 7d
     """
     paths = paths_of(ctx)
-    name = pick_agent(config.load(paths.config), agent, paths.config)
+    cfg = config.load(paths.config)
+    name = pick_agent(cfg, agent, paths.config)
     with open_store(ctx) as store:
         now = datetime.fromtimestamp(plan.home_now(store), UTC)  # a test clock, if the home has one
         when = goals.parse_deadline(deadline, now) if deadline is not None else None
+        # Named with --agent, sharing is the operator's choice; picked for them, say so.
+        shared = None if agent else goals.shared_triggers(store, cfg.agents[name].triggers, name)
         goal = goals.add(
             store, title=title, why=why, agent=name, criteria=criterion or [], deadline=when
         )
@@ -89,6 +92,8 @@ def goal_add(
     if not as_json:
         hint = f"added for agent {name}; start it with `agentd runs start {goal.goal_id}`"
         typer.echo(f"goal {goal.goal_id} {hint}", err=True)
+    if shared:
+        typer.echo(screen(f"warning: {shared}"), err=True)
 
 
 @goal_app.command("list")

@@ -20,7 +20,9 @@ def _nobody_listens(cfg: Config, c: Any, name: str) -> str | None:
     agents = sorted(a for a, agent in cfg.agents.items() if name in agent.triggers)
     if not agents:
         return (
-            f"no agent triggers on {name!r} and no run waits for it, so it starts nothing; add it "
+            f"no agent triggers on {name!r} and no run waits for it, so it starts nothing; "
+            + _nearest(cfg, waiting, name)
+            + "add it "
             "to an agent's `triggers` in config.toml, then reload the daemon (`systemctl reload "
             "agentd`, or `kill -HUP` its pid)"
         )
@@ -31,6 +33,16 @@ def _nobody_listens(cfg: Config, c: Any, name: str) -> str | None:
             "but no active goal uses it, so it starts nothing; add one with `agentd goal add`"
         )
     return None
+
+
+def _nearest(cfg: Config, waiting: list[Any], name: str) -> str:
+    """`did you mean 'deploy'? `: the closest name an agent triggers on or a run waits for."""
+    import difflib  # only when nothing listens: the CLI's start stays light
+
+    known = {t for agent in cfg.agents.values() for t in agent.triggers}
+    known |= {str(r.wait["event"]) for r in waiting if r.wait and r.wait.get("event")}
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def send(

@@ -13,11 +13,11 @@ characters, valid Unicode. Asking for a state that already holds (pausing a paus
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentd.config import Config
 from agentd.db import accounting, memory
 from agentd.db import artifacts as qa
 from agentd.db import checkins as qc
@@ -29,6 +29,9 @@ from agentd.models import JSON, Goal, GoalStatus, InboxItem, Run, RunStatus, Ste
 from agentd.operator import inbox, schedules
 from agentd.operator.parse import parse_when
 from agentd.text import jsonable
+
+if TYPE_CHECKING:
+    from agentd.config import Config
 
 ALL_RUNS = 1_000_000
 TITLE_MAX_CHARS = 300  # a line; a 120,000-character title once cost 30,826 tokens per decision
@@ -68,6 +71,25 @@ def parse_deadline(value: str, now: datetime) -> datetime:
             "future time (a time without a zone is local) or a delay like 3d"
         )
     return when
+
+
+def shared_triggers(store: SyncStore, triggers: Sequence[str], agent: str) -> str | None:
+    """A warning when other active goals of `agent` already answer its triggers: each goal gets
+    its own run on every trigger (two remediation runs for one outage), or None."""
+    if not triggers:
+        return None
+    others = [
+        g for g in store.read(lambda c: q.list_goals(c, GoalStatus.ACTIVE)) if g.agent == agent
+    ]
+    if not others:
+        return None
+    ids = ", ".join(str(g.goal_id) for g in others)
+    return (
+        f"agent {agent} already serves active goal{'s' if len(others) > 1 else ''} {ids} on "
+        f"its triggers ({', '.join(triggers)}): both goals will run on every trigger (one run "
+        "each); pass --agent to choose another agent, or "
+        "close the other goal with `agentd goal close ID`"
+    )
 
 
 def add(
