@@ -1,4 +1,4 @@
-"""The README's "Using it" and "Point it at your own service" sections, walked as written.
+"""The README's quickstart and the docs' first steps, walked as written; every relative link resolves.
 
 Every line of every ```sh block in those sections runs, in order, through bash with the venv's
 `agentd` first on PATH and a fresh HOME (so `~/.local/share/agentd` is a new home, as on a new
@@ -29,6 +29,7 @@ from agentd.db import world as worlds
 from agentd.db.store import SyncStore
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = README.parent / "docs"
 VENV_BIN = Path(sys.executable).parent  # the venv running these tests holds the `agentd` script
 STEP_TIMEOUT_S = 20.0
 BASH = shutil.which("bash") or "/bin/bash"  # the README's commands are bash (`$(…)`, `~`)
@@ -156,7 +157,7 @@ def run_finished(walk: Walk, run_id: int) -> Callable[[], bool]:
 
 
 def test_readme_using_it_runs_as_written(walk: Walk) -> None:
-    lines = commands(section(README.read_text(), "## Using it"))
+    lines = commands(section((DOCS / "configuration.md").read_text(), "## First steps"))
     assert (VENV_BIN / "agentd").exists()
     for line in lines:
         walk.run(line)
@@ -190,10 +191,19 @@ URL_IN_README = "http://127.0.0.1:8080/health"
 LOG_IN_README = "/var/log/checkout/app.log"
 
 
-def test_readme_own_service_runs_as_written(walk: Walk, http_server: Any, tmp_path: Path) -> None:
-    text = section(README.read_text(), "### Point it at your own service")
+@pytest.mark.parametrize(
+    ("doc", "heading"),
+    [
+        (README, "## Watch your own service"),
+        (DOCS / "configuration.md", "## Your own service, in full"),
+    ],
+)
+def test_readme_own_service_runs_as_written(
+    walk: Walk, http_server: Any, tmp_path: Path, doc: Path, heading: str
+) -> None:
+    text = section(doc.read_text(), heading)
     (toml,) = blocks(text, "toml")
-    assert URL_IN_README in toml and LOG_IN_README in toml, "update this test's placeholders"
+    assert URL_IN_README in toml, "update this test's placeholders"
     app_log = tmp_path / "app.log"
     app_log.write_text("started\n")
     walk.agentd_home.mkdir(parents=True, mode=0o700)
@@ -302,3 +312,59 @@ def test_demo_stops_its_processes_and_removes_its_home_on_a_signal(
         proc.kill()
     assert processes_mentioning(str(home)) == []
     assert not home.exists(), "the demo left its temporary home"
+
+
+# ── links: every relative link in README.md and docs/*.md names a file (and a heading) that exists ──
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def anchors(doc: Path) -> set[str]:
+    """GitHub's heading ids: lower case, punctuation dropped, spaces to hyphens."""
+    found = set()
+    for line in section_free(doc.read_text()):
+        if m := re.match(r"^#+ (.*)", line):
+            slug = re.sub(r"[^\w\- ]", "", m[1].strip().lower()).replace(" ", "-")
+            found.add(slug)
+    return found
+
+
+def section_free(text: str) -> list[str]:
+    """The lines outside fenced blocks."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            out.append(line)
+    return out
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
+    broken = []
+    for doc in [README, *sorted(DOCS.glob("*.md"))]:
+        for line in section_free(doc.read_text()):
+            for target in LINK.findall(line):
+                if re.match(r"^[a-z]+:", target):
+                    continue  # http:, https:, mailto:
+                path, _, fragment = target.partition("#")
+                file = (doc.parent / path).resolve() if path else doc
+                if not file.exists():
+                    broken.append(f"{doc.name}: {target}")
+                elif fragment and file.suffix == ".md" and fragment not in anchors(file):
+                    broken.append(f"{doc.name}: {target} (no such heading)")
+    assert not broken, broken
+
+
+def test_the_install_never_names_the_index_agentd() -> None:
+    """The index's `agentd` is an unrelated project: the distribution has its own name, and no
+    install instruction fetches the other one (the warnings against it quote it in backticks)."""
+    project = (README.parent / "pyproject.toml").read_text()
+    assert re.search(r'^name = "agentd-daemon"', project, flags=re.M)
+    assert re.search(r'^agentd = "agentd.cli:main"', project, flags=re.M)  # the command stays
+    unit = (README.parent / "systemd" / "agentd.service").read_text()
+    assert "SupplementaryGroups=systemd-journal" in unit
+    for doc in [README, *DOCS.glob("*.md"), README.parent / "systemd" / "agentd.service"]:
+        text = doc.read_text()
+        for m in re.finditer(r"pip install agentd\b", text):
+            assert text[m.start() - 1 : m.start()] == "`" and "unrelated" in text, (doc, m)

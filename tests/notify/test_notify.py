@@ -500,8 +500,7 @@ def test_notify_receiver_down_gets_everything_after_a_sigkill(
 
 
 def test_notify_readme_example_is_a_valid_config(home: Home) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    part = readme.split("## Notifications", 1)[1].split("\n## ", 1)[0]
+    part = (Path(__file__).resolve().parents[2] / "docs" / "notifications.md").read_text()
     toml = part.split("```toml\n", 1)[1].split("```", 1)[0]
     cfg = home.write_config('[models.default]\nprovider = "template"\n\n[agents.default]\n'
                             'actions = ["finish"]\n\n' + toml)  # fmt: skip
