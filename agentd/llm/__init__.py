@@ -65,6 +65,10 @@ def mechanical_summary(context: JSON) -> str:
     last = history[-1]["seq"] if history else 0
     previous = context.get("previous") or ""
     text = f"Steps {first}–{last}: {len(acts)} actions" + (f": {done}." if done else ".")
+    refused = [h for h in history if h.get("kind") == "check" and h.get("verdict") == "deny"]
+    if refused:  # a summary of only what ran hides what the harness stopped
+        text += " Refused: " + ", ".join(f"{h.get('action')} ({h.get('rule')})" for h in refused)
+        text += "."
     return f"{previous} {text}".strip()[-2000:]
 
 

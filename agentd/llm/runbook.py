@@ -200,9 +200,31 @@ def _symptom(health: JSON) -> str:
 
 
 def _steps_taken(history: list[JSON]) -> str:
-    done = [h["action"] for h in history if h["kind"] == "act" and h["status"] == "done"]
-    taken = [a for a in done if a not in ("sleep", "notify")]
-    return ("Actions taken: " + ", ".join(taken) + ".") if taken else "No action was taken."
+    """What ran, what failed and what was refused (by policy or the operator): a summary that
+    names only what ran hides the rollback that was denied."""
+    taken: list[str] = []
+    failed: list[str] = []
+    refused: list[str] = []
+    for h in history:
+        action = h.get("action")
+        if not action or action == "sleep":
+            continue
+        if h["kind"] == "act" and h["status"] != "started" and h.get("ok") is False:
+            failed.append(f"{action} ({h.get('error') or 'no detail'})")
+        elif h["kind"] == "act" and h["status"] == "done" and action != "notify":
+            taken.append(action)
+        elif h["kind"] == "check" and h.get("verdict") == "deny":
+            refused.append(f"{action} ({h.get('rule') or 'policy'})")
+        elif h["kind"] == "wake" and h.get("why") == "approval" and not h.get("withdrew"):
+            how = {"denied": "denied by the operator", "expired": "approval expired"}
+            if h.get("status") in how:
+                refused.append(f"{action} ({how[h['status']]})")
+    parts = [("Actions taken: " + ", ".join(taken) + ".") if taken else "No action was taken."]
+    if failed:
+        parts.append("Failed: " + ", ".join(failed) + ".")
+    if refused:
+        parts.append("Refused: " + ", ".join(refused) + ".")
+    return " ".join(parts)
 
 
 def summary(cfg: RunbookModel, history: list[JSON], health: JSON) -> str:

@@ -344,3 +344,30 @@ def test_changes_report_real_differences_and_new_sources() -> None:
 
 def test_changes_from_nothing_marks_every_source_new() -> None:
     assert changes(None, look(True, 200)) == {"health": "new", "log": "new"}
+
+
+def test_runbook_summary_lists_refused_and_failed_actions_not_only_those_that_ran() -> None:
+    journal = restarted_and_slept().proposed("rollback", Verdict.DENY).observe()
+    journal.add(
+        StepKind.ACT, action="notify", args={}, digest=action_digest("notify", {}),
+        status=StepStatus.ERROR, result={"ok": False, "error": "webhook HTTP 500"},
+        data={"approval": None, "key": "1:0"},
+    )  # fmt: skip
+    journal.awaiting_rollback().answered("denied").observe().asked("what now?")
+    kind, args = action_of(decide(CFG, journal.context(FAILING)))
+    assert (kind, args["outcome"]) == ("finish", "failed")
+    assert "Actions taken: fetch_logs, restart, ask." in args["summary"]
+    assert "Failed: notify (webhook HTTP 500)." in args["summary"]
+    assert (
+        "Refused: rollback (policy: rollback = deny), rollback (denied by the operator)."
+        in (args["summary"])
+    )
+
+
+def test_mechanical_summary_names_refused_actions() -> None:
+    from agentd.llm import mechanical_summary
+
+    journal = restarted_and_slept().proposed("rollback", Verdict.DENY).observe()
+    text = mechanical_summary(journal.context(FAILING))
+    assert "restart (ok)" in text
+    assert "Refused: rollback (policy: rollback = deny)." in text
