@@ -48,9 +48,11 @@ def record_poll(
         name = f"{source}.{'healthy' if healthy else 'unhealthy'}"
         data = state_data(agent, source, world[source])
         for run_id, wait in qw.waiting_runs_of_agent(c, agent):
-            if wait.get("why") not in ("sleep", "approval"):
-                # Questions wait for a human; event waits match events themselves; a model
-                # backoff keeps its Retry-After (the next decision sees the world anyway).
+            # A question asked during an outage is moot once the service recovers (withdrawn
+            # like an approval); other questions wait for a human; event waits match events
+            # themselves; a model backoff keeps its Retry-After (the next decision sees the world).
+            moot = healthy and wait.get("why") == "question"
+            if wait.get("why") not in ("sleep", "approval") and not moot:
                 continue
             why: JSON = {"woke_by": "world", "why": wait.get("why"), "event": name, "data": data}
             if wait.get("item_id"):

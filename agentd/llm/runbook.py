@@ -232,9 +232,11 @@ def summary(cfg: RunbookModel, history: list[JSON], health: JSON) -> str:
     trigger = next((h.get("trigger") or {} for h in history if h["kind"] == "start"), {})
     seen = trigger.get("data") or {}
     started = f"since {seen['since']} ({_symptom(seen)})" if "since" in seen else None
-    withdrawn = any(
-        h["kind"] == "wake" and h.get("woke_by") == "world" and h.get("withdrew") for h in history
-    )
+    withdrew = [
+        h.get("why") for h in history
+        if h["kind"] == "wake" and h.get("woke_by") == "world" and h.get("withdrew")
+    ]  # fmt: skip
+    withdrawn = "approval" in withdrew or None in withdrew
     approved = any(
         h["kind"] == "wake" and h.get("action") == cfg.rollback_action
         and h.get("status") == "approved"
@@ -247,6 +249,10 @@ def summary(cfg: RunbookModel, history: list[JSON], health: JSON) -> str:
     if withdrawn:
         parts.append(
             "It recovered on its own while the rollback waited; the approval was withdrawn."
+        )
+    if "question" in withdrew:
+        parts.append(
+            "It recovered while the operator's answer was awaited; the question was withdrawn."
         )
     parts.append(f"Healthy again since {health.get('since', '?')} ({_symptom(health)}).")
     return " ".join(parts)

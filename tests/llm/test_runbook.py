@@ -371,3 +371,16 @@ def test_mechanical_summary_names_refused_actions() -> None:
     text = mechanical_summary(journal.context(FAILING))
     assert "restart (ok)" in text
     assert "Refused: rollback (policy: rollback = deny)." in text
+
+
+def test_runbook_summary_says_a_question_was_withdrawn_on_recovery() -> None:
+    journal = restarted_and_slept().proposed("rollback", Verdict.DENY).observe()
+    wake = {
+        "woke_by": "world", "why": "question", "event": "health.healthy", "data": {},
+        "withdrew": 2, "action": None, "reason": "withdrawn: health became healthy",
+    }  # fmt: skip
+    journal.add(StepKind.WAKE, data=wake).observe()
+    kind, args = action_of(decide(CFG, journal.context(healthy(2))))
+    assert (kind, args["outcome"]) == ("finish", "succeeded")
+    assert "the question was withdrawn" in args["summary"]
+    assert "the approval was withdrawn" not in args["summary"]
