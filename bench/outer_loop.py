@@ -192,6 +192,19 @@ def print_targets(
         ("0 duplicate nudges within 24 h", s("duplicates") == 0,
          f"{s('duplicates')} ({held} repeats held back by agentd, {wrongly} of them wrongly)"),
     ]  # fmt: skip
+    for name, by_policy in totals.items():  # per scenario: the aggregate must not hide one
+        mine_s = by_policy.get("agentd", {})
+        if not mine_s.get("needs_total"):
+            continue
+        rate = mine_s["needs_met"] / mine_s["needs_total"]
+        rivals = {p: t["needs_met"] / t["needs_total"] for p, t in by_policy.items()
+                  if p != "agentd" and t.get("needs_total")}  # fmt: skip
+        best = max(rivals.items(), key=lambda kv: kv[1], default=("none", 0.0))
+        targets.append((f"{name}: ≥ 98 % of needs met and ≥ the best baseline",
+                        rate >= 0.98 and rate >= best[1] - 1e-9,
+                        f"agentd {mine_s['needs_met']}/{mine_s['needs_total']} = "
+                        f"{_pct(mine_s['needs_met'], mine_s['needs_total'])}; best baseline "
+                        f"{best[0]} {best[1]:.1%}"))  # fmt: skip
     if checks.get("party"):
         bad = [c["seed"] for c in checks["party"] if not c["ok"]]
         least = min(c["days_with_looks"] for c in checks["party"])

@@ -35,6 +35,17 @@ def marks_now(c: Conn, goal_id: int, agent: str, carried: list[int]) -> JSON:
     }  # fmt: skip
 
 
+def snapshot_mark(c: Conn, agent: str, marks: JSON | None, created_at: float) -> int:
+    """The world mark a check-in counts changes beyond: its previous check-in's, or (the first
+    check-in) the agent's last snapshot from before the goal was created."""
+    if marks is not None:
+        return int(marks.get("snapshot", 0))
+    row = c.execute(
+        "SELECT max(snapshot_id) FROM world WHERE agent = ? AND taken_at < ?", (agent, created_at)
+    ).fetchone()
+    return int(row[0] or 0)
+
+
 MAX_WORLD_SAMPLES = 20
 
 

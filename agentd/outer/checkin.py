@@ -264,7 +264,10 @@ def _apply(c: Any, deps: Deps, row: Checkin, reply: Reply, now: float) -> tuple[
         effect.update(verdicts.achieved(c, row, v["evidence"], now))
     verdicts.remember(c, row, v, reply.reason, effect, now)
     decision = {"reason": reply.reason, "next_look_in_s": reply.next_look_in_s, "verdict": v}
-    _end(c, deps, row, now, "done", "decided", row.precheck, reply.reason or kind,
+    pre = (
+        checkin_facts.held(row.precheck) if kind == "ask" and "item_id" in effect else row.precheck
+    )
+    _end(c, deps, row, now, "done", "decided", pre, reply.reason or kind,
          proposed=reply.next_look_in_s, decision=decision, effect=effect)  # fmt: skip
     log.info("checkin.done", checkin_id=row.checkin_id, verdict=kind, **effect)
     return started

@@ -35,11 +35,15 @@ def gather(
         c, goal.goal_id, goal.agent, agent.triggers, marks, goal.created_at.timestamp(), now,
         OVERDUE_AFTER_S,
     )  # fmt: skip
+    # While the goal's clarifying question is open, what the world does stays pending: no look
+    # for it now (the model could only wait for the answer), all of it seen once answered.
+    waiting = bool(qc.open_questions(c, goal.goal_id, "clarify"))
+    held = qmarks.snapshot_mark(c, goal.agent, marks, goal.created_at.timestamp())
     looks, last_stage = qc.model_looks(c, goal.goal_id, row.checkin_id)
     known = mem.answers(c, goal.goal_id)
     facts = Facts(
         since=prev.fired_at if prev else None,
-        world_changes=moved["world_changes"],
+        world_changes=0 if waiting else moved["world_changes"],
         runs_finished=moved["runs_finished"],
         answers=moved["answers"],
         events=moved["events"],
@@ -57,7 +61,19 @@ def gather(
     reported = (marks or {}).get("overdue", []) + [i["item_id"] for i in facts.overdue_items]
     new_marks = qmarks.marks_now(c, goal.goal_id, goal.agent, [])
     new_marks["overdue"] = [i for i in reported if i in new_marks["open_items"]]
+    new_marks["held_snapshot"] = held  # kept instead of "snapshot" if this look asks (`held`)
+    if waiting:
+        new_marks["snapshot"] = held
     return facts, pre, new_marks, moved
+
+
+def held(pre: JSON) -> JSON:
+    """The precheck of a check-in that posted a clarifying question: its world mark stays where
+    it was, so the look after the answer sees what this one saw."""
+    marks = pre.get("marks")
+    if not isinstance(marks, dict) or "held_snapshot" not in marks:
+        return pre
+    return {**pre, "marks": {**marks, "snapshot": marks["held_snapshot"]}}
 
 
 def app_context(c: Any, deps: Deps, agent_name: str, agent: AgentConfig) -> JSON:

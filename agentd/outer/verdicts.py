@@ -120,15 +120,32 @@ def _words(text: str | None) -> frozenset[str]:
     return frozenset(w for w in re.findall(r"[a-z0-9]+", (text or "").lower()) if w not in _STOP)
 
 
+def _names(text: str | None) -> frozenset[str]:
+    """The words of a topic that name something — a number, or a capitalised word that does not
+    start the topic ("Acme", "R2", "v3") — lowercased like `_words`."""
+    words = re.findall(r"[A-Za-z0-9]+", text or "")
+    return frozenset(
+        w.lower() for i, w in enumerate(words)
+        if w.lower() not in _STOP and (any(ch.isdigit() for ch in w) or (i > 0 and w[0].isupper()))
+    )  # fmt: skip
+
+
 def same_topic(a: str | None, b: str | None) -> bool:
-    """Whether two nudge topics name the same subject: equal word sets, one inside the other,
-    or mostly the same words (the model rephrases; the operator should not see it twice)."""
+    """Whether two nudge topics name the same need: equal word sets, one inside the other, or
+    mostly the same words (the model rephrases; the operator should not see it twice) — unless
+    each names something the other does not: "Senior Backend Engineer at Acme" and "Senior
+    Backend Engineer at Globex" are two postings, however alike the rest."""
     wa, wb = _words(a), _words(b)
     if not wa or not wb:
         return False
+    if wa <= wb or wb <= wa:
+        return True
+    na, nb = _names(a) - wb, _names(b) - wa
+    if na and nb:  # both name something the other lacks: two needs, not one reworded
+        return False
     # Two thirds of the words in common: "senior backend engineer at X" and "staff backend
     # engineer at Y" are different postings, a reworded topic keeps most of its words.
-    return wa <= wb or wb <= wa or len(wa & wb) / len(wa | wb) >= 2 / 3
+    return len(wa & wb) / len(wa | wb) >= 2 / 3
 
 
 def _args(args: JSON) -> str:

@@ -304,6 +304,26 @@ async def test_checkin_underspecified_goal_asks_before_any_nudge(make: Make) -> 
     assert posted.title.startswith("Order a cake for 12")
 
 
+async def test_what_the_asking_look_saw_reaches_the_look_after_the_answer(make: Make) -> None:
+    # The job bench: two postings appeared, the first look spent itself asking, and after the
+    # answer no look saw them again — the world mark had moved past them.
+    question = "What kind of role?"
+    env = await make([reply({"kind": "ask", "question": question}), NOTHING])
+    goal_id = goal(env, title="find a backend job", criteria=[])
+    world_moves(env, 1)  # a posting, before the first look
+    first = await env.check(goal_id, T0)
+    (asked,) = env.items(rule="clarify")
+    assert first.effect["kind"] == "ask" and len(env.model.requests) == 1
+    world_moves(env, 2)  # another, while the question is open: no look for it (nothing to do)
+    waiting = await env.check(goal_id)
+    assert waiting.status == "skipped" and len(env.model.requests) == 1
+    inbox.answer(env.home.store, asked.item_id, "senior backend, remote")
+    after = await env.check(goal_id)
+    assert after.status == "done" and len(env.model.requests) == 2
+    prompt = env.model.requests[-1].prompt
+    assert '"posts": [0, 1]' in prompt and '"posts": [1, 2]' in prompt  # both, after the answer
+
+
 async def test_checkin_duplicate_nudge_on_the_same_topic_is_suppressed(make: Make) -> None:
     env = await make([
         nudge("publish the launch post"),
@@ -570,6 +590,16 @@ def test_same_topic_matches_rephrasings_only() -> None:
     assert verdicts.same_topic("launch post", "publish launch post")
     assert not verdicts.same_topic("publish the launch post", "renew the domain")
     assert not verdicts.same_topic("", "renew the domain")
+    # Two needs alike but for what they name are two needs (the job bench held one back).
+    acme, globex = (
+        "apply: Senior Backend Engineer (remote) at Acme",
+        "apply: Senior Backend Engineer (remote) at Globex",
+    )
+    assert not verdicts.same_topic(acme, globex)
+    assert verdicts.same_topic(acme, f"please {acme} soon")  # a reworded repeat still is one
+    assert verdicts.same_topic(
+        "restart the web service on Host", "restart web service on The Host now"
+    )
 
 
 # ── review fixes ─────────────────────────────────────────────────────────────────────────────────
