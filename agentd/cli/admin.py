@@ -221,7 +221,7 @@ def backup_cmd(
     """Copy the database to PATH, consistent while the daemon runs (SQLite's online backup).
 
     The copy is one self-contained file, checked with `PRAGMA quick_check` before it takes its
-    name; an existing PATH is refused unless --force. Restore: README, "Backups and restore".
+    name; an existing PATH is refused unless --force. Restore: docs/systemd.md, "Backups and restore".
 
     \b
     Example:

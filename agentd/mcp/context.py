@@ -2,7 +2,7 @@
 database as plain JSON: what a goal is for, where it stands and what comes next.
 
 The shapes are pydantic models so the document has a JSON schema (`GoalContext.model_json_schema()`,
-served at `agentd://schema/goal-context`, documented in the README). Runs carry both agentd's status
+served at `agentd://schema/goal-context`, documented in docs/mcp.md). Runs carry both agentd's status
 and `task_status`, the name MCP's tasks extension uses (`working`, `input_required`, `completed`,
 `failed`, `cancelled`), so a client that understands tasks understands runs. No document holds the
 current time: the same rows always give the same bytes, which is how the server tells a change.
