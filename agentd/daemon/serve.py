@@ -273,7 +273,7 @@ async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> Non
             log.critical(
                 "daemon.database_gone", error=failures[-1],
                 note="stopping before more is written to a file nobody can open; restore the "
-                "latest backup (docs/systemd.md, "Backups and restore")",
+                "latest backup (docs/systemd.md, 'Backups and restore')",
             )  # fmt: skip
             sdnotify.notify(f"STATUS=database gone: {failures[-1]}"[:200])
             stop.set()

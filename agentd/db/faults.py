@@ -12,7 +12,7 @@ import os
 from enum import StrEnum
 from pathlib import Path
 
-RESTORE_HINT = "restore it from a backup (docs/systemd.md, "Backups and restore")"
+RESTORE_HINT = "restore it from a backup (docs/systemd.md, 'Backups and restore')"
 # Below this much free space an I/O error is the disk filling up: SQLite reports a -shm file it
 # cannot extend (32 KiB) as "disk I/O error", not as "database or disk is full".
 LOW_SPACE_BYTES = 1 << 20
