@@ -16,7 +16,7 @@ from typing import Any
 from agentd.models import JSON
 from agentd.text import jsonable, one_line, safe
 from agentd.views import times
-from agentd.views.tables import field_lines, table
+from agentd.views.tables import field_lines, table, terminal_width
 from agentd.views.times import span
 
 TIME_KEYS = frozenset(
@@ -148,9 +148,11 @@ def schedules_table(out: JSON) -> str:
 def memory_lines(entries: Sequence[JSON], now: float | None = None) -> str:
     if not entries:
         return "nothing yet"
+    lines = [f"{local(float(e['at']), None, now)}  {safe(e['kind']):<9} " for e in entries]
+    room = terminal_width() or 200  # the text is cut to fit the terminal (at most 100)
     return "\n".join(
-        f"{local(float(e['at']), None, now)}  {safe(e['kind']):<9} {one_line(e['text'], 100)}"
-        for e in entries
+        head + one_line(e["text"], max(min(100, room - len(head)), 20))
+        for head, e in zip(lines, entries, strict=True)
     )
 
 
@@ -159,7 +161,8 @@ def outlook_view(out: JSON) -> str:
         [
             ("next check-in", next_line(out)),
             ("cadence", _cadence_line(out)),
-        ]
+        ],
+        terminal_width(),
     )
     parts = [
         head,

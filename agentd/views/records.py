@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from agentd.models import JSON, Event, Goal, InboxItem, InboxKind, Run
 from agentd.text import CONTINUATION, canonical, compact, safe, single_line
-from agentd.views.tables import field_lines, table
+from agentd.views.tables import field_lines, table, terminal_width
 from agentd.views.times import local, relative, stamp
 
 # ── goals ────────────────────────────────────────────────────────────────────────────────────
@@ -42,7 +42,8 @@ def goal_view(goal: Goal, runs: Sequence[Run], tokens: JSON, now: datetime) -> s
                 "spend",
                 f"{tokens['tokens']} tokens ({tokens['tokens_in']} in, {tokens['tokens_out']} out)",
             ),
-        ]
+        ],
+        terminal_width(),
     )
     hint = f"no runs yet; start one with `agentd runs start {goal.goal_id}`"
     return f"{head}\n\nruns:\n{runs_table(runs, now) if runs else hint}"
@@ -119,7 +120,7 @@ def status_view(data: JSON, now: datetime) -> str:
         fields.append(("web inbox", served))
     if data.get("notify"):
         fields.append(("notify", _notify_line(data["notify"])))
-    head = field_lines(fields)
+    head = field_lines(fields, terminal_width())
     parts = [head]
     if data["active_runs"]:
         parts.append("active runs:\n" + runs_table(data["active_runs"], now))
@@ -168,7 +169,8 @@ def items_table(items: Sequence[InboxItem], now: datetime, *, with_status: bool)
             i.run_id or "-",
             i.title,
             relative(i.created_at, now),
-            relative(i.expires_at, now),
+            # A consumed, denied or withdrawn item no longer expires.
+            relative(i.expires_at, now) if i.status == "open" else "-",
         )
         for i in items
     ]
