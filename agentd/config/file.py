@@ -216,6 +216,8 @@ def _describe(err: ValidationError, raw: dict[str, Any], text: str, path: Path) 
             msg = "unknown key; remove it or check its spelling against config.example.toml"
         elif item["type"] == "missing":
             msg = "required key is missing"
+        elif item["type"] == "union_tag_not_found":
+            msg = _no_tag(item, loc)
         elif item["type"] == "union_tag_invalid":
             ctx = item.get("ctx") or {}
             field = str(ctx.get("discriminator", "type")).strip("'")
@@ -232,9 +234,42 @@ def _describe(err: ValidationError, raw: dict[str, Any], text: str, path: Path) 
     return "\n".join(lines)
 
 
+def _no_tag(item: Any, loc: list[str]) -> str:
+    """`[sources.web] has no "type"; did you mean "type" (found "tpye")? one of: http, …`."""
+    import difflib  # only on a config error
+
+    field = str((item.get("ctx") or {}).get("discriminator", "type")).strip("'")
+    given = item.get("input")
+    keys = [str(k) for k in given] if isinstance(given, dict) else []
+    msg = f'[{".".join(loc)}] has no "{field}"'
+    if close := difflib.get_close_matches(field, keys, n=1, cutoff=0.6):
+        msg += f'; did you mean "{field}" (found "{close[0]}")?'
+    if tags := _tags_of(loc, field):
+        msg += f"{'' if close else ';'} one of: {tags}"
+    return msg
+
+
+def _tags_of(loc: list[str], field: str) -> str | None:
+    """The values `field` may take in the table family at `loc` (`http, log, command, mcp`),
+    asked of the model itself by validating a tag it cannot know."""
+    if len(loc) != 2:
+        return None
+    try:
+        Config.model_validate({loc[0]: {loc[1]: {field: "\x00"}}})
+    except ValidationError as e:
+        for err in e.errors():
+            if err["type"] == "union_tag_invalid":
+                return str((err.get("ctx") or {}).get("expected_tags", "")).replace("'", "")
+    return None
+
+
 def _line_of(text: str, loc: list[str]) -> int | None:
-    """Best-effort line of a dotted key: its [table] header, then the key inside the table."""
+    """Best-effort line of a dotted key: the table's own [header] when the key is a table, else
+    its [table] header, then the key inside the table."""
     rows = text.splitlines()
+    own = re.compile(r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, loc)) + r"\s*\]+\s*$")
+    if loc and (mine := [i for i, r in enumerate(rows) if own.match(r)]):
+        return mine[0] + 1
     best: int | None = None
     for depth in range(len(loc), 0, -1):
         table, key = loc[: depth - 1], loc[depth - 1]
