@@ -16,7 +16,7 @@ import functools
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -28,6 +28,14 @@ from agentd import config
 from agentd.config import Paths
 from agentd.errors import AgentdError, StateError, UsageError
 from agentd.text import screen, to_json
+
+try:  # typer's converters without pydantic for plain values (a typer without them: its own)
+    from agentd.cli.coerce import quicken
+except ImportError:  # pragma: no cover - another typer's internals
+
+    def quicken(params: Iterable[Any]) -> None:
+        pass
+
 
 if TYPE_CHECKING:
     from agentd.config import Config
@@ -107,7 +115,23 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 }
 
 
-class _Group(TyperGroup):
+class _QuickGroup(TyperGroup):
+    """A command group whose options, and those of the command it runs, convert plain values
+    without pydantic (agentd/cli/coerce.py): only the commands on the line pay for converters."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)  # with --help, and the root's completion options
+        quicken(params)
+        return params
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:  # its --help is made here as its own context would make it
+            quicken(command.get_params(ctx))
+        return name, command, rest
+
+
+class _Group(_QuickGroup):
     """The root command: its commands loaded when asked for; `--home` anywhere on the line;
     expected errors become one line on stderr and the error's exit code."""
 
@@ -164,7 +188,7 @@ class _Group(TyperGroup):
 
 # Plain click help (no rich boxes): `\b` paragraphs keep the examples' line breaks.
 sub_app = functools.partial(
-    typer.Typer, no_args_is_help=True, rich_markup_mode=None, add_completion=False
+    typer.Typer, no_args_is_help=True, rich_markup_mode=None, add_completion=False, cls=_QuickGroup
 )
 
 

@@ -13,7 +13,6 @@ and doctor to learn what the running daemon actually serves (the config on disk 
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import socket
 from pathlib import Path
@@ -48,29 +47,27 @@ def poke(sock_path: Path, timeout_s: float = POKE_TIMEOUT_S) -> bool:
 ASK_TIMEOUT_S = 2.0
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: Path, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(str(self._path))
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
+def _unix_socket(path: Path, timeout_s: float) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def ask(sock_path: Path, path: str, token: str, timeout_s: float = ASK_TIMEOUT_S) -> Any:
     """GET `path` from the daemon; None when no daemon answers on the socket (down, stale socket,
     a daemon from before this endpoint). Never raises for an unreachable daemon."""
+    import http.client  # it imports ssl and email: paid only by a command that asks the daemon
+
     if not sock_path.exists():
         return None
-    conn = _UnixConnection(sock_path, timeout_s)
+    conn = http.client.HTTPConnection("localhost", timeout=timeout_s)
     try:
+        conn.sock = _unix_socket(sock_path, timeout_s)  # the request goes over the home's socket
         conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
         response = conn.getresponse()
         body = response.read()

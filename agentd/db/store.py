@@ -5,18 +5,15 @@ on another connection. Both hand their work functions a `Conn`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from agentd.db import faults, safety
 from agentd.db.conn import Work
 from agentd.db.meta import get_meta
-from agentd.db.poke import API_SOCK_NAME, poke
 from agentd.db.sqlite.connection import (
     begin_write,
     connect,
@@ -29,9 +26,14 @@ from agentd.db.sqlite.connection import (
 from agentd.db.sqlite.safety import unwell
 from agentd.db.sqlite.schema import MIGRATIONS, migrate
 from agentd.db.sqlite.schema import version as schema_version
-from agentd.db.sqlite.writer import SQLiteWriter
-from agentd.db.writer import Insert, Writer
 from agentd.errors import StateError
+
+# The daemon's Store alone needs asyncio, a thread pool and the writer thread (which logs, so
+# structlog and rich): imported where it is built, so a CLI command pays none of it.
+if TYPE_CHECKING:
+    import asyncio
+
+    from agentd.db.writer import Insert, Writer
 
 T = TypeVar("T")
 
@@ -95,7 +97,11 @@ class SyncStore:
             self._rollback()
             raise
         if self.poke:
-            poke(self.path.parent / API_SOCK_NAME)  # the daemon acts on it now (best-effort)
+            from agentd.db import poke  # http.client: only a command that wrote pays it
+
+            poke.poke(
+                self.path.parent / poke.API_SOCK_NAME
+            )  # the daemon acts on it now (best-effort)
 
     def _rollback(self) -> None:
         # A full disk or an I/O error may have rolled the transaction back already: a bare
@@ -147,6 +153,10 @@ class Store:
     """
 
     def __init__(self, path: Path, *, check: bool = False) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from agentd.db.sqlite.writer import SQLiteWriter
+
         self.path = path
         self.check = check
         self.errors = safety.ErrorRate(path, unwell)
@@ -167,12 +177,16 @@ class Store:
 
     async def open(self) -> None:
         """Open the writer (migrating first) on its own thread, then the reader."""
+        import asyncio
+
         self._loop = asyncio.get_running_loop()
         await self._writer.open()
         self._rconn = await self._loop.run_in_executor(self._reader, connect, self.path)
 
     async def close(self) -> None:
         """Commit what is queued (callers were promised durability), then close."""
+        import asyncio
+
         self._closing = True
         await self._writer.close()
         if self._rconn is not None:
@@ -196,6 +210,8 @@ class Store:
         await fut
 
     async def read(self, work: Work[T]) -> T:
+        import asyncio
+
         loop = asyncio.get_running_loop()
         assert self._rconn is not None, "Store.open() first"
         conn = self._rconn

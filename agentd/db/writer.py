@@ -5,12 +5,14 @@ The Store writes through one; `agentd.db.sqlite.writer` is the SQLite one.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd.db.conn import Conn, Work
+
+if TYPE_CHECKING:  # the daemon's write path: a CLI command that builds an Insert needs no loop
+    import asyncio
 
 
 @dataclass(frozen=True)

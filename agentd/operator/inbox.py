@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentd.config import Config
 from agentd.db import checkins, memory
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import ModelOutputInvalid, Refused, Unchanged, UsageError, require_utf8
-from agentd.harness import policy as harness
-from agentd.harness.menu import Menu
 from agentd.models import JSON, Goal, GoalStatus, InboxItem, InboxKind, InboxStatus, action_digest
+
+if TYPE_CHECKING:
+    from agentd.config import Config
 
 TEXT_MAX_CHARS = 4000  # an answer, a reason or a note: the run's prompt quotes it
 
@@ -123,6 +123,8 @@ def approve(
 ) -> InboxItem:
     """Grant an approval for exactly its action and arguments — or for edited arguments, which
     are validated against the action's schema and bound by a new digest."""
+    from agentd.harness import policy as harness  # the action menu's modules: only to edit
+    from agentd.harness.menu import Menu
 
     check_text("the note", note, required=False)
 
@@ -238,6 +240,8 @@ def accept(store: SyncStore, config: Config, item_id: int, now: float | None = N
 
 
 def _start_suggested(c: Any, config: Config, goal: Goal, item_id: int, suggested: JSON) -> int:
+    from agentd.harness.menu import Menu
+
     agent = config.agents.get(goal.agent)
     if agent is None:
         raise Refused(f"goal {goal.goal_id}'s agent {goal.agent!r} is no longer configured")

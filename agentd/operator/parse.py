@@ -8,11 +8,14 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agentd.config import Config
 from agentd.errors import UsageError
 from agentd.models import JSON
 from agentd.views.times import local, relative
+
+if TYPE_CHECKING:
+    from agentd.config import Config
 
 _DELAY = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$", re.ASCII)
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

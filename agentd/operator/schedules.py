@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentd.config import AgentConfig, Config
 from agentd.db import checkins as qc
 from agentd.db import queries as q
 from agentd.db import schedules as qs
 from agentd.db.store import SyncStore
 from agentd.errors import ConfigError, Refused
 from agentd.models import JSON, Goal, GoalStatus
-from agentd.outer import cadence, checkin, memory, schedule, timebase
-from agentd.outer.fires import spec_of
+from agentd.outer import cadence, schedule, timebase
+
+if TYPE_CHECKING:
+    from agentd.config import AgentConfig, Config
 
 INTERVAL_JITTER_SHARE = 0.1  # an interval schedule's jitter is at most this share of its interval
 
@@ -38,6 +39,8 @@ def _agent(cfg: Config, goal: Goal) -> AgentConfig:
 
 def _replan(c: Any, cfg: Config, goal: Goal, now: float, cause: str) -> tuple[float, str] | None:
     """Plan the goal's next look again from now (after the operator changed its cadence)."""
+    from agentd.outer import checkin  # the check-in's model side: only when one is re-planned
+
     agent = _agent(cfg, goal)
     if goal.status != GoalStatus.ACTIVE or not agent.checkin.enabled:
         return None
@@ -189,6 +192,9 @@ def outlook(store: SyncStore, cfg: Config, goal_id: int) -> JSON:
 
 def _outlook(c: Any, cfg: Config, goal: Goal, now: float) -> JSON:
     """Everything about when the goal checks in, as plain data (times: unix seconds)."""
+    from agentd.outer import memory
+    from agentd.outer.fires import spec_of
+
     agent = cfg.agents.get(goal.agent)
     row = qc.cadence_row(c, goal.goal_id) or {}
     out: JSON = {

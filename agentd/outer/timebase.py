@@ -10,10 +10,12 @@ Serving without --clock-speed returns the home to the wall. A testing option, ne
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentd.clock import ScaledClock
 from agentd.db import meta
+
+if TYPE_CHECKING:  # the clock's sleeps import asyncio: only the daemon runs one
+    from agentd.clock import ScaledClock
 
 KEY = "clock"
 
@@ -39,6 +41,8 @@ def now(c: Any, wall_now: float) -> float:
 
 def scaled(c: Any, speed: float, wall_now: float) -> ScaledClock:
     """Record (or continue) the home's scaled clock at `speed`; time never moves back."""
+    from agentd.clock import ScaledClock
+
     start = max(now(c, wall_now), wall_now)
     meta.set_meta(c, KEY, json.dumps({"speed": speed, "wall0": wall_now, "sim0": start}))
     return ScaledClock(speed, start=start)
