@@ -169,6 +169,15 @@ class _Group(_QuickGroup):
         except AgentdError as e:  # its text may quote a model or the world: neutralised
             typer.echo(screen(f"agentd: {e}"), err=True)
             raise typer.Exit(e.exit_code) from None
+        except OverflowError as e:  # an id past SQLite's integers: `goal show 99999999999999999999`
+            if "SQLite INTEGER" not in str(e):
+                raise
+            typer.echo(
+                "agentd: no such id: that number is larger than any id agentd stores (at most"
+                " 9223372036854775807)",
+                err=True,
+            )
+            raise typer.Exit(1) from None
         except OSError as e:  # a file the operator must fix (permissions, a full disk)
             if e.errno == errno.EPIPE:  # `agentd runs list | head`: click exits quietly
                 raise
