@@ -215,7 +215,8 @@ def goal_cadence(
     _shown(as_json, out, f"goal {goal_id}: cadence updated")
 
 
-@goal_app.command("snooze")
+# "-1d" is an argument here, not an option: `duration` then says why it is refused.
+@goal_app.command("snooze", context_settings={"ignore_unknown_options": True})
 def goal_snooze(
     ctx: typer.Context,
     goal_id: GoalId,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,7 +23,7 @@ from agentd.cli.root import (
     paths_of,
     sub_app,
 )
-from agentd.errors import Unchanged
+from agentd.errors import Unchanged, UsageError
 from agentd.models import GoalStatus, utcnow
 from agentd.operator import goals, inbox
 from agentd.operator import schedules as plan
@@ -42,20 +44,22 @@ app.add_typer(goal_app, name="goal")
 def goal_add(
     ctx: typer.Context,
     title: Annotated[
-        str,
+        str | None,
         typer.Argument(
             metavar="TITLE",
             help=f"What you want done, in a line (at most {goals.TITLE_MAX_CHARS} characters).",
+            show_default=False,
         ),
-    ],
+    ] = None,
     why: Annotated[
-        str,
+        str | None,
         Opt(
             "--why",
             metavar="TEXT",
-            help=f"Why it matters; the agent reads this (at most {goals.WHY_MAX_CHARS} characters).",
+            help=f"Why it matters; the agent reads this (at most {goals.WHY_MAX_CHARS} characters)."
+            " Required with TITLE.",
         ),
-    ],
+    ] = None,
     agent: Annotated[str | None, Opt(metavar="NAME", help="An agent in config.toml.")] = None,
     criterion: Annotated[
         list[str] | None, Opt(metavar="TEXT", help="A success criterion (repeatable).")
@@ -68,15 +72,39 @@ def goal_add(
             "add one, e.g. +02:00 or Z), or a delay from now: 3d, 12h. Not in the past.",
         ),
     ] = None,
+    from_file: Annotated[
+        Path | None,
+        Opt(
+            "--from",
+            metavar="FILE",
+            help='Add many goals: a file of JSON lines, one goal each ({"title": …, "why": …, '
+            'optional "agent", "criteria": […], "deadline"}); "-" reads stdin. Every line is '
+            "checked before any goal is stored.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Add a goal; prints its id.
+    """Add a goal; prints its id (with --from, one id a line).
 
     \b
-    Example:
+    Examples:
       agentd goal add "Keep checkout healthy" --why "it is where revenue happens" \\
         --criterion "p95 latency under 300 ms" --deadline 7d
+      agentd goal add --from goals.jsonl --json      # prints [ids]
     """
+    if from_file is not None:
+        if title is not None or why is not None or criterion or deadline is not None:
+            raise UsageError(
+                "--from FILE takes the goals from the file: give no TITLE, --why, --criterion or "
+                "--deadline with it (--agent names the agent of lines that name none)"
+            )
+        _add_from(ctx, from_file, agent, as_json)
+        return
+    if title is None or why is None:
+        raise UsageError(
+            'a goal needs a TITLE and --why, e.g. agentd goal add "Keep checkout healthy" --why '
+            '"it is where revenue happens" (or many at once: --from FILE)'
+        )
     paths = paths_of(ctx)
     cfg = config.load(paths.config)
     name = pick_agent(cfg, agent, paths.config)
@@ -94,6 +122,79 @@ def goal_add(
         typer.echo(f"goal {goal.goal_id} {hint}", err=True)
     if shared:
         typer.echo(screen(f"warning: {shared}"), err=True)
+
+
+_GOAL_KEYS = ("title", "why", "agent", "criteria", "deadline")
+MAX_FROM_LINES = 10_000
+
+
+def _add_from(ctx: typer.Context, path: Path, agent: str | None, as_json: bool) -> None:
+    import json
+
+    paths = paths_of(ctx)
+    cfg = config.load(paths.config)
+    where = "stdin" if str(path) == "-" else str(path)
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(
+            f"--from {where}: cannot read it: {getattr(e, 'strerror', None) or e}"
+        ) from None
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        raise UsageError(f"--from {where}: no goals in it (one JSON object a line)")
+    if len(lines) > MAX_FROM_LINES:
+        raise UsageError(f"--from {where}: {len(lines)} goals; at most {MAX_FROM_LINES} at once")
+    new: list[goals.NewGoal] = []
+    errors: list[str] = []
+    with open_store(ctx) as store:
+        now = datetime.fromtimestamp(plan.home_now(store), UTC)
+        for n, line in lines:
+            try:
+                new.append(_goal_line(json.loads(line), cfg, agent, paths.config, now))
+            except json.JSONDecodeError as e:
+                errors.append(f"{where}:{n}: not JSON ({e.msg} at column {e.colno})")
+            except UsageError as e:
+                errors.append(f"{where}:{n}: {e}")
+        if errors:
+            more = f"\n… and {len(errors) - 10} more" if len(errors) > 10 else ""
+            raise UsageError(
+                f"nothing added: {len(errors)} of {len(lines)} lines are not goals\n"
+                + "\n".join(errors[:10])
+                + more
+            )
+        added = goals.add_many(store, new)
+    ids = [g.goal_id for g in added]
+    if as_json:
+        typer.echo(json.dumps(ids))
+        return
+    typer.echo("\n".join(str(i) for i in ids))
+    typer.echo(f"added {len(ids)} goals ({ids[0]}–{ids[-1]})", err=True)
+
+
+def _goal_line(
+    obj: object, cfg: config.Config, agent: str | None, cfg_path: Path, now: datetime
+) -> goals.NewGoal:
+    if not isinstance(obj, dict):
+        raise UsageError('a line is one JSON object: {"title": "…", "why": "…"}')
+    unknown = sorted(set(obj) - set(_GOAL_KEYS))
+    if unknown:
+        raise UsageError(f"unknown key {unknown[0]!r}; a goal has: {', '.join(_GOAL_KEYS)}")
+    for key in ("title", "why"):
+        if not isinstance(obj.get(key), str):
+            raise UsageError(f'"{key}" is missing or not a string')
+    criteria = obj.get("criteria", [])
+    if not isinstance(criteria, list) or not all(isinstance(c, str) for c in criteria):
+        raise UsageError('"criteria" is a list of strings')
+    wanted = obj.get("agent", agent)
+    if wanted is not None and not isinstance(wanted, str):
+        raise UsageError('"agent" is a string: an agent in config.toml')
+    deadline = obj.get("deadline")
+    if deadline is not None and not isinstance(deadline, str):
+        raise UsageError('"deadline" is a string, e.g. "2026-03-01" or "7d"')
+    name = pick_agent(cfg, wanted, cfg_path)
+    when = goals.parse_deadline(deadline, now) if deadline is not None else None
+    return goals.checked(obj["title"], obj["why"], name, criteria, when)
 
 
 @goal_app.command("list")

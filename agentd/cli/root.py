@@ -331,17 +331,25 @@ def duration(option: str, text: str, *, allow_zero: bool = False) -> float:
     """A duration typed on the command line ("90s", "4h", "3d", "2w", "1d12h" or seconds)."""
     from agentd.outer import cadence
 
+    eg = f"{option} 3d" if option.startswith("-") else "3d"
+    if text.startswith("-") and not text[1:2].isdigit():  # an argument's place: not an option
+        raise UsageError(f"no such option: {text} (see --help)")
+    if text.strip().startswith("-"):
+        raise UsageError(
+            f"{option} {text!r} is negative; a duration is how long from now, e.g. {eg}"
+            + (" (0 ends it)" if allow_zero else "")
+        )
     try:
         seconds = cadence.parse_duration(text)
     except ValueError as e:
         if "too long" in str(e):
             raise UsageError(f"{option}: {e}") from None
-        seconds = -1.0
-    if seconds < 0 or (seconds == 0 and not allow_zero) or seconds != seconds:
         raise UsageError(
             f"{option} {text!r} is not a duration; write a number and a unit: 90s, 45m, 4h, 3d, "
             f"2w or 1d12h (e.g. {option} 3d)"
-        )
+        ) from None
+    if seconds == 0 and not allow_zero:
+        raise UsageError(f"{option} {text!r} is zero; it must be longer than that, e.g. {eg}")
     return seconds
 
 

@@ -101,6 +101,39 @@ def add(
     criteria: list[str],
     deadline: datetime | None = None,
 ) -> Goal:
+    (goal,) = add_many(store, [checked(title, why, agent, criteria, deadline)])
+    return goal
+
+
+@dataclass(frozen=True)
+class NewGoal:
+    """A goal checked and ready to store (`checked`)."""
+
+    title: str
+    why: str
+    agent: str
+    criteria: list[str]
+    deadline: float | None
+
+
+def add_many(store: SyncStore, new: Sequence[NewGoal]) -> list[Goal]:
+    """Store checked goals in one transaction: all of them, or none."""
+
+    def work(c: Any) -> list[Goal]:
+        ids = [
+            q.add_goal(c, title=g.title, why=g.why, agent=g.agent, criteria=g.criteria,
+                       deadline=g.deadline)
+            for g in new
+        ]  # fmt: skip
+        return [q.get_goal(c, goal_id) for goal_id in ids]
+
+    return store.write(work)
+
+
+def checked(
+    title: str, why: str, agent: str, criteria: list[str], deadline: datetime | None = None
+) -> NewGoal:
+    """A new goal's text, checked as every surface checks it (UsageError says what to fix)."""
     when = deadline.timestamp() if deadline is not None else None
     title = check_text(
         "the title",
@@ -120,12 +153,7 @@ def add(
         raise UsageError(f"{len(criteria)} criteria; at most {MAX_CRITERIA} fit in a goal")
     example = 'e.g. --criterion "p95 latency under 300 ms"'
     criteria = [check_text("--criterion", text, CRITERION_MAX_CHARS, example) for text in criteria]
-
-    def work(c: Any) -> Goal:
-        goal_id = q.add_goal(c, title=title, why=why, agent=agent, criteria=criteria, deadline=when)
-        return q.get_goal(c, goal_id)
-
-    return store.write(work)
+    return NewGoal(title, why, agent, criteria, when)
 
 
 def details(store: SyncStore, goal_id: int) -> tuple[Goal, list[Run], dict[str, int]]:
