@@ -18,6 +18,8 @@ from typing import Any
 
 import structlog
 
+from agentd.outside import process
+
 log = structlog.get_logger("agentd.api")
 
 ACCEPT_FAILED = "socket.accept() out of system resource"  # asyncio's message (selector_events)
@@ -39,6 +41,7 @@ def raise_limit() -> int:
     except (ValueError, OSError) as e:  # a sandbox may refuse: run with the limit we have
         log.warning("daemon.files_limit_kept", soft=soft, hard=hard, error=str(e))
         return soft
+    process.children_start_with(soft, hard)  # commands start with the limit we were given
     return hard
 
 

@@ -22,6 +22,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import resource
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -72,10 +73,25 @@ def guard_memory() -> bool:
     return _PRCTL(_PR_SET_DUMPABLE, 0) == 0 and _PRCTL(_PR_GET_DUMPABLE) == 0
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """In the child, before exec: SIGKILL it if the daemon dies. A child in its own session
-    would otherwise outlive a crashed daemon and race the recovery that verifies its outcome.
-    (Resolved before fork; the child only makes system calls.)"""
+# The open-file limit children start with: the daemon raises its own soft limit to the hard
+# one (agentd/api/openfiles.py) and gives its children back the one it was started with, since
+# programs using select() break above 1,024 descriptors. None: the daemon changed nothing.
+_CHILD_NOFILE: tuple[int, int] | None = None
+
+
+def children_start_with(soft: int, hard: int) -> None:
+    global _CHILD_NOFILE
+    _CHILD_NOFILE = (soft, hard)
+
+
+def _die_with_parent(parent_pid: int, nofile: tuple[int, int] | None = None) -> None:
+    """In the child, before exec: SIGKILL it if the daemon dies, and give it back the daemon's
+    original open-file limit. A child in its own session would otherwise outlive a crashed
+    daemon and race the recovery that verifies its outcome. (Resolved before fork; the child
+    only makes system calls — prlimit64, which the unit's SystemCallFilter allows.)"""
+    if nofile is not None:
+        with contextlib.suppress(OSError, ValueError):
+            resource.prlimit(0, resource.RLIMIT_NOFILE, nofile)
     if _PRCTL is None:
         return
     _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -163,7 +179,7 @@ async def run_argv(
             env=dict(env),
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+            preexec_fn=functools.partial(_die_with_parent, os.getpid(), _CHILD_NOFILE),
         )
     except (OSError, ValueError) as e:  # ValueError: an embedded NUL byte in argv or env
         return Completed.not_started(argv, _spawn_error(argv, cwd, e), _ms_since(started))
