@@ -183,14 +183,19 @@ def url_credentials(url: str) -> list[str]:
     found = []
     if "@" in parts.netloc:
         found.append("a user name and password before the host")
+    # A segment's pieces too: Telegram's "bot<id>:<secret>", a ";jsessionid=…" parameter.
     for segment in parts.path.split("/"):
-        if _random_looking(urllib.parse.unquote(segment)):
+        pieces = re.split(r"[:;=,]", urllib.parse.unquote(segment))
+        if any(_random_looking(piece) for piece in pieces):
             found.append(f"a random-looking path segment of {len(segment)} characters")
-    for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-        if value and _credential_word(key):
-            found.append(f"the query's {key!r}")
-        elif _random_looking(value):
-            found.append(f"a random-looking value of the query's {key!r}")
+    for where, text in (("query", parts.query), ("fragment", parts.fragment)):
+        for key, value in urllib.parse.parse_qsl(text, keep_blank_values=True):
+            if value and _credential_word(key):
+                found.append(f"the {where}'s {key!r}")
+            elif _random_looking(value):
+                found.append(f"a random-looking value of the {where}'s {key!r}")
+            elif not value and _random_looking(key):  # "#abc…" alone: the key is the value
+                found.append(f"a random-looking {where}")
     return found
 
 

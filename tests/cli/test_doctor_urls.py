@@ -102,6 +102,14 @@ url = "https://chat.example/hooks/{secret:CHAT_HOOK}"
         ("https://api.example/x?access_token=abc", "'access_token'"),
         ("https://user:hunter2@api.example/x", "user name and password"),
         ("https://api.example/x?id=550e8400-e29b-41d4-a716-446655440000", "random-looking"),
+        # Missed by the issue-18 review: a Telegram bot token, a fragment, a ;parameter.
+        (
+            "https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/sendMessage",
+            "random-looking path segment",
+        ),
+        ("https://x.example/h#token=abcd1234efgh5678ijkl", "the fragment's 'token'"),
+        ("https://x.example/h;jsessionid=Xk9fQ2mZ7pLwR4tV8bN3cH6j", "random-looking path"),
+        ("https://x.example/h#Xk9fQ2mZ7pLwR4tV8bN3cH6j", "a random-looking fragment"),
     ],
 )
 def test_url_credentials_finds_what_looks_like_a_secret(url: str, found: str) -> None:
@@ -117,6 +125,8 @@ def test_url_credentials_finds_what_looks_like_a_secret(url: str, found: str) ->
         "https://api.example/getUserProfileData?page=2&sort=name",
         "https://api.example/items/123456789012?monkey=banana",
         "https://ntfy.sh",
+        "https://example.com/docs#section-2",
+        "https://example.com/a:b;c=d",
     ],
 )
 def test_url_credentials_passes_plain_urls(url: str) -> None:
