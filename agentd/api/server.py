@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from agentd.api import connections, openfiles
+from agentd.api import connections, decide, openfiles
 from agentd.config import Paths
 from agentd.errors import NotFound
 from agentd.mcp import server as mcp_server
@@ -167,12 +167,13 @@ class ApiServer:
                 Route("/api/daemon", self._api_daemon, methods=["GET"]),
                 Route("/api/inbox", self._api_inbox, methods=["GET"]),
                 Route("/api/inbox/{item_id:int}", self._api_item, methods=["GET"]),
+                Route("/api/inbox/{item_id:int}/{verb}", decide.decide, methods=["POST"]),
                 Route("/api/goals", self._api_goals, methods=["GET"]),
                 Route("/api/goals/{goal_id:int}", self._api_goal, methods=["GET"]),
                 Route("/api/runs/{run_id:int}", self._api_run, methods=["GET"]),
                 *routes.ROUTES,
             ],
-            exception_handlers={NotFound: _not_found},
+            exception_handlers={NotFound: _not_found, 404: _not_found},
         )
         assert self.token is not None, "bind() reads the token"
         app.state.site = Site(self.paths.db, lambda: self.deps.config, self.token, self.on_change)
@@ -337,6 +338,9 @@ class ApiServer:
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
-    if request.url.path.startswith("/api/"):
-        return _json({"error": str(exc)}, 404)
-    return Response(html.page("Not found", f"<p>{html.h(exc)}</p>"), 404, media_type="text/html")
+    """No such item, goal, run or route: JSON for the API, a page a browser user reads (what is
+    missing, the way back; never a command to run) for the rest."""
+    path = request.url.path
+    if path.startswith("/api/"):
+        return _json({"error": str(exc) if isinstance(exc, NotFound) else f"no route {path}"}, 404)
+    return Response(html.not_found_page(path), 404, media_type="text/html")

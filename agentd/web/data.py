@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentd.config import Config
-from agentd.errors import UsageError
-from agentd.models import JSON, Goal, InboxItem, Run, Step
+from agentd.errors import Refused, Unchanged, UsageError
+from agentd.models import JSON, Goal, GoalStatus, InboxItem, InboxKind, Run, Step
 from agentd.operator import goals, inbox
 from agentd.operator import schedules as plan
 from agentd.operator.home import HomeStore
@@ -27,6 +27,18 @@ def inbox_items(store: HomeStore, *, show_all: bool = False) -> list[InboxItem]:
 
 def item_with_goal(store: HomeStore, item_id: int) -> tuple[InboxItem, Goal | None]:
     return inbox.item_with_goal(store, item_id)
+
+
+def inbox_view(store: HomeStore, keeps: Any) -> tuple[list[InboxItem], dict[int, Goal]]:
+    """The items `keeps` (an inbox filter) keeps, and every goal by id (for their titles)."""
+    found = inbox.items(store, show_all=True)
+    by_id = {g.goal_id: g for g in goals.all_goals(store)}
+    return [i for i in found if keeps(i)], by_id
+
+
+def item_steps(store: HomeStore, item: InboxItem) -> list[Step]:
+    """The journal of the item's run (its last actions are evidence); [] without a run."""
+    return [] if item.run_id is None else goals.run_details(store, item.run_id)[2]
 
 
 def evidence(item: InboxItem) -> list[tuple[str, Any]]:
@@ -50,9 +62,14 @@ def goal_json(store: HomeStore, cfg: Config, goal_id: int) -> JSON:
     return out
 
 
-def goal_outlook(store: HomeStore, cfg: Config, goal_id: int) -> tuple[Goal, list[Run], JSON]:
-    goal, runs, _ = goals.details(store, goal_id)
-    return goal, runs, plan.outlook(store, cfg, goal_id)
+def goal_outlook(
+    store: HomeStore, cfg: Config, goal_id: int
+) -> tuple[Goal, list[Run], JSON, list[InboxItem]]:
+    """A goal, its runs (newest first), its check-in outlook and its open inbox items."""
+    goal, found, _ = goals.details(store, goal_id)
+    found = sorted(found, key=lambda r: r.run_id, reverse=True)
+    open_items = [i for i in inbox.items(store) if i.goal_id == goal_id]
+    return goal, found, plan.outlook(store, cfg, goal_id), open_items
 
 
 def run_steps(store: HomeStore, run_id: int) -> tuple[Run, Goal, list[Step]]:
@@ -66,29 +83,117 @@ def run_json(store: HomeStore, run_id: int) -> JSON:
 
 
 def act(store: HomeStore, cfg: Config, item_id: int, verb: str, form: dict[str, str]) -> JSON:
-    """Carry out one operator decision through agentd/operator/inbox.py; returns what was done as the
-    flash codes of the page shown next (agentd/web/flash.py)."""
-    text = form.get("text", "")
-    done: JSON = {"item": str(item_id)}
+    """Carry out one operator decision from a page's form; returns what was done as the flash
+    codes of the page shown next (agentd/web/flash.py). An approve form's `arg.NAME` fields are
+    an edit only where they differ from the proposal (web/edit.py)."""
+    edit = None
     if verb == "approve":
         item, _ = item_with_goal(store, item_id)
         edit = form_edit.submitted(store, cfg, item, form)
-        inbox.approve(store, cfg, item_id, edit, form.get("note", ""))
-        return {"done": "approved-edited" if edit else "approved", **done}
+    text = form.get("note", "") if verb == "approve" else form.get("text", "")
+    return decide(store, cfg, item_id, verb, text, edit)[0]
+
+
+VERBS = ("approve", "deny", "answer", "dismiss", "accept")
+
+
+def decide(
+    store: HomeStore, cfg: Config, item_id: int, verb: str, text: str = "", edit: JSON | None = None
+) -> tuple[JSON, InboxItem]:
+    """One decision through agentd/operator/inbox.py, as `agentd inbox VERB` makes it: approve
+    (with an optional `edit` of the arguments and `text` as its note), deny (`text`: the reason),
+    answer (`text`), dismiss (`text`: the reason), accept a nudge. Returns the flash codes of
+    what was done and the item as it is now."""
+    done: JSON = {"item": str(item_id)}
+    if verb == "approve":
+        item = inbox.approve(store, cfg, item_id, edit, text)
+        return {"done": "approved-edited" if edit else "approved", **done}, item
     if verb == "deny":
-        inbox.deny(store, item_id, text)
-        return {"done": "denied", **done}
+        return {"done": "denied", **done}, inbox.deny(store, item_id, text)
     if verb == "answer":
-        inbox.answer(store, item_id, text)
-        return {"done": "answered", **done}
+        return {"done": "answered", **done}, inbox.answer(store, item_id, text)
     if verb == "dismiss":
-        inbox.dismiss(store, item_id, text, now=plan.home_now(store))
-        return {"done": "dismissed", **done}
+        item = inbox.dismiss(store, item_id, text, now=plan.home_now(store))
+        return {"done": "dismissed", **done}, item
     if verb == "accept":
-        run_id = inbox.accept(store, cfg, item_id, now=plan.home_now(store)).data.get("run_id")
-        return (
-            {"done": "accepted-run", **done, "run": str(run_id)}
-            if run_id
-            else {"done": "accepted", **done}
-        )
-    raise UsageError(f"unknown action {verb!r}")
+        item = inbox.accept(store, cfg, item_id, now=plan.home_now(store))
+        run_id = item.data.get("run_id")
+        if run_id:
+            return {"done": "accepted-run", **done, "run": str(run_id)}, item
+        return {"done": "accepted", **done}, item
+    raise UsageError(f"unknown action {verb!r}: one of {', '.join(VERBS)}")
+
+
+def dismiss_many(store: HomeStore, item_ids: list[int]) -> JSON:
+    """Dismiss each open notice of `item_ids` (one transaction each, as `inbox dismiss` does);
+    what is no longer open, or is not a notice, is counted and left as it is."""
+    now = plan.home_now(store)
+    dismissed = skipped = 0
+    for item_id in item_ids:
+        try:
+            if inbox.get_item(store, item_id).kind != InboxKind.NOTICE:
+                raise Refused(f"inbox item {item_id} is not a notice")
+            inbox.dismiss(store, item_id, "", now=now)
+            dismissed += 1
+        except (Unchanged, Refused):
+            skipped += 1
+    code = "dismissed-some" if skipped else "dismissed-many"
+    return {"done": code, "count": str(dismissed), "skipped": str(skipped)}
+
+
+GOAL_VERBS = ("pause", "resume", "checkin", "snooze", "schedule", "unschedule")
+
+
+def goal_act(store: HomeStore, cfg: Config, goal_id: int, verb: str, form: dict[str, str]) -> JSON:
+    """One control of a goal's page, through the use case its `agentd goal …` command calls;
+    returns the flash codes of what was done."""
+    done: JSON = {"goal": str(goal_id)}
+    if verb in ("pause", "resume"):
+        status = GoalStatus.PAUSED if verb == "pause" else GoalStatus.ACTIVE
+        goals.set_status(store, goal_id, status)
+        return {"done": "paused" if verb == "pause" else "resumed", **done}
+    if verb == "checkin":
+        goals.check_in_now(store, cfg, goal_id)
+        return {"done": "checkin", **done}
+    if verb == "snooze":
+        seconds = _number(form.get("seconds", ""), "seconds")
+        plan.snooze(store, cfg, goal_id, seconds)
+        return {"done": "snoozed" if seconds else "unsnoozed", **done}
+    if verb == "schedule":
+        out = plan.add_schedule(store, cfg, goal_id, new_schedule(form))
+        return {"done": "scheduled", **done, "schedule": str(out["schedule_id"])}
+    if verb == "unschedule":
+        schedule_id = int(_number(form.get("schedule_id", ""), "schedule_id"))
+        plan.remove_schedule(store, cfg, goal_id, schedule_id)
+        return {"done": "unscheduled", **done, "schedule": str(schedule_id)}
+    raise UsageError(f"unknown action {verb!r}: one of {', '.join(GOAL_VERBS)}")
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{what} {text[:40]!r} is not a number") from None
+    if not 0 <= value < 10**9:
+        raise UsageError(f"{what} {text[:40]!r} is out of range")
+    return value
+
+
+def new_schedule(form: dict[str, str]) -> plan.NewSchedule:
+    """A schedule from the page's one field: a duration (`30m`, `1d`: an interval) or a crontab
+    line (five fields), checked as `agentd goal schedule --every|--cron` checks them."""
+    from agentd.outer import cadence, schedule
+
+    spec, tz = form.get("spec", "").strip(), form.get("tz", "").strip() or None
+    try:
+        if tz is not None:
+            schedule.zone(tz)
+        if len(spec.split()) == 1:
+            seconds = cadence.parse_duration(spec)
+            if seconds < 1:
+                raise ValueError("an interval is at least 1s (e.g. 30m, 1d)")
+            return plan.NewSchedule("interval", f"{seconds:g}", tz)
+        schedule.parse_spec("cron", spec, tz or "UTC")
+    except ValueError as e:
+        raise UsageError(f"schedule {spec[:60]!r}: {e}") from None
+    return plan.NewSchedule("cron", spec, tz)

@@ -21,6 +21,15 @@ DONE = {
     "dismissed": "Dismissed item {item}.",
     "accepted": "Accepted the nudge of item {item}.",
     "accepted-run": "Accepted the nudge of item {item}: run {run} starts.",
+    "dismissed-many": "Dismissed {count} notice(s).",
+    "dismissed-some": "Dismissed {count} notice(s); {skipped} no longer open, left as they were.",
+    "paused": "Paused goal {goal}: no new runs start until it is resumed.",
+    "resumed": "Resumed goal {goal}.",
+    "checkin": "Goal {goal} checks in now.",
+    "snoozed": "Snoozed goal {goal}'s check-ins.",
+    "unsnoozed": "Goal {goal}'s snooze is over.",
+    "scheduled": "Added schedule {schedule} to goal {goal}.",
+    "unscheduled": "Removed schedule {schedule} of goal {goal}.",
     "logged-out": "Logged out.",
 }
 ERRORS = {
@@ -42,7 +51,7 @@ def error_code(e: AgentdError) -> str:
 
 def done_text(done: Mapping[str, str]) -> str:
     """The wording of what was just done, from the codes the action returned (web/data.py)."""
-    ids = {k: done.get(k, "") for k in ("item", "run")}
+    ids = {k: done.get(k, "") for k in ("item", "run", "goal", "schedule", "count", "skipped")}
     return DONE[done["done"]].format(**ids)
 
 

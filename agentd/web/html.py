@@ -10,27 +10,75 @@ import hashlib
 import html
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from agentd.models import Goal, InboxItem, InboxKind, Run, Step
-from agentd.text import jsonable, one_line, safe
-from agentd.views import outer as render_outer
-from agentd.views.runs import run_header, timeline
-from agentd.views.times import relative
-from agentd.web.edit import ArgField
+from agentd.text import jsonable, safe
 
 STYLE = """
-body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#222}
-nav a{margin-right:1rem} table{border-collapse:collapse;width:100%}
-td,th{border-bottom:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}
-pre{background:#f6f6f6;padding:.6rem;white-space:pre-wrap;word-break:break-word}
-.kind{font-weight:600} .flash{background:#e8f4e8;padding:.5rem} .error{background:#fbe3e3;padding:.5rem}
-.bound{border:2px solid #444;padding:.5rem} form{margin:.6rem 0} label{display:block;margin:.3rem 0}
-input[type=text],textarea,select{width:100%;box-sizing:border-box} #stale{display:none;background:#ffd}
-textarea{font:14px/1.4 ui-monospace,monospace} .hint{color:#555;font-size:.9em;margin:.2rem 0}
-nav form{display:inline;margin:0;float:right} details{margin:.6rem 0} summary{cursor:pointer}
-button{padding:.35rem .8rem} @media(max-width:32rem){body{padding:.6rem} td,th{padding:.3rem .2rem}}
+*{box-sizing:border-box}
+body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:64rem;padding:0 1rem 2rem;color:#1d1d1f}
+nav{display:flex;flex-wrap:wrap;gap:.2rem 1rem;align-items:center;padding:.45rem 0;
+ border-bottom:1px solid #e3e3e8}
+nav a{text-decoration:none;font-weight:600;color:#0b57d0} nav form{margin:0 0 0 auto}
+h1{font-size:1.3rem;line-height:1.25;margin:.6rem 0 .25rem;overflow-wrap:anywhere}
+h2{font-size:1rem;margin:1.1rem 0 .35rem} h3{font-size:.95rem;margin:.6rem 0 .2rem}
+table{border-collapse:collapse;width:100%}
+td,th{border-bottom:1px solid #e3e3e8;padding:.3rem .5rem;text-align:left;vertical-align:top}
+pre,code,.mono{font:13px/1.4 ui-monospace,Menlo,Consolas,monospace}
+pre{background:#f5f5f7;padding:.5rem;white-space:pre-wrap;word-break:break-word;margin:.3rem 0}
+.flash{background:#e6f4ea;padding:.5rem;border-radius:.3rem}
+.error{background:#fce8e6;padding:.5rem;border-radius:.3rem}
+#stale{display:none;background:#fff8c5;padding:.4rem}
+.meta{color:#5f6368;font-size:.88rem;margin:.15rem 0}
+.hint{color:#5f6368;font-size:.88rem;margin:.2rem 0}
+.badge{display:inline-block;font-size:.72rem;font-weight:700;letter-spacing:.03em;
+ text-transform:uppercase;
+ padding:.05rem .45rem;border-radius:.7rem;background:#ececf0;color:#444;vertical-align:.1em}
+.b-approval{background:#ffe2b8;color:#6b3a00} .b-question{background:#d8e6ff;color:#0b3d91}
+.b-nudge{background:#e4f3e0;color:#1e5b1a} .b-open{background:#fff;border:1px solid #bbb}
+.b-failed,.b-denied,.b-expired{background:#fde0dc;color:#8c1d12}
+.b-succeeded,.b-approved,.b-consumed{background:#e4f3e0;color:#1e5b1a}
+.bound{border:2px solid #1d1d1f;border-radius:.4rem;padding:.45rem .6rem;margin:.5rem 0}
+.bound h2{margin:0 0 .25rem;font-size:.9rem}
+dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:.1rem .6rem;margin:0}
+dl.kv dt{color:#5f6368;font-size:.85rem} dl.kv dd{margin:0;overflow-wrap:anywhere}
+.decide{display:flex;flex-wrap:wrap;gap:.4rem;margin:.5rem 0} .decide form{margin:0}
+.decide .wide{flex:1 1 18rem;max-width:36rem;display:flex;gap:.4rem} .decide .wide input{flex:1;min-width:0}
+.decide details{margin:0} .decide details[open]{flex:1 1 100%}
+form{margin:.5rem 0} label{display:block;margin:.3rem 0}
+input[type=text],textarea,select{width:100%;font:inherit;padding:.35rem;border:1px solid #aaa;
+ border-radius:.3rem}
+textarea{font:14px/1.4 ui-monospace,monospace}
+button,summary.button{font:inherit;padding:.45rem .95rem;border-radius:.4rem;border:1px solid #888;
+ background:#fff;color:#1d1d1f;cursor:pointer;min-height:2.4rem;display:inline-block}
+button.go{background:#1a7f37;border-color:#1a7f37;color:#fff;font-weight:700}
+button.stop{border-color:#b42318;color:#b42318;font-weight:700}
+details{margin:.5rem 0} summary{cursor:pointer;color:#0b57d0}
+summary.button{list-style:none;color:#1d1d1f}
+.words{border-left:3px solid #c5c5cf;padding:.05rem .6rem;margin:.4rem 0}
+.who{font-size:.72rem;color:#5f6368;text-transform:uppercase;letter-spacing:.03em;margin:0}
+.words p{margin:.1rem 0;overflow-wrap:anywhere} .ev{margin:.2rem 0;padding-left:1.1rem}
+.ev li{margin:.1rem 0}
+ul.cards{list-style:none;padding:0;margin:0}
+.cards li{border-bottom:1px solid #e3e3e8;padding:.45rem 0;display:flex;gap:.5rem}
+.cards a.t{font-weight:600;overflow-wrap:anywhere;color:#1d1d1f;text-decoration:none}
+.cards .body{flex:1;min-width:0}
+.filters{display:flex;flex-wrap:wrap;gap:.4rem;align-items:end}
+.filters label{margin:0;flex:1 1 9rem;font-size:.85rem}
+.empty{background:#f5f5f7;border-radius:.4rem;padding:.7rem 1rem}
+ol.tl{list-style:none;padding:0;margin:.3rem 0;border-left:2px solid #d0d0d8}
+.tl li{position:relative;margin:0 0 .55rem;padding-left:.9rem}
+.tl li::before{content:"";position:absolute;left:-.42rem;top:.45rem;width:.7rem;height:.7rem;
+ border-radius:50%;background:#8a8a96}
+.tl li.k-act::before{background:#0b57d0} .tl li.k-wait::before{background:#d29922}
+.tl li.k-finish::before{background:#1a7f37}
+.tl li.bad::before{background:#b42318} .tl .when{color:#5f6368;font-size:.8rem}
+.tl .kind{font-weight:700;font-size:.78rem;text-transform:uppercase;margin-right:.3rem}
+.tl .line{margin:.05rem 0;overflow-wrap:anywhere} .tl .sub{color:#444;font-size:.9rem}
+.controls{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center}
+.controls form{margin:0;display:flex;gap:.3rem}
+.controls select{width:auto}
+@media(max-width:32rem){body{padding:0 .6rem 2rem} td,th{padding:.3rem .2rem} h1{font-size:1.15rem}}
 """
 
 # The pages' one script. The session's key lives in this origin's localStorage (scheme, host and
@@ -71,7 +119,8 @@ async function listen(ok){
 function changed(){if(dirty)document.getElementById('stale').style.display='block';else load()}
 document.addEventListener('input',()=>{dirty=true});
 document.addEventListener('toggle',()=>{dirty=true},true);
-document.addEventListener('submit',e=>{const f=e.target;if(!key||f.elements._key)return;
+document.addEventListener('submit',e=>{const f=e.target;  // never a GET form: the URL keeps no key
+  if(!key||f.elements._key||f.method!=='post')return;
   const i=document.createElement('input');i.type='hidden';i.name='_key';i.value=key;f.prepend(i)});
 """
 
@@ -95,7 +144,7 @@ def h(text: object, *, multiline: bool = False) -> str:
     return html.escape(safe(text, multiline=multiline, continuation=""), quote=True)
 
 
-NAV = '<a href="/">Inbox</a><a href="/?all=1">All items</a><a href="/goals">Goals</a>'
+NAV = '<a href="/">Inbox</a><a href="/goals">Goals</a>'
 LOGOUT = '<form method="post" action="/logout"><button>Log out</button></form>'
 NO_SCRIPT = (
     "<noscript><p>The agentd inbox needs JavaScript: your session's key lives in this browser's "
@@ -167,185 +216,48 @@ def login_page(error: str = "", *, next_path: str = "/", flash: str = "") -> str
     )
 
 
-def inbox_page(items: Sequence[InboxItem], now: datetime, *, show_all: bool, flash: str) -> str:
-    rows = "".join(
-        f'<tr><td><a href="/items/{i.item_id}">{i.item_id}</a></td>'
-        f'<td class="kind">{h(i.kind)}</td><td><a href="/items/{i.item_id}">{h(i.title)}</a></td>'
-        f"<td>{i.goal_id if i.goal_id is not None else '-'}</td>"
-        f"<td>{h(relative(i.created_at, now))}</td><td>{h(i.status)}</td></tr>"
-        for i in items
-    )
-    if not rows:
-        return page("Inbox", "<p>Nothing open in the inbox.</p>", flash=flash)
-    table = (
-        "<table><tr><th>id</th><th>kind</th><th>title</th><th>goal</th><th>created</th>"
-        f"<th>status</th></tr>{rows}</table>"
-    )
-    return page("All items" if show_all else "Inbox", table, flash=flash)
+def pairs(rows: Sequence[tuple[str, str]]) -> str:
+    """Facts as a definition list: (label, HTML already escaped)."""
+    return '<dl class="kv">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
-def _pairs(pairs: Sequence[tuple[str, str]]) -> str:
-    return "<table>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in pairs) + "</table>"
-
-
-def _json(value: Any) -> str:
+def json_text(value: Any) -> str:
     return h(json.dumps(jsonable(value), indent=2, ensure_ascii=False), multiline=True)
 
 
-def item_page(
-    item: InboxItem,
-    goal: Goal | None,
-    fields: Sequence[ArgField],
-    evidence: Sequence[tuple[str, Any]],
-    now: datetime,
-    *,
-    flash: str = "",
-    error: str = "",
-) -> str:
-    goal_link = (
-        f'<a href="/goals/{goal.goal_id}">{goal.goal_id}: {h(goal.title)}</a>' if goal else "-"
-    )
-    run_link = f'<a href="/runs/{item.run_id}">{item.run_id}</a>' if item.run_id else "-"
-    facts = [
-        ("kind", h(item.kind)), ("status", h(item.status)), ("goal", goal_link), ("run", run_link),
-        ("created", h(relative(item.created_at, now))),
-        ("expires", h(relative(item.expires_at, now)) if item.expires_at else "-"),
-        ("answer", h(item.answer or "-", multiline=True)),
-    ]  # fmt: skip
-    parts = [
-        _pairs(facts),
-        "<h2>What the agent wrote</h2>",
-        f"<pre>{h(item.body or '-', multiline=True)}</pre>",
-    ]
-    if evidence:
-        parts.append("<h2>Evidence</h2>")
-        parts += [f"<h3>{h(k)}</h3><pre>{_json(v)}</pre>" for k, v in evidence]
-    if item.kind == InboxKind.APPROVAL:
-        what = "will execute if approved" if item.status == "open" else "this approval was bound to"
-        parts.append(
-            f'<div class="bound"><h2>What {what} (from agentd, not the model)</h2>'
-            + _pairs([("action", h(item.action or "-")),
-                      ("arguments", f"<pre>{_json(item.args or {})}</pre>"),
-                      ("digest", h((item.digest or "-")[:12]))])
-            + "</div>"
-        )  # fmt: skip
-    if item.status == "open":
-        parts.append(_forms(item, fields))
-    return page(f"Item {item.item_id}: {one_line(item.title, 80)}", "".join(parts),
-                flash=flash, error=error)  # fmt: skip
+def badge(word: str, css: str = "") -> str:
+    """A short word in a pill (`approval`, `open`, `failed`), coloured by `css` or the word."""
+    return f'<span class="badge b-{h(css or word)}">{h(word)}</span>'
 
 
-def _form(item_id: int, verb: str, inner: str, button: str, form_id: str = "") -> str:
+def post_form(action: str, inner: str, button: str, *, form_id: str = "", css: str = "") -> str:
+    """A form that posts to `action` (the script adds the session's key as its first field)."""
+    ident = f' id="{form_id}"' if form_id else ""
+    cls = f' class="{css}"' if css else ""
     return (
-        f'<form method="post" action="/items/{item_id}/{verb}" id="{form_id or verb}-form">'
-        f"{inner}<button>{button}</button></form>"
+        f'<form method="post" action="{action}"{ident}>{inner}<button{cls}>{button}</button></form>'
     )
 
 
-def _reason(label: str, required: bool = False) -> str:
-    req = " required" if required else ""
-    return f'<label>{label}<textarea name="text" rows="2"{req}></textarea></label>'
+# What a page path names, for the 404 a browser user reads (never a command to run).
+MISSING = (
+    ("/items/", "inbox item"),
+    ("/inbox/", "inbox item"),
+    ("/goals/", "goal"),
+    ("/runs/", "run"),
+)
 
 
-NOTE = '<label>Note (optional)<input type="text" name="note"></label>'
-
-
-def _forms(item: InboxItem, fields: Sequence[ArgField]) -> str:
-    n = item.item_id
-    if item.kind == InboxKind.QUESTION:
-        return _form(n, "answer", _reason("Your answer", required=True), "Answer")
-    if item.kind == InboxKind.APPROVAL:
-        # The plain form sends no argument: it approves exactly what is shown above.
-        return (
-            "<h2>Decide</h2>"
-            + _form(n, "approve", NOTE, "Approve as proposed")
-            + (_edit_form(n, fields) if fields else "")
-            + _form(n, "deny", _reason("Reason (told to the run)"), "Deny")
-        )
-    dismiss = _form(n, "dismiss", _reason("Reason (optional)"), "Dismiss")
-    if item.rule == "nudge":
-        return _form(n, "accept", "", "Accept the nudge") + dismiss
-    return dismiss
-
-
-def _edit_form(item_id: int, fields: Sequence[ArgField]) -> str:
-    intro = (
-        '<p class="hint">Change what should differ; the rest stays as proposed. An empty field '
-        "leaves that argument unset. Only a real change counts as an edit, and it is bound by a "
-        "new digest.</p>"
-    )
-    inner = intro + "".join(_field(item_id, f) for f in fields) + NOTE
-    form = _form(item_id, "approve", inner, "Approve with these arguments", form_id="edit")
-    return f'<details id="edit"><summary>Approve with an edit…</summary>{form}</details>'
-
-
-def _field(item_id: int, f: ArgField) -> str:
-    label = h(f.name) + (" (required)" if f.required else "")
-    if f.inert:  # never an editable copy of control or bidi characters: shown inert, kept
-        return (
-            f"<div><label>{label}</label><pre>{h(f.value, multiline=True)}</pre>"
-            '<p class="hint">This value holds control, bidi or invisible characters, shown '
-            "escaped; it is kept as proposed. To change it, use "
-            f"<code>agentd inbox approve {item_id} --edit</code>.</p></div>"
-        )
-    if f.kind == "boolean" or f.choices:
-        options = ("true", "false") if f.kind == "boolean" else f.choices
-        current = "" if f.value is None else json.dumps(f.value) if f.kind == "boolean" else f.value
-        unset = "" if f.required and f.value is not None else '<option value="">(not set)</option>'
-        opts = "".join(
-            f'<option value="{h(o)}"{" selected" if o == current else ""}>{h(o)}</option>'
-            for o in options
-        )
-        return f'<label>{label}<select name="{h(f.key)}">{unset}{opts}</select></label>'
-    if f.kind in ("integer", "number"):
-        shown = "" if f.value is None else h(json.dumps(f.value))
-        attrs = f'type="text" inputmode="decimal" name="{h(f.key)}" value="{shown}"'
-        return f'<label>{label} ({f.kind})<input {attrs} placeholder="not set"></label>'
-    if f.kind == "string":
-        text = "" if f.value is None else str(f.value)
-        kind = ""
-    else:
-        text = "" if f.value is None else json.dumps(f.value, ensure_ascii=True)
-        kind = " (JSON)"
-    rows = min(max(text.count("\n") + 1, 2), 12)
-    # The newline after the tag is the parser's to drop: a value's own first newline survives.
-    area = f'<textarea name="{h(f.key)}" rows="{rows}" placeholder="not set">\n'
-    return f"<label>{label}{kind}{area}{h(text, multiline=True)}</textarea></label>"
-
-
-def goals_page(goals: Sequence[Goal], now: datetime) -> str:
-    rows = "".join(
-        f'<tr><td><a href="/goals/{g.goal_id}">{g.goal_id}</a></td><td>{h(g.title)}</td>'
-        f"<td>{h(g.status)}</td><td>{h(g.agent)}</td></tr>"
-        for g in goals
-    )
-    body = f"<table><tr><th>id</th><th>title</th><th>status</th><th>agent</th></tr>{rows}</table>"
-    return page("Goals", body if rows else "<p>No goals yet.</p>")
-
-
-def goal_page(goal: Goal, runs: Sequence[Run], outlook: Any, now: datetime) -> str:
-    facts = [
-        ("status", h(goal.status)), ("agent", h(goal.agent)),
-        ("why", h(goal.why or "-", multiline=True)),
-        ("criteria", h("\n".join(goal.criteria) or "-", multiline=True)),
-        ("deadline", h(relative(goal.deadline, now)) if goal.deadline else "-"),
-    ]  # fmt: skip
-    run_rows = "".join(
-        f'<tr><td><a href="/runs/{r.run_id}">{r.run_id}</a></td><td>{h(r.status)}</td>'
-        f"<td>{h(r.trigger)}</td><td>{h(relative(r.created_at, now))}</td></tr>"
-        for r in runs
-    )
+def not_found_page(path: str) -> str:
+    """A 404 for a person in a browser: what is missing, and where to go instead."""
+    what = next(
+        (f"There is no {noun} {h(path[len(prefix):].split('/')[0])}"
+         for prefix, noun in MISSING if path.startswith(prefix)),
+        f"There is no page at {h(path)}",
+    )  # fmt: skip
     body = (
-        _pairs(facts)
-        + "<h2>Next check-in, cadence and memory</h2>"
-        + f"<pre>{h(render_outer.outlook_view(outlook), multiline=True)}</pre>"
-        + f"<h2>Runs</h2><table>{run_rows}</table>"
+        f'<p>{what} here.</p><p class="hint">It may belong to another agentd home, or the link '
+        "was cut short.</p>"
+        '<p><a href="/">Back to the inbox</a> · <a href="/goals">All goals</a></p>'
     )
-    return page(f"Goal {goal.goal_id}: {one_line(goal.title, 80)}", body)
-
-
-def run_page(run: Run, goal: Goal, steps: Sequence[Step], now: datetime) -> str:
-    head = run_header(run, goal, now, steps)
-    steps_text = h(timeline(steps, now), multiline=True)
-    body = f"<pre>{h(head, multiline=True)}</pre><h2>Timeline</h2><pre>{steps_text}</pre>"
-    return page(f"Run {run.run_id}", body)
+    return page("Not found", body)

@@ -22,6 +22,10 @@ from agentd.errors import AgentdError, NotFound
 from agentd.models import utcnow
 from agentd.operator import home, sessions
 from agentd.web import auth, data, edit, flash, html
+from agentd.web import goal_page as goal_view
+from agentd.web import inbox_page as inbox_view
+from agentd.web import item_page as item_view
+from agentd.web import run_page as run_view
 
 T = TypeVar("T")
 # Login and logout answers carry the token or the key: never kept by a cache or the history.
@@ -115,10 +119,13 @@ async def logout(request: Request) -> Response:
 
 async def inbox_page(request: Request) -> Response:
     site = _site(request)
-    show_all = request.query_params.get("all") == "1"
-    items = await site.call(lambda s: data.inbox_items(s, show_all=show_all))
     done, error = site.notes.shown(request.query_params, "/")
-    page = html.inbox_page(items, utcnow(), show_all=show_all, flash=done or error)
+    try:
+        filters = inbox_view.Filters.parse(request.query_params)
+    except AgentdError as e:  # a hand-edited address: said, and the open items shown
+        filters, error = inbox_view.Filters(), f"Not shown as asked: {e}"
+    items, goals = await site.call(lambda s: data.inbox_view(s, filters.keeps))
+    page = inbox_view.inbox_page(items, goals, filters, utcnow(), flash=done, error=error)
     return HTMLResponse(page)
 
 
@@ -129,30 +136,65 @@ async def item_page(request: Request) -> Response:
 
     def read(store: home.HomeStore) -> Any:
         item, goal = data.item_with_goal(store, item_id)
-        return item, goal, edit.arg_fields(store, cfg, item)
+        return item, goal, edit.arg_fields(store, cfg, item), data.item_steps(store, item)
 
-    item, goal, fields = await site.call(read)
+    item, goal, fields, steps = await site.call(read)
     done, error = site.notes.shown(request.query_params, request.url.path)
-    body = html.item_page(
-        item, goal, fields, data.evidence(item), utcnow(), flash=done, error=error
+    body = item_view.item_page(
+        item, goal, fields, steps, data.evidence(item), utcnow(), flash=done, error=error
     )
     return HTMLResponse(body)
 
 
-async def item_act(request: Request) -> Response:
+async def _form(request: Request) -> dict[str, str]:
+    return {k: str(v) for k, v in (await request.form()).items() if k != "_key"}
+
+
+async def _done(request: Request, page: str, work: Callable[[home.HomeStore], Any]) -> Response:
+    """Run one write, then send the browser to `page` with a flash of what it did (or why not)."""
     site = _site(request)
-    item_id = int(request.path_params["item_id"])
-    verb = str(request.path_params["verb"])
-    form = {k: str(v) for k, v in (await request.form()).items() if k != "_key"}
-    page = f"/items/{item_id}"
     try:
-        done = await site.call(data.act, site.config(), item_id, verb, form)
+        done = await site.call(work)
     except NotFound:
         raise
-    except AgentdError as e:  # refused, unchanged, a bad edit: said on the item's page
+    except AgentdError as e:  # refused, unchanged, a bad edit: said on the page
         return RedirectResponse(site.note(page, flash.error_text(e), failed=True), status_code=303)
     site.changed()
     return RedirectResponse(site.note(page, flash.done_text(done)), status_code=303)
+
+
+async def item_act(request: Request) -> Response:
+    item_id = int(request.path_params["item_id"])
+    verb = str(request.path_params["verb"])
+    form = await _form(request)
+    cfg = _site(request).config()
+    return await _done(request, f"/items/{item_id}",
+                       lambda s: data.act(s, cfg, item_id, verb, form))  # fmt: skip
+
+
+async def dismiss_many(request: Request) -> Response:
+    """The inbox's bulk dismissal: the ticked notices, or all those the page showed."""
+    form = await request.form()
+    picked = (
+        form.getlist("item")
+        if form.get("scope") != "all"
+        else str(form.get("shown", "")).split(",")
+    )
+    ids = [int(v) for v in map(str, picked) if v.strip().isdigit()]
+    if not ids:
+        site = _site(request)
+        text = "Nothing dismissed: tick the notices to dismiss, or use Dismiss all."
+        return RedirectResponse(site.note("/", text, failed=True), status_code=303)
+    return await _done(request, "/", lambda s: data.dismiss_many(s, ids))
+
+
+async def goal_act(request: Request) -> Response:
+    goal_id = int(request.path_params["goal_id"])
+    verb = str(request.path_params["verb"])
+    form = await _form(request)
+    cfg = _site(request).config()
+    return await _done(request, f"/goals/{goal_id}",
+                       lambda s: data.goal_act(s, cfg, goal_id, verb, form))  # fmt: skip
 
 
 async def old_item_link(request: Request) -> Response:
@@ -162,21 +204,23 @@ async def old_item_link(request: Request) -> Response:
 
 async def goals_page(request: Request) -> Response:
     found = await _site(request).call(data.all_goals)
-    return HTMLResponse(html.goals_page(found, utcnow()))
+    return HTMLResponse(goal_view.goals_page(found, utcnow()))
 
 
 async def goal_page(request: Request) -> Response:
     site = _site(request)
     goal_id = int(request.path_params["goal_id"])
     cfg = site.config()
-    goal, runs, outlook = await site.call(lambda s: data.goal_outlook(s, cfg, goal_id))
-    return HTMLResponse(html.goal_page(goal, runs, outlook, utcnow()))
+    goal, runs, outlook, open_items = await site.call(lambda s: data.goal_outlook(s, cfg, goal_id))
+    done, error = site.notes.shown(request.query_params, request.url.path)
+    page = goal_view.goal_page(goal, runs, outlook, open_items, utcnow(), flash=done, error=error)
+    return HTMLResponse(page)
 
 
 async def run_page(request: Request) -> Response:
     run_id = int(request.path_params["run_id"])
     run, goal, steps = await _site(request).call(lambda s: data.run_steps(s, run_id))
-    return HTMLResponse(html.run_page(run, goal, steps, utcnow()))
+    return HTMLResponse(run_view.run_page(run, goal, steps, utcnow()))
 
 
 ROUTES = [
@@ -186,6 +230,8 @@ ROUTES = [
     Route("/", inbox_page, methods=["GET"]),
     Route("/items/{item_id:int}", item_page, methods=["GET"]),
     Route("/items/{item_id:int}/{verb}", item_act, methods=["POST"]),
+    Route("/dismiss", dismiss_many, methods=["POST"]),
+    Route("/goals/{goal_id:int}/{verb}", goal_act, methods=["POST"]),
     Route("/inbox/{item_id:int}", old_item_link, methods=["GET"]),
     Route("/goals", goals_page, methods=["GET"]),
     Route("/goals/{goal_id:int}", goal_page, methods=["GET"]),

@@ -16,7 +16,7 @@ import pytest
 
 from agentd import config
 from agentd.db import items as qi
-from agentd.db import store as store_module
+from agentd.db import poke as poke_module
 from agentd.errors import ConfigError
 from agentd.web import auth, keys
 from tests.configs import FINISH, act, scripted_home, with_web
@@ -156,7 +156,7 @@ async def test_web_answer_tells_the_daemon_directly_not_through_its_own_socket(
     await wait_for(waiting(home, run_id))
     (item,) = home.store.read(lambda c: qi.list_items(c, status="open"))
     pokes: list[Path] = []
-    monkeypatch.setattr(store_module, "poke", lambda path: pokes.append(path))
+    monkeypatch.setattr(poke_module, "poke", lambda path: pokes.append(path))
     async with web(home) as c:
         await login(c, home)
         r = await c.post(f"/items/{item.item_id}/answer", data={"text": "eu-west-1"}, headers=SAME)

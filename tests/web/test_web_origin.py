@@ -148,7 +148,7 @@ async def test_web_browser_login_and_inbox_at_phone_and_desk_width(
         await page.fill("input[name=token]", token)
         await page.click("form button")
         await page.wait_for_url(f"{base}/")
-        await page.wait_for_selector("main table")
+        await page.wait_for_selector("main #waiting")
         await page.screenshot(path=screenshots / f"web-inbox-{name}.png", full_page=True)
         assert await page.evaluate("document.documentElement.scrollWidth") <= width
         await context.close()

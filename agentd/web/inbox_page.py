@@ -1,0 +1,179 @@
+"""The inbox page: what waits for a decision first (approvals and questions, the soonest to
+expire on top, each with its goal, age and time to expiry), then notices and nudges, newest first,
+which a form dismisses in bulk; filters by kind, goal and status (a GET form: the address says
+what is shown); and, when nothing is open, what to do next."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from agentd.errors import UsageError
+from agentd.models import Goal, InboxItem, InboxKind, InboxStatus
+from agentd.text import one_line
+from agentd.views.times import relative
+from agentd.web.html import badge, h, page
+from agentd.web.item_page import kind_word
+
+KINDS = ("approval", "question", "notice", "nudge")
+STATUSES = ("open", "all", *(s.value for s in InboxStatus if s != InboxStatus.OPEN))
+WAITING = (InboxKind.APPROVAL, InboxKind.QUESTION)
+NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the inbox shows: a kind (or all), a goal (or all), a status ("open", "all" or one)."""
+
+    kind: str = ""
+    goal_id: int | None = None
+    status: str = "open"
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> Filters:
+        """From the page's query string; `?all=1` (older links) is `status=all`. A value the
+        form never offers is a UsageError naming the ones it does."""
+        kind = query.get("kind", "")
+        status = query.get("status") or ("all" if query.get("all") == "1" else "open")
+        goal = query.get("goal", "")
+        if kind and kind not in KINDS:
+            raise UsageError(f"no kind {kind!r}: choose one of {', '.join(KINDS)}")
+        if status not in STATUSES:
+            raise UsageError(f"no status {status!r}: choose one of {', '.join(STATUSES)}")
+        if goal and not goal.isdigit():
+            raise UsageError(f"goal {goal!r} is not a goal's number")
+        return cls(kind, int(goal) if goal else None, status)
+
+    @property
+    def narrowed(self) -> bool:
+        return bool(self.kind or self.goal_id is not None or self.status != "open")
+
+    def keeps(self, item: InboxItem) -> bool:
+        # "notice" keeps nudges too: they are notices.
+        notice = self.kind == "notice" and item.kind == InboxKind.NOTICE
+        if self.kind and kind_word(item) != self.kind and not notice:
+            return False
+        if self.goal_id is not None and item.goal_id != self.goal_id:
+            return False
+        return self.status in ("all", item.status)
+
+
+def ordered(items: Sequence[InboxItem]) -> tuple[list[InboxItem], list[InboxItem]]:
+    """(what waits for a decision: open first, the soonest expiry first, then the oldest;
+    notices and nudges: newest first)."""
+    waiting = [i for i in items if i.kind in WAITING]
+    waiting.sort(key=lambda i: (i.status != "open", i.expires_at or NEVER, i.created_at))
+    notices = [i for i in items if i.kind not in WAITING]
+    notices.sort(key=lambda i: (i.status != "open", -i.created_at.timestamp()))
+    return waiting, notices
+
+
+def inbox_page(
+    items: Sequence[InboxItem],
+    goals: Mapping[int, Goal],
+    filters: Filters,
+    now: datetime,
+    *,
+    flash: str = "",
+    error: str = "",
+    held: str = "",
+) -> str:
+    """`items`: those `filters` keep; `goals`: every goal by id (titles, the goal filter);
+    `held`: a line on messages held by quiet hours, when there are some."""
+    waiting, notices = ordered(items)
+    parts = [f'<p class="meta" id="held">{h(held)}</p>' if held else "", _filters(filters, goals)]
+    if not items:
+        parts.append(_empty(filters))
+    if waiting:
+        parts.append(f'<section id="waiting"><h2>Waiting for you ({len(waiting)})</h2>')
+        parts.append(f'<ul class="cards">{"".join(_card(i, goals, now) for i in waiting)}</ul>')
+        parts.append("</section>")
+    if notices:
+        parts.append(_notices(notices, goals, now))
+    title = "Inbox" if filters.status == "open" else "All items"
+    return page(title, "".join(parts), flash=flash, error=error)
+
+
+def _meta(item: InboxItem, goals: Mapping[int, Goal], now: datetime) -> str:
+    bits = [badge(kind_word(item), kind_word(item))]
+    if item.status != "open":
+        bits.append(badge(item.status, item.status))
+    goal = goals.get(item.goal_id) if item.goal_id is not None else None
+    bits.append(h(one_line(goal.title, 48)) if goal else "home-wide")
+    bits.append(h(relative(item.created_at, now)))
+    if item.status == "open" and item.expires_at is not None:
+        bits.append(f"<strong>expires {h(relative(item.expires_at, now))}</strong>")
+    return f'<p class="meta">{" · ".join(bits)}</p>'
+
+
+def _card(item: InboxItem, goals: Mapping[int, Goal], now: datetime, pick: str = "") -> str:
+    link = f'<a class="t" href="/items/{item.item_id}">{h(one_line(item.title, 140))}</a>'
+    return (
+        f'<li id="item-{item.item_id}">{pick}<div class="body">{link}'
+        f"{_meta(item, goals, now)}</div></li>"
+    )
+
+
+def _notices(notices: Sequence[InboxItem], goals: Mapping[int, Goal], now: datetime) -> str:
+    """Notices and nudges; the open ones each with a box to tick for the bulk dismissal."""
+    open_ids = [i.item_id for i in notices if i.status == "open"]
+    cards = "".join(_card(i, goals, now, _pick(i) if i.status == "open" else "") for i in notices)
+    head = f'<section id="notices"><h2>Notices and nudges ({len(notices)})</h2>'
+    if not open_ids:
+        return f'{head}<ul class="cards">{cards}</ul></section>'
+    shown = ",".join(map(str, open_ids))
+    buttons = (
+        '<div class="controls"><button name="scope" value="selected">Dismiss selected</button>'
+        f'<button name="scope" value="all">Dismiss all {len(open_ids)} shown</button></div>'
+    )
+    return (
+        f'{head}<form method="post" action="/dismiss" id="bulk-form">'
+        f'<input type="hidden" name="shown" value="{shown}"><ul class="cards">{cards}</ul>'
+        f"{buttons}</form></section>"
+    )
+
+
+def _pick(item: InboxItem) -> str:
+    label = f"select item {item.item_id}"
+    return f'<input type="checkbox" name="item" value="{item.item_id}" aria-label="{label}">'
+
+
+def _filters(f: Filters, goals: Mapping[int, Goal]) -> str:
+    def select(name: str, label: str, options: Sequence[tuple[str, str]], current: str) -> str:
+        opts = "".join(
+            f'<option value="{h(v)}"{" selected" if v == current else ""}>{h(t)}</option>'
+            for v, t in options
+        )
+        return f'<label>{label}<select name="{name}">{opts}</select></label>'
+
+    kinds = [("", "every kind"), *((k, k) for k in KINDS)]
+    goal_opts = [("", "every goal")]
+    goal_opts += [(str(g.goal_id), f"{g.goal_id}: {one_line(g.title, 40)}") for g in goals.values()]
+    statuses = [(s, s) for s in STATUSES]
+    current_goal = "" if f.goal_id is None else str(f.goal_id)
+    form = (
+        '<form method="get" action="/" class="filters" id="filter-form">'
+        + select("kind", "Kind", kinds, f.kind)
+        + select("goal", "Goal", goal_opts, current_goal)
+        + select("status", "Status", statuses, f.status)
+        + "<button>Show</button></form>"
+    )
+    opened = " open" if f.narrowed else ""
+    return f'<details id="filters"{opened}><summary>Filter by kind, goal, status</summary>{form}</details>'
+
+
+def _empty(f: Filters) -> str:
+    if f.narrowed:
+        return (
+            '<div class="empty" id="empty"><p>Nothing matches these filters.</p>'
+            '<p><a href="/">Show what is open</a></p></div>'
+        )
+    return (
+        '<div class="empty" id="empty"><p><strong>Nothing needs you right now.</strong></p>'
+        "<p>When a run wants approval for a risky action, or has a question, it appears here "
+        "first, with its expiry; this page updates by itself while it is open.</p>"
+        '<p>To give agentd something to watch, add a goal: <code>agentd goal add "Keep checkout '
+        'up" --why "…"</code>. See <a href="/goals">the goals</a> and their next check-ins, '
+        'or <a href="/?status=all">every item</a> ever raised.</p></div>'
+    )

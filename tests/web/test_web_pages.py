@@ -1,0 +1,341 @@
+"""The web inbox's pages as an on-call engineer sees them, in a real headless Chromium at 1280 and
+390 px: one `agentd serve` process and one browser for the whole module. The approval comes from a
+real service: an HTTP source on 127.0.0.1 answering 503, the watch's run proposing a restart that
+the policy gates. Each page is checked where it matters — the decision and the evidence inside
+the first screen (bounding boxes), nothing wider than the screen — and kept as a screenshot in the
+folder printed at the start (test-artifacts/, or $AGENTD_ARTIFACTS). docs/img/approval-390.png and
+docs/img/inbox-1280.png are copies of two of them. Skipped loudly without Chromium/Playwright."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentd import config
+from agentd.db import items as qi
+from agentd.db import queries as q
+from agentd.db.store import SyncStore
+from agentd.llm.runbook import VOCABULARY
+from agentd.models import GoalStatus, InboxItem, InboxKind, InboxStatus
+from tests import browser_support
+from tests.web.test_web_browser import free_port
+
+pytestmark = pytest.mark.timeout(120)
+WIDTHS = {"desk": (1280, 800), "phone": (390, 844)}
+BODY = b'{"status":"down","error":"db pool exhausted: 0 of 20 connections free"}'
+
+
+class Failing(BaseHTTPRequestHandler):
+    """The checkout service: /health answers 503 with a JSON error."""
+
+    def do_GET(self) -> None:
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def config_text(service: str, port: int) -> str:
+    argv = json.dumps(["restart-service", "{service}"])  # home/bin/, on the daemon's PATH
+    return f"""
+[daemon]
+poll_interval_s = 0.05
+
+[api]
+port = {port}
+
+[web]
+enabled = true
+
+[models.default]
+provider = "scripted"
+replies = "replies.json"
+
+[sources.checkout]
+type = "http"
+url = "{service}/health"
+timeout_s = 2.0
+
+[actions.restart]
+type = "command"
+argv = {argv}
+params = {{ service = {{ pattern = "^[a-z-]+$" }} }}
+
+[agents.oncall]
+sources = ["checkout"]
+actions = ["restart", "finish"]
+triggers = ["checkout.unhealthy"]
+watch = {{ interval_s = 0.2 }}
+policy = {{ rules = {{ restart = "approve" }}, expire = {{ approval = {{ after_s = 3600 }} }} }}
+
+[agents.oncall.checkin]
+every_s = 604800
+min_s = 86400
+"""
+
+
+RESTART = {
+    "reason": "checkout /health answers 503 (db pool exhausted) since the last look; a restart "
+    "frees the pool and is safe at this hour",
+    "action": {"kind": "restart", "service": "checkout"},
+}
+FINISH = {
+    "reason": "restarted",
+    "action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"},
+}
+
+
+@dataclass
+class Site:
+    base: str
+    token: str
+    store: SyncStore
+    goal_id: int
+    approval: InboxItem
+    question_id: int
+    out: Path
+
+
+def _wait(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not in time: {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    where = Path(os.environ.get("AGENTD_ARTIFACTS") or browser_support.ARTIFACTS)
+    where.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots of the web inbox: {where}")
+    return where
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """A home watching a failing service over HTTP, served by a real `agentd serve`, with an
+    approval raised by the watch's run, a runbook question and notices beside it."""
+    root = tmp_path_factory.mktemp("pages") / "home"
+    root.mkdir()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    port, out = free_port(), root / "restarted.txt"
+    paths = config.Paths(root)
+    paths.config.write_text(config_text(f"http://127.0.0.1:{httpd.server_address[1]}", port))
+    script = root / "bin" / "restart-service"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\necho "$1" >> {out}\n')
+    script.chmod(0o755)
+    (root / "replies.json").write_text(json.dumps([RESTART, FINISH]))
+    store = SyncStore(paths.db)
+    goal_id = store.write(lambda c: q.add_goal(c, title="Keep checkout up", why="revenue",
+                                               agent="oncall", criteria=[], deadline=None))  # fmt: skip
+    log = (root / "daemon.log").open("wb")
+    env = {
+        **os.environ,
+        "AGENTD_LOG_FORMAT": "json",
+        "PATH": f"{script.parent}:{os.environ['PATH']}",
+    }
+    proc = subprocess.Popen([sys.executable, "-m", "agentd", "--home", str(root), "serve"],
+                            stdout=log, stderr=log, env=env, start_new_session=True)  # fmt: skip
+    try:
+        opened = lambda: store.read(lambda c: qi.list_items(c, status="open"))  # noqa: E731
+
+        def raised() -> bool:
+            assert proc.poll() is None, (root / "daemon.log").read_text()[-2000:]
+            return any(i.kind == InboxKind.APPROVAL for i in opened())
+
+        _wait(raised, "the approval")
+        (approval,) = [i for i in opened() if i.kind == InboxKind.APPROVAL]
+        question = (
+            f"restart refused by policy, and health failing since 12:31. What now? {VOCABULARY}."
+        )
+        question_id = store.write(lambda c: qi.post(
+            c, InboxKind.QUESTION, title=question, body=question, goal_id=goal_id, rule="ask"))  # fmt: skip
+        for title in ("checkout latency back under 800 ms", "nightly backup took 41 min"):
+            store.write(lambda c, t=title: qi.post(c, InboxKind.NOTICE, title=t, goal_id=goal_id))
+        nudge = {"nudge": {"topic": "pool", "message": "raise the db pool to 40?"}}
+        store.write(lambda c: qi.post(c, InboxKind.NOTICE, title="raise the db pool to 40?",
+                                      goal_id=goal_id, rule="nudge", data=nudge))  # fmt: skip
+        token = paths.api_token.read_text().strip()
+        yield Site(f"http://127.0.0.1:{port}", token, store, goal_id, approval, question_id, out)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+        log.close()
+        httpd.shutdown()
+        httpd.server_close()
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def pages(site: Site) -> Iterator[dict[str, Any]]:
+    """One Chromium for the module; a logged-in tab at each width."""
+    browser_support._skip_if_missing()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(**browser_support.launch_options())
+        tabs = {}
+        for name, (width, height) in WIDTHS.items():
+            context = chromium.new_context(viewport={"width": width, "height": height})
+            tab = context.new_page()
+            tab.goto(f"{site.base}/login?token={site.token}")
+            tab.wait_for_url(f"{site.base}/")
+            tab.wait_for_selector("main")
+            tabs[name] = tab
+        yield tabs
+        chromium.close()
+
+
+def open_page(tab: Any, url: str, ready: str) -> None:
+    tab.goto(url)
+    tab.wait_for_selector(ready)
+
+
+def on_first_screen(tab: Any, selector: str) -> None:
+    """`selector`'s element is visible without scrolling: inside the viewport, both ways."""
+    box = tab.locator(selector).first.bounding_box()
+    size = tab.viewport_size
+    assert box is not None, f"{selector} is not shown"
+    assert box["y"] >= 0 and box["y"] + box["height"] <= size["height"], (selector, box, size)
+    assert box["x"] >= 0 and box["x"] + box["width"] <= size["width"], (selector, box, size)
+
+
+def fits(tab: Any) -> None:
+    width = tab.viewport_size["width"]
+    assert tab.evaluate("document.documentElement.scrollWidth") <= width
+
+
+def shot(tab: Any, artifacts: Path, name: str) -> None:
+    tab.screenshot(path=artifacts / f"{name}.png", full_page=True)
+
+
+def test_web_pages_inbox_lists_what_waits_first(site: Site, pages: Any, artifacts: Path) -> None:
+    for name, tab in pages.items():
+        open_page(tab, f"{site.base}/", "#waiting")
+        cards = tab.locator("main li")
+        first = cards.nth(0).inner_text()
+        assert "approve restart?" in first and "expires in" in first  # the soonest to expire
+        assert "Keep checkout up" in first  # its goal's title
+        assert "question" in cards.nth(1).inner_text().lower()
+        waiting = tab.locator("#waiting").bounding_box()
+        notices = tab.locator("#notices").bounding_box()
+        assert waiting and notices and waiting["y"] < notices["y"]
+        on_first_screen(tab, "#waiting li")
+        fits(tab)
+        shot(tab, artifacts, f"inbox-{WIDTHS[name][0]}")
+
+
+def test_web_pages_inbox_filters_and_dismisses_in_bulk(site: Site, pages: Any) -> None:
+    tab = pages["desk"]
+    open_page(tab, f"{site.base}/", "#filters")
+    tab.click("#filters summary")
+    tab.select_option("#filter-form select[name=kind]", "notice")
+    tab.click("#filter-form button")
+    tab.wait_for_url("**/?kind=notice**")
+    assert site.token not in tab.url and "_key" not in tab.url  # a GET form carries no key
+    tab.wait_for_selector("#notices")
+    assert tab.locator("#waiting").count() == 0
+    tab.locator("#notices input[type=checkbox]").first.check()
+    tab.click("#bulk-form button[value=selected]")
+    tab.wait_for_selector(".flash")
+    assert "Dismissed 1 notice" in tab.inner_text(".flash")
+    tab.click("#bulk-form button[value=all]")
+    tab.wait_for_selector("text=Dismissed 2 notice")
+    notices = site.store.read(lambda c: qi.list_items(c, status="open"))
+    assert [i.kind for i in notices if i.kind == InboxKind.NOTICE] == []
+
+
+def test_web_pages_approval_decision_and_evidence_on_the_first_screen(
+    site: Site, pages: Any, artifacts: Path
+) -> None:
+    item_id = site.approval.item_id
+    for name, tab in pages.items():
+        open_page(tab, f"{site.base}/items/{item_id}", "#execute")
+        for part in ("#execute", "#approve-form button", "#deny-form button", "#edit summary",
+                     "#why", "#evidence"):  # fmt: skip
+            on_first_screen(tab, part)
+        fits(tab)
+        assert "503" in tab.inner_text("#evidence")  # the service's own answer
+        assert "db pool exhausted" in tab.inner_text("#evidence")
+        assert "the model's words" in tab.inner_text("#why").lower()
+        assert "checkout" in tab.inner_text("#execute")  # the bound argument
+        assert not tab.locator("#world").evaluate("d => d.open")  # the raw world: folded
+        shot(tab, artifacts, f"approval-{WIDTHS[name][0]}")
+    tab = pages["phone"]
+    tab.click("#approve-form button")
+    tab.wait_for_selector(".flash")
+    assert "as proposed" in tab.inner_text(".flash")
+    _wait(lambda: site.out.exists() and site.out.read_text().split() == ["checkout"], "the restart")
+
+
+def test_web_pages_runbook_answers_are_buttons(site: Site, pages: Any, artifacts: Path) -> None:
+    tab = pages["phone"]
+    open_page(tab, f"{site.base}/items/{site.question_id}", "#decide")
+    for word in ("stop", "retry", "skip"):
+        on_first_screen(tab, f"#answer-{word} button")
+    fits(tab)
+    shot(tab, artifacts, "question-390")
+    tab.click("#answer-retry button")
+    tab.wait_for_selector(".flash")
+    done = site.store.read(lambda c: qi.get_item(c, site.question_id))
+    assert done.status == InboxStatus.ANSWERED and done.answer == "retry"
+
+
+def test_web_pages_goal_controls_and_run_timeline(site: Site, pages: Any, artifacts: Path) -> None:
+    for name, tab in pages.items():
+        open_page(tab, f"{site.base}/goals/{site.goal_id}", "#goal-controls")
+        on_first_screen(tab, "#goal-controls")
+        on_first_screen(tab, "#next")
+        fits(tab)
+        shot(tab, artifacts, f"goal-{WIDTHS[name][0]}")
+    tab = pages["phone"]
+    tab.click("#pause-form button")
+    tab.wait_for_selector("#resume-form")
+    assert "Paused goal" in tab.inner_text(".flash")
+    goal = site.store.read(lambda c: q.get_goal(c, site.goal_id))
+    assert goal.status == GoalStatus.PAUSED
+    tab.click("#resume-form button")
+    tab.wait_for_selector("#pause-form")
+    tab.click("#snooze-form button")
+    tab.wait_for_selector("#unsnooze-form")
+    run_link = tab.locator("#runs a").first
+    run_link.click()
+    tab.wait_for_selector("#timeline")
+    kinds = tab.locator("#timeline .kind").all_inner_texts()
+    assert {"START", "OBSERVE", "WAIT", "ACT"} <= {k.upper() for k in kinds}, kinds
+    assert tab.locator("main pre").count() == 0  # a timeline, not terminal text
+    for name, other in pages.items():
+        open_page(other, tab.url, "#timeline")
+        fits(other)
+        shot(other, artifacts, f"run-{WIDTHS[name][0]}")
+
+
+def test_web_pages_not_found_speaks_to_a_browser_user(site: Site, pages: Any) -> None:
+    tab = pages["phone"]
+    open_page(tab, f"{site.base}/items/9999", "main h1")
+    text = tab.inner_text("main")
+    assert "There is no inbox item 9999" in text and "Back to the inbox" in text
+    assert "agentd inbox" not in text and "<code>" not in tab.content()  # no command to run
+    open_page(tab, f"{site.base}/nowhere", "main h1")
+    assert "There is no page at /nowhere" in tab.inner_text("main")
