@@ -26,7 +26,7 @@ def edit_form(item_id: int, fields: Sequence[ArgField]) -> str:
         f'<form method="post" action="/items/{item_id}/approve" id="edit-form">{inner}'
         '<button class="go">Approve with these arguments</button></form>'
     )
-    return f'<details id="edit"><summary class="button">Edit…</summary>{form}</details>'
+    return f'<details id="edit" data-keep><summary class="button">Edit…</summary>{form}</details>'
 
 
 def _field(item_id: int, f: ArgField) -> str:

@@ -88,7 +88,8 @@ ol.tl{list-style:none;padding:0;margin:.3rem 0;border-left:2px solid #d0d0d8}
 # `data-key` (just logged in): keep the key, end this browser's previous session, go on;
 # `data-forget` (logged out): drop it. On a change the daemon reports, <main> is fetched again —
 # unless a form has been touched or the edit form opened, then a banner asks for a reload
-# (typing is never thrown away). `toggle` does not bubble: it is heard on its way down.
+# (typing is never thrown away). `toggle` does not bubble: it is heard on its way down; only a
+# fold marked `data-keep` (the edit form) counts, not one a page arrives with open (the filters).
 SCRIPT = """
 const S='agentd-key',b=document.body.dataset;let key=localStorage.getItem(S),dirty=false;
 const H=()=>({headers:{'X-Agentd-Key':key}});
@@ -118,7 +119,7 @@ async function listen(ok){
   }catch(e){}await new Promise(f=>setTimeout(f,2000))}}
 function changed(){if(dirty)document.getElementById('stale').style.display='block';else load()}
 document.addEventListener('input',()=>{dirty=true});
-document.addEventListener('toggle',()=>{dirty=true},true);
+document.addEventListener('toggle',e=>{if(e.target.open&&e.target.dataset.keep!==undefined)dirty=true},true);
 document.addEventListener('submit',e=>{const f=e.target;  // never a GET form: the URL keeps no key
   if(!key||f.elements._key||f.method!=='post')return;
   const i=document.createElement('input');i.type='hidden';i.name='_key';i.value=key;f.prepend(i)});

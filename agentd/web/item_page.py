@@ -136,7 +136,7 @@ def _answers(item: InboxItem) -> str:
         )
         for word in ANSWERS
     )
-    other = f'<details><summary class="button">Other answer…</summary>{free}</details>'
+    other = f'<details data-keep><summary class="button">Other answer…</summary>{free}</details>'
     return f'<div class="decide" id="decide">{buttons}{other}</div>'
 
 

@@ -59,7 +59,7 @@ async def test_web_api_approve_with_an_edit(home: Home, serve: Any) -> None:
 
 
 async def test_web_api_deny_then_refuses_an_approval(home: Home, serve: Any) -> None:
-    run_id, item_id = await proposed(home, serve, act("notify", "tell them", message="hi"))
+    _, item_id = await proposed(home, serve, act("notify", "tell them", message="hi"))
     async with bot(home) as c:
         r = await c.post(f"/api/inbox/{item_id}/deny", json={"reason": "not during the freeze"})
         assert r.status_code == 200 and r.json()["done"] == "denied"

@@ -256,12 +256,15 @@ def test_web_pages_inbox_filters_and_dismisses_in_bulk(site: Site, pages: Any) -
     assert site.token not in tab.url and "_key" not in tab.url  # a GET form carries no key
     tab.wait_for_selector("#notices")
     assert tab.locator("#waiting").count() == 0
+    # Live: a notice raised now shows up on the filtered page by itself (server-sent events).
+    late = site.store.write(lambda c: qi.post(c, InboxKind.NOTICE, title="disk 91% full"))
+    tab.wait_for_selector(f"#item-{late}")
     tab.locator("#notices input[type=checkbox]").first.check()
     tab.click("#bulk-form button[value=selected]")
     tab.wait_for_selector(".flash")
     assert "Dismissed 1 notice" in tab.inner_text(".flash")
     tab.click("#bulk-form button[value=all]")
-    tab.wait_for_selector("text=Dismissed 2 notice")
+    tab.wait_for_selector("text=Dismissed 3 notice")
     notices = site.store.read(lambda c: qi.list_items(c, status="open"))
     assert [i.kind for i in notices if i.kind == InboxKind.NOTICE] == []
 
@@ -331,11 +334,16 @@ def test_web_pages_goal_controls_and_run_timeline(site: Site, pages: Any, artifa
         shot(other, artifacts, f"run-{WIDTHS[name][0]}")
 
 
-def test_web_pages_not_found_speaks_to_a_browser_user(site: Site, pages: Any) -> None:
-    tab = pages["phone"]
-    open_page(tab, f"{site.base}/items/9999", "main h1")
-    text = tab.inner_text("main")
-    assert "There is no inbox item 9999" in text and "Back to the inbox" in text
-    assert "agentd inbox" not in text and "<code>" not in tab.content()  # no command to run
-    open_page(tab, f"{site.base}/nowhere", "main h1")
-    assert "There is no page at /nowhere" in tab.inner_text("main")
+def test_web_pages_goals_and_not_found(site: Site, pages: Any, artifacts: Path) -> None:
+    for name, tab in pages.items():
+        open_page(tab, f"{site.base}/goals", f"#goal-{site.goal_id}")
+        fits(tab)
+        shot(tab, artifacts, f"goals-{WIDTHS[name][0]}")
+        open_page(tab, f"{site.base}/items/9999", "main h1")
+        text = tab.inner_text("main")
+        assert "There is no inbox item 9999" in text and "Back to the inbox" in text
+        assert "agentd inbox" not in text and "<code>" not in tab.content()  # no command to run
+        fits(tab)
+        shot(tab, artifacts, f"not-found-{WIDTHS[name][0]}")
+        open_page(tab, f"{site.base}/nowhere", "main h1")
+        assert "There is no page at /nowhere" in tab.inner_text("main")
