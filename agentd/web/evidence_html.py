@@ -30,8 +30,9 @@ def summary(item: InboxItem, steps: Sequence[Step], now: datetime) -> str:
     acts = [s for s in steps if s.kind == StepKind.ACT and s.status != StepStatus.STARTED]
     for s in acts[-LAST_ACTIONS:]:
         result = result_head(s.result) if s.result is not None else "no result"
+        when = relative(s.created_at, now)
         lines.append(
-            f"<li><strong>{h(s.action or '-')}</strong> ran {h(relative(s.created_at, now))}: "
+            f"<li><strong>{h(s.action or '-')}</strong> ran {h('just now' if when == 'now' else when)}: "
             f"{h(one_line(result, 160))}</li>"
         )
     if not lines:

@@ -149,9 +149,16 @@ def _why(item: InboxItem) -> str:
     elif item.kind == InboxKind.QUESTION:
         who, said = "The question · the model's words", item.body or item.title
     else:
-        who, said = "What it says · written by the agent", item.body or item.title
-    text = h(one_line(said, 600))
-    return f'<section class="words" id="why"><p class="who">{who}</p><p>{text}</p></section>'
+        nudge = item.data.get("nudge") if item.rule == "nudge" else None
+        message = nudge.get("message") if isinstance(nudge, dict) else None
+        said = message if isinstance(message, str) and message else item.body or item.title
+        who = "What it says · written by the agent"
+    text = f"<p>{h(one_line(said, 600))}</p>"
+    suggested = (item.data.get("nudge") or {}).get("suggested") if item.rule == "nudge" else None
+    if isinstance(suggested, dict) and suggested.get("action"):
+        args = canonical(suggested.get("args") or {})
+        text += f"<p>Accept runs <code>{h(suggested['action'])} {h(one_line(args, 200))}</code></p>"
+    return f'<section class="words" id="why"><p class="who">{who}</p>{text}</section>'
 
 
 def _folded(item: InboxItem, raw: Sequence[tuple[str, Any]]) -> str:

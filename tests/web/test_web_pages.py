@@ -244,6 +244,12 @@ def test_web_pages_inbox_lists_what_waits_first(site: Site, pages: Any, artifact
         on_first_screen(tab, "#waiting li")
         fits(tab)
         shot(tab, artifacts, f"inbox-{WIDTHS[name][0]}")
+    tab = pages["phone"]
+    tab.click("#notices a:has-text('raise the db pool')")
+    tab.wait_for_selector("#accept-form")
+    on_first_screen(tab, "#accept-form button")
+    on_first_screen(tab, "#dismiss-form button")
+    shot(tab, artifacts, "nudge-390")
 
 
 def test_web_pages_inbox_filters_and_dismisses_in_bulk(site: Site, pages: Any) -> None:
@@ -290,6 +296,9 @@ def test_web_pages_approval_decision_and_evidence_on_the_first_screen(
     tab.wait_for_selector(".flash")
     assert "as proposed" in tab.inner_text(".flash")
     _wait(lambda: site.out.exists() and site.out.read_text().split() == ["checkout"], "the restart")
+    open_page(tab, f"{site.base}/items/{item_id}", "#execute")  # decided: what it was bound to
+    assert "was bound to" in tab.inner_text("#execute") and tab.locator("#decide").count() == 0
+    shot(tab, artifacts, "approval-decided-390")
 
 
 def test_web_pages_runbook_answers_are_buttons(site: Site, pages: Any, artifacts: Path) -> None:
