@@ -64,6 +64,13 @@ async def test_web_goal_controls_use_the_goal_commands(home: Home, serve: Any) -
         assert "Removed schedule 1" in flash_of(page) and "30 7 * * sat" not in page
         unknown = flash_of(await posted(c, f"{at}/explode", {}))
         assert unknown.startswith("Not done") and "unknown action" in unknown
+        evil = {"Origin": "http://attacker.test", "Sec-Fetch-Site": "cross-site"}
+        for path in (f"{at}/pause", "/dismiss"):  # the new forms sit behind the same guard
+            assert (await c.post(path, data={}, headers=evil)).status_code == 403, path
+    async with web(home) as keyless:  # a form sent without the session's key: the login
+        r = await keyless.post(f"{at}/pause", data={}, headers=SAME)
+        assert r.status_code == 303 and r.headers["location"] == "/login"
+    assert goal().status == GoalStatus.ACTIVE
 
 
 def notice(home: Home, title: str, goal_id: int | None = None) -> int:
