@@ -1,6 +1,6 @@
 """Queries on the notification outbox: the queue of new inbox items (filled by a trigger), the
 outbox rows (one per item, channel and reminder stage, unique by `dedupe_key`), their attempts, and
-each channel's health for `doctor` and `status`."""
+each channel's health for `doctor` and `status` (with what quiet hours hold and what will be late)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,11 @@ from agentd.db.conn import Conn
 from agentd.db.rows import json_col
 from agentd.models import JSON
 
-ROW_COLS = "outbox_id, dedupe_key, channel, item_id, goal_id, stage, message, attempts, created_at"
+ROW_COLS = (
+    "outbox_id, dedupe_key, channel, item_id, goal_id, stage, message, attempts, created_at,"
+    " next_attempt_at, held_until, held_tz"
+)
+HELD_LISTED = 50  # held and late messages listed per channel (all are counted)
 
 
 @dataclass(frozen=True)
@@ -26,10 +30,15 @@ class OutboxRow:
     message: JSON
     attempts: int
     created_at: float
+    next_attempt_at: float = 0.0
+    held_until: float | None = None  # held by quiet hours until then (= next_attempt_at)
+    held_tz: str | None = None  # the zone of those quiet hours
 
 
 def _row(r: tuple[Any, ...]) -> OutboxRow:
-    return OutboxRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8])
+    return OutboxRow(
+        r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], r[11]
+    )
 
 
 def queued(c: Conn, limit: int = 200) -> list[int]:
@@ -96,44 +105,61 @@ def has_queued(c: Conn) -> bool:
     return c.execute("SELECT 1 FROM notify_queue LIMIT 1").fetchone() is not None
 
 
-def defer(c: Conn, outbox_id: int, until: float) -> None:
-    """Hold a message back (quiet hours) without counting an attempt."""
-    c.execute(
-        "UPDATE outbox SET next_attempt_at = ? WHERE outbox_id = ? AND status = 'pending'",
-        (until, outbox_id),
+def has_held(c: Conn) -> bool:
+    return (
+        c.execute(
+            "SELECT 1 FROM outbox WHERE status = 'pending' AND held_until IS NOT NULL LIMIT 1"
+        ).fetchone()
+        is not None
     )
 
 
-def hold_item(c: Conn, dedupe_key: str, stage: int, until: float) -> None:
-    """Hold an item's message of `stage` (every channel's, not yet tried) until `until`, and move
-    the item's later stages by as much: reminders and the escalation count from the first message,
-    so quiet hours delay the rest of the schedule rather than release it at once when they end."""
-    row = c.execute(
-        "SELECT item_id, next_attempt_at FROM outbox WHERE dedupe_key = ? AND status = 'pending'",
-        (dedupe_key,),
-    ).fetchone()
-    if row is None or row[1] >= until:
-        return  # held already (by another channel's row of the item in this pass)
-    # The key is "{item_id}.{posted_us}:{channel}:{stage}": its head names this posting of the
-    # item (an item id that SQLite reused after retention is another item).
-    head = dedupe_key.split(":", 1)[0] + ":"
-    same_item = "item_id = ? AND substr(dedupe_key, 1, ?) = ? AND status = 'pending'"
-    params = (row[0], len(head), head)
-    c.execute(
-        f"UPDATE outbox SET next_attempt_at = next_attempt_at + ? WHERE {same_item} AND stage > ?",
-        (until - row[1], *params, stage),
+def held(c: Conn) -> list[tuple[OutboxRow, float | None]]:
+    """The messages quiet hours hold, each with its item's expiry (None: none, or no item)."""
+    rows = c.execute(
+        f"SELECT {', '.join('o.' + col for col in ROW_COLS.split(', '))}, i.expires_at"
+        " FROM outbox o LEFT JOIN inbox i ON i.item_id = o.item_id"
+        " WHERE o.status = 'pending' AND o.held_until IS NOT NULL ORDER BY o.outbox_id"
     )
-    c.execute(
-        f"UPDATE outbox SET next_attempt_at = ? WHERE {same_item} AND stage = ? AND attempts = 0"
-        " AND next_attempt_at < ?",
-        (until, *params, stage, until),
-    )
+    return [(_row(r[:-1]), r[-1]) for r in rows]
+
+
+def move(c: Conn, row: OutboxRow, until: float, tz: str | None, *, later: bool, now: float) -> bool:
+    """Move a pending message to `until`: held by quiet hours in zone `tz`, or released (`tz`
+    None, `until` now). With `later` (a first try, not a retry) the item's later stages on this
+    channel move by as much, earlier too: reminders and the escalation count from the message
+    actually sent, so a hold delays the rest of the schedule rather than release it in a burst,
+    and a release brings it back. False when the row changed since it was read (sent, retried).
+
+    `now` guards a release: a later stage is never moved into the past of what is due now."""
+    cur = c.execute(
+        "UPDATE outbox SET next_attempt_at = ?, held_until = ?, held_tz = ? WHERE outbox_id = ?"
+        " AND status = 'pending' AND attempts = ? AND next_attempt_at = ?",
+        (until, None if tz is None else until, tz, row.outbox_id, row.attempts,
+         row.next_attempt_at),
+    )  # fmt: skip
+    if cur.rowcount != 1:
+        return False
+    delta = until - row.next_attempt_at
+    if later and row.item_id is not None and delta:
+        # The key is "{item_id}.{posted_us}:{channel}:{stage}": its head names this posting of
+        # the item (an item id that SQLite reused after retention is another item).
+        head = row.dedupe_key.split(":", 1)[0] + ":"
+        c.execute(
+            "UPDATE outbox SET next_attempt_at = max(next_attempt_at + ?, ?),"
+            " held_until = CASE WHEN held_until IS NULL THEN NULL"
+            " ELSE max(held_until + ?, ?) END"
+            " WHERE item_id = ? AND substr(dedupe_key, 1, ?) = ? AND channel = ?"
+            " AND status = 'pending' AND stage > ?",
+            (delta, now, delta, now, row.item_id, len(head), head, row.channel, row.stage),
+        )
+    return True
 
 
 def sent(c: Conn, outbox_id: int, now: float) -> None:
     c.execute(
         "UPDATE outbox SET status = 'sent', attempts = attempts + 1, sent_at = ?,"
-        " last_attempt_at = ?, last_error = NULL WHERE outbox_id = ?",
+        " last_attempt_at = ?, last_error = NULL, held_until = NULL WHERE outbox_id = ?",
         (now, now, outbox_id),
     )
 
@@ -142,7 +168,7 @@ def attempt_failed(c: Conn, outbox_id: int, now: float, error: str, retry_at: fl
     """Record a failed attempt; `retry_at` None gives the message up (status failed)."""
     c.execute(
         "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ?, last_error = ?,"
-        " status = CASE WHEN ? IS NULL THEN 'failed' ELSE status END,"
+        " held_until = NULL, held_tz = NULL, status = CASE WHEN ? IS NULL THEN 'failed' ELSE status END,"
         " next_attempt_at = coalesce(?, next_attempt_at) WHERE outbox_id = ?",
         (now, error[:500], retry_at, retry_at, outbox_id),
     )
@@ -150,8 +176,11 @@ def attempt_failed(c: Conn, outbox_id: int, now: float, error: str, retry_at: fl
 
 def channel_health(c: Conn) -> dict[str, JSON]:
     """Per channel: messages pending and given up, when one was last sent, and whether its latest
-    attempt failed (`failing`, with the error) — what `doctor` and `status` show."""
+    attempt failed (`failing`, with the error) — what `doctor` and `status` show. Also what quiet
+    hours hold (`held`: how many; `held_items`: each one's item, category, stage, `until` and the
+    zone `tz`) and the first messages that will arrive after their item expires (`late`)."""
     out: dict[str, JSON] = {}
+    held_rows, late_rows = _held_and_late(c)
     rows = c.execute(
         "SELECT channel, sum(status = 'pending'), sum(status = 'failed'), max(sent_at)"
         " FROM outbox GROUP BY channel ORDER BY channel"
@@ -170,8 +199,38 @@ def channel_health(c: Conn) -> dict[str, JSON]:
             "failing": failing,
             "error": latest[1] if failing else None,
             "last_attempt_at": latest[2] if latest is not None else None,
+            "held": len(held_rows.get(channel, [])),
+            "held_items": held_rows.get(channel, [])[:HELD_LISTED],
+            "late": late_rows.get(channel, [])[:HELD_LISTED],
         }
     return out
+
+
+def _held_and_late(c: Conn) -> tuple[dict[str, list[JSON]], dict[str, list[JSON]]]:
+    """Per channel, the messages held by quiet hours (soonest first), and the first messages
+    of open items whose next try comes after the item expires."""
+    held: dict[str, list[JSON]] = {}
+    rows = c.execute(
+        "SELECT channel, item_id, stage, json_extract(message, '$.category'), held_until, held_tz"
+        " FROM outbox WHERE status = 'pending' AND held_until IS NOT NULL"
+        " ORDER BY held_until, outbox_id"
+    )
+    for channel, item_id, stage, category, until, tz in rows.fetchall():
+        held.setdefault(channel, []).append({"item_id": item_id, "stage": stage,
+                                             "category": category, "until": until, "tz": tz})  # fmt: skip
+    late: dict[str, list[JSON]] = {}
+    rows = c.execute(
+        "SELECT o.channel, o.item_id, json_extract(o.message, '$.category'), o.next_attempt_at,"
+        " i.expires_at, o.held_tz FROM outbox o JOIN inbox i ON i.item_id = o.item_id"
+        " WHERE o.status = 'pending' AND o.stage = 0 AND i.status = 'open'"
+        " AND i.expires_at IS NOT NULL AND o.next_attempt_at > i.expires_at"
+        " ORDER BY o.next_attempt_at, o.outbox_id"
+    )
+    for channel, item_id, category, next_at, expires_at, tz in rows.fetchall():
+        late.setdefault(channel, []).append({"item_id": item_id, "category": category,
+                                             "next_at": next_at, "expires_at": expires_at,
+                                             "tz": tz})  # fmt: skip
+    return held, late
 
 
 def prune(c: Conn, older_than: float) -> int:

@@ -1,20 +1,24 @@
 """What to send, where and when: new inbox items become outbox rows (first message, reminders,
 escalation) per the agent's `[agents.X.notify]`; due rows are held back in the goal's quiet hours
-(the check-in cadence's own logic) and dropped once their item is answered or closed. Runs inside
-the daemon's write transactions; `now` is the daemon's clock."""
+(the check-in cadence's own logic) unless urgent — an approval or a question a run waits on pages
+at once on a channel with `urgent_in_quiet_hours = "send"` (the default) — and never past their
+item's expiry; held rows follow a changed setting at once; rows are dropped once their item is
+answered or closed. Runs inside the daemon's transactions; `now` is the daemon's clock."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from agentd.config import AgentConfig, Config
+from agentd.config import Config
 from agentd.config.notify import ChannelBase
 from agentd.db import checkins as qc
 from agentd.db import items as qi
 from agentd.db import outbox
 from agentd.db import queries as q
 from agentd.db.conn import Conn
+from agentd.db.outbox import OutboxRow
 from agentd.errors import NotFound
 from agentd.models import JSON, InboxItem, InboxKind, RunStatus
 from agentd.notify.content import about
@@ -129,35 +133,111 @@ def plan_queued(c: Conn, cfg: Config, now: float) -> int:
     return added
 
 
-def _quiet_until(c: Conn, agent: AgentConfig, goal_id: int, now: float) -> float:
-    """`now` outside the goal's quiet hours, else when they end."""
-    cad = cadence.cadence_from(agent.checkin, qc.cadence_row(c, goal_id))
-    return cadence.leave_quiet(cad, now)
+def urgent(message: JSON) -> bool:
+    """An approval, or a question a run waits on (a check-in's question has no run: it waits)."""
+    what = message.get("category")
+    return what == "approval" or (what == "question" and message.get("run_id") is not None)
+
+
+@dataclass(frozen=True)
+class Hold:
+    until: float  # when the quiet hours end
+    tz: str  # their IANA zone
+
+
+class Holds:
+    """Whether quiet hours hold a message at `now`, per the config in force; goals' cadences are
+    read once per pass."""
+
+    def __init__(self, c: Conn, cfg: Config, now: float) -> None:
+        self.c, self.cfg, self.now = c, cfg, now
+        self._cadences: dict[int, cadence.Cadence] = {}
+
+    def of(self, row: OutboxRow, expires_at: float | None) -> Hold | None:
+        """None: send it now (no quiet hours now, urgent on a channel that sends, or held it would
+        arrive after its item expires)."""
+        agent = self.cfg.agents.get(str(row.message.get("agent")))
+        if agent is None or not agent.notify.hold_in_quiet_hours or row.goal_id is None:
+            return None
+        channel = self.cfg.notify.get(row.channel)
+        if urgent(row.message) and (channel is None or channel.urgent_in_quiet_hours == "send"):
+            return None
+        cad = self._cadences.get(row.goal_id)
+        if cad is None:
+            cad = cadence.cadence_from(agent.checkin, qc.cadence_row(self.c, row.goal_id))
+            self._cadences[row.goal_id] = cad
+        until = cadence.leave_quiet(cad, self.now)
+        if until <= self.now or (expires_at is not None and until >= expires_at):
+            return None  # a page held past its item's expiry is no page: it goes now
+        return Hold(until, cad.tz)
+
+
+def _expires_at(c: Conn, item_id: int | None) -> float | None:
+    try:
+        item = None if item_id is None else qi.get_item(c, item_id)
+    except NotFound:
+        return None
+    return None if item is None or item.expires_at is None else item.expires_at.timestamp()
 
 
 def claim_due(c: Conn, cfg: Config, now: float, limit: int = 50) -> list[Any]:
-    """The rows to attempt now: reminders of closed items are cancelled first, and rows inside
-    their goal's quiet hours are moved to the hours' end (no attempt counted). Reminders count
-    from the first message: holding a message moves its item's later stages by as much (a first
+    """The rows to attempt now: reminders of closed items are cancelled first, and rows quiet
+    hours hold are moved to the hours' end (no attempt counted). Reminders count from the first
+    message: holding a message moves its item's later stages on that channel by as much (a first
     message held from 23:30 to 08:00 takes its 1 h reminder to 09:00, not to 08:00 beside it)."""
     outbox.cancel_closed(c)
     ready: list[Any] = []
-    held: dict[int, int] = {}  # item → the stage held in this pass; its rows from there moved
+    holds = Holds(c, cfg, now)
+    held: dict[tuple[int | None, str], int] = {}  # (item, channel) → the stage held this pass
     for row in outbox.due(c, now, limit):
-        if row.item_id is not None and row.stage >= held.get(row.item_id, row.stage + 1):
+        since = held.get((row.item_id, row.channel))
+        if since is not None and row.stage >= since:
             continue  # moved by its item's hold in this pass: no longer due
-        agent = cfg.agents.get(str(row.message.get("agent")))
-        if agent is not None and agent.notify.hold_in_quiet_hours and row.goal_id is not None:
-            until = _quiet_until(c, agent, row.goal_id, now)
-            if until > now:
-                if row.attempts == 0 and row.item_id is not None:
-                    outbox.hold_item(c, row.dedupe_key, row.stage, until)
-                    held[row.item_id] = row.stage
-                else:  # a retry: the schedule already counts from its first try
-                    outbox.defer(c, row.outbox_id, until)
-                continue
-        ready.append(row)
+        hold = holds.of(row, None)
+        if hold is not None:  # the item's expiry read only when it matters
+            hold = holds.of(row, _expires_at(c, row.item_id))
+        if hold is None:
+            ready.append(row)
+            continue
+        # A retry is moved alone: the schedule already counts from its first try.
+        first = row.attempts == 0 and row.item_id is not None
+        outbox.move(c, row, hold.until, hold.tz, later=first, now=now)
+        if first:
+            held[(row.item_id, row.channel)] = row.stage
     return ready
+
+
+@dataclass(frozen=True)
+class Move:
+    row: OutboxRow
+    until: float
+    tz: str | None  # None: released, to go now
+
+
+def review_held(c: Conn, cfg: Config, now: float) -> list[Move]:
+    """What a changed setting (the goal's quiet hours, the channel's urgent_in_quiet_hours, an
+    item's expiry, a reload) does to held messages: each released now or held to a new end.
+    Read only; `apply_moves` writes it."""
+    holds = Holds(c, cfg, now)
+    moves = []
+    for row, expires_at in outbox.held(c):
+        if row.next_attempt_at <= now:
+            continue  # due: the next claim decides
+        hold = holds.of(row, expires_at)
+        if hold is None:
+            moves.append(Move(row, now, None))
+        elif abs(hold.until - row.next_attempt_at) >= 1.0 or hold.tz != row.held_tz:
+            moves.append(Move(row, hold.until, hold.tz))
+    return moves
+
+
+def apply_moves(c: Conn, moves: list[Move], now: float) -> int:
+    """Write `review_held`'s moves; a row changed since (sent, retried) is left as it is."""
+    done = 0
+    for m in sorted(moves, key=lambda m: m.row.outbox_id):
+        first = m.row.attempts == 0 and m.row.item_id is not None
+        done += outbox.move(c, m.row, m.until, m.tz, later=first, now=now)
+    return done
 
 
 def retry_at(attempts: int, created_at: float, now: float, cfg: ChannelBase) -> float | None:

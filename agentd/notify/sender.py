@@ -20,7 +20,7 @@ from agentd.db import outbox
 from agentd.db.outbox import OutboxRow
 from agentd.errors import DeliveryFailed, StateError
 from agentd.notify import Channel, build, inert
-from agentd.notify.plan import claim_due, plan_queued, retry_at
+from agentd.notify.plan import apply_moves, claim_due, plan_queued, retry_at, review_held
 from agentd.runs.deps import Deps
 from agentd.text import urls_shown
 
@@ -78,12 +78,27 @@ class Sender:
             )
             if queued:  # a backlog bigger than one batch: the next batch now, not in POLL_S
                 return 0.0
+        if await store.read(outbox.has_held):
+            next_at = await self._review_held(now, next_at)
         if next_at is None or next_at > now:
             return POLL_S if next_at is None else max(0.02, min(POLL_S, next_at - now))
         rows = await store.write(lambda c: claim_due(c, cfg, now))
         if rows:
             await asyncio.gather(*(self._attempt(row) for row in rows))
         return 0.0 if len(rows) >= 50 else 0.02
+
+    async def _review_held(self, now: float, next_at: float | None) -> float | None:
+        """Held messages follow the settings in force: a goal's quiet hours changed by the CLI,
+        a channel's urgent_in_quiet_hours after `agentd reload` (read each pass, so at once).
+        Returns when the next message is due."""
+        store, cfg = self.deps.store, self.deps.config
+        moves = await store.read(lambda c: review_held(c, cfg, now))
+        if not moves:
+            return next_at
+        done = await store.write(lambda c: apply_moves(c, moves, now))
+        released = sum(1 for m in moves if m.tz is None)
+        log.info("notify.held_moved", messages=done, released=released)
+        return await store.read(outbox.next_due_at)
 
     async def _attempt(self, row: OutboxRow) -> None:
         channel = self.channels().get(row.channel)

@@ -35,6 +35,9 @@ def goal_facts(
 
 
 def channel_health(store: SyncStore) -> dict[str, JSON]:
-    """Per notification channel: messages pending and given up, the last sent, and whether its
-    latest attempt failed (`failing`, with the error)."""
+    """Per notification channel: messages pending and given up, the last sent, whether its
+    latest attempt failed (`failing`, with the error), what quiet hours hold (`held`, and
+    `held_items`: item, category, stage, `until`, `tz`) and first messages that will arrive after
+    their item expires (`late`). agentd.views.held.held_summary / late_summary say it in words
+    (`agentd status` shows the same, read by agentd.operator.overview)."""
     return store.read(outbox.channel_health)

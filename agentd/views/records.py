@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from agentd.models import JSON, Event, Goal, InboxItem, InboxKind, Run
 from agentd.text import CONTINUATION, canonical, compact, safe, single_line
+from agentd.views.held import held_summary, late_summary
 from agentd.views.tables import field_lines, table, terminal_width
 from agentd.views.times import local, relative, stamp
 
@@ -119,7 +120,8 @@ def status_view(data: JSON, now: datetime) -> str:
             served = f"not served: could not listen on 127.0.0.1:{failed}; see `agentd doctor`"
         fields.append(("web inbox", served))
     if data.get("notify"):
-        fields.append(("notify", _notify_line(data["notify"])))
+        # Held until the daemon's time (a scaled test clock's too), as the check-ins below.
+        fields.append(("notify", _notify_line(data["notify"], data.get("now") or now)))
     head = field_lines(fields, terminal_width())
     parts = [head]
     if data["active_runs"]:
@@ -135,18 +137,18 @@ def status_view(data: JSON, now: datetime) -> str:
     return "\n\n".join(parts)
 
 
-def _notify_line(health: JSON) -> str:
-    """`ops ok · pager failing (3 waiting: HTTP 503)`: each channel the outbox has used."""
+def _notify_line(health: JSON, now: datetime) -> str:
+    """`ops ok · pager failing (3 waiting: HTTP 503) · 2 held by quiet hours until 08:00 CET
+    (nudge 9, notice 12)`: each channel the outbox has used, then what quiet hours hold back and
+    which pages will arrive after their item expires (agentd.views.held)."""
     parts = []
     for name, h in health.items():
+        waiting = h["pending"] - int(h.get("held") or 0)  # held ones are said once, below
         if h["failing"]:
-            parts.append(
-                f"{safe(name)} failing ({h['pending']} waiting: {safe(str(h['error']))[:80]})"
-            )
+            parts.append(f"{safe(name)} failing ({waiting} waiting: {safe(str(h['error']))[:80]})")
         else:
-            parts.append(
-                f"{safe(name)} ok" + (f" ({h['pending']} waiting)" if h["pending"] else "")
-            )
+            parts.append(f"{safe(name)} ok" + (f" ({waiting} waiting)" if waiting > 0 else ""))
+    parts += [s for s in (held_summary(health, now), late_summary(health, now)) if s]
     return " · ".join(parts) + (
         "; see `agentd doctor`" if any(h["failing"] for h in health.values()) else ""
     )

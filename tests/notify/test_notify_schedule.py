@@ -16,10 +16,12 @@ receiver, rig = test_notify.receiver, test_notify.rig
 
 
 async def test_notify_quiet_hours_delay_the_whole_schedule(rig: Any, receiver: Receiver) -> None:
-    """An approval at 23:30 (quiet 22:00–08:00): its first message at 08:00, then the reminders
-    counted from it (09:00, 12:00) — not all three at 08:00."""
+    """An approval at 23:30 (quiet 22:00–08:00) on a channel that holds urgent messages too: its
+    first message at 08:00, then the reminders counted from it (09:00, 12:00) — not all three at
+    08:00."""
     text = config_text(receiver.url, agent='remind_after = ["1h", "4h"]').replace(
-        'quiet = "none"', 'quiet = "22:00-08:00", tz = "Europe/Berlin"')  # fmt: skip
+        'quiet = "none"', 'quiet = "22:00-08:00", tz = "Europe/Berlin"').replace(
+        "retry_max_s = 600", 'retry_max_s = 600\nurgent_in_quiet_hours = "hold"')  # fmt: skip
     r = await rig(text)
     berlin = lambda h, m=0: datetime(2026, 12, 2, h - 1, m, tzinfo=UTC).timestamp()  # noqa: E731
     r.clock.set(datetime(2026, 12, 1, 22, 30, tzinfo=UTC).timestamp())  # 23:30 in Berlin

@@ -288,6 +288,12 @@ MIGRATIONS: list[str] = [
     ) STRICT;
     CREATE INDEX web_sessions_live ON web_sessions(expires_at) WHERE ended_at IS NULL;
     """,
+    # 6: a message held by quiet hours says so — until when and in which zone — so `status` can
+    # name it and a changed setting (the goal's quiet hours, the channel's) can release it.
+    """
+    ALTER TABLE outbox ADD COLUMN held_until REAL;  -- NULL: not held; else its next_attempt_at
+    ALTER TABLE outbox ADD COLUMN held_tz TEXT;  -- the IANA zone of the quiet hours that hold it
+    """,
 ]
 
 
