@@ -9,6 +9,10 @@ fresh `Outer` and starts it (its catch-up). World changes and run ends during an
 restart (the poller and the runs are the daemon's). A nudge's accepted run is not driven by the
 engine: the bench ends it as succeeded right away (or at the restart) — the inner loop is not what
 this bench measures.
+
+A scenario with several goals (`many`) adds them all on the one agent; each goal's check-ins are
+read back into a trace of its own. A scenario whose agent gains a source rewrites the config file
+and applies it as SIGHUP does (`daemon.reload`); the poller's first look at the new source follows.
 """
 
 from __future__ import annotations
@@ -70,9 +74,21 @@ tz = "Europe/Berlin"
 """
 
 
-def make_home(root: Path) -> config.Config:
+def config_text(sources: tuple[str, ...] = ()) -> str:
+    """The home's config; `sources` are declared and given to the agent (the bench records their
+    looks itself: no poller runs)."""
+    if not sources:
+        return CONFIG
+    text = CONFIG.replace(
+        '[agents.default]\nactions = ["do", "notify", "finish"]\n',
+        f'[agents.default]\nactions = ["do", "notify", "finish"]\nsources = {json.dumps(sources)}\n',
+    )
+    return text + "".join(f'\n[sources.{n}]\ntype = "command"\nargv = ["true"]\n' for n in sources)
+
+
+def make_home(root: Path, sources: tuple[str, ...] = ()) -> config.Config:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "config.toml").write_text(CONFIG)
+    (root / "config.toml").write_text(config_text(sources))
     finish = {"action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}
     (root / "replies.json").write_text(json.dumps([finish]))
     return config.load(root / "config.toml")
@@ -86,8 +102,8 @@ class AgentdInbox:
 
     def open_items(self) -> list[Item]:
         found = self.run.sync.read(lambda c: c.execute(
-            "SELECT item_id, rule, title, data FROM inbox WHERE goal_id = ? AND status = 'open'"
-            " AND rule IN ('nudge', 'clarify', 'achieved')", (self.run.goal_id,)).fetchall())  # fmt: skip
+            "SELECT item_id, rule, title, data, goal_id FROM inbox WHERE status = 'open'"
+            " AND rule IN ('nudge', 'clarify', 'achieved')").fetchall())  # fmt: skip
         return [_item(r) for r in found]
 
     def answer(self, item: Item, text: str, now: float) -> None:
@@ -107,7 +123,16 @@ class AgentdInbox:
         inbox.dismiss(self.run.sync, item.item_id, reason, now=now)
 
 
+def _cadence_of(goal_id: int, c: Any) -> Any:
+    return qc.cadence_row(c, goal_id)
+
+
+def _checkins_of(goal_id: int, c: Any) -> list[qc.Checkin]:
+    return qc.list_checkins(c, goal_id, limit=1_000_000)
+
+
 def _item(r: tuple[Any, ...]) -> Item:
+    """An inbox row (item_id, rule, title, data, …) as the user sees it."""
     data = json.loads(r[3] or "{}")
     text = (data.get("nudge") or {}).get("topic") or r[2]
     return Item(int(r[0]), str(r[1]), str(text), float(data.get("posted_at", 0.0)))
@@ -118,7 +143,8 @@ class AgentdRun:
 
     def __init__(self, sc: Scenario, home: Path) -> None:
         self.sc, self.home = sc, home
-        self.cfg = make_home(home)
+        self.sources = sc.sources
+        self.cfg = make_home(home, sc.sources)
         self.paths = config.Paths(home)
         self.sync = SyncStore(self.paths.db)
         self.clock = ManualClock(sc.start)
@@ -134,9 +160,13 @@ class AgentdRun:
         self.outer: Outer | None = None
         self.deferred: list[tuple[str, Any]] = []  # world events and run ends awaiting a restart
         self.seen_item = 0
-        self.plans: list[list[Any]] = []  # [next_at, superseded_at, why of the successor]
-        self.restart_plans: dict[float, int] = {}  # a look deferred at a restart → its outage
-        self.goal_id = 0
+        # Per goal: its planned looks [next_at, superseded_at, why of the successor], the looks a
+        # restart deferred to the end of quiet hours (→ the outage), the nudges delivered.
+        self.plans: dict[int, list[list[Any]]] = {}
+        self.restart_plans: dict[int, dict[float, int]] = {}
+        self.nudges: dict[int, list[tuple[float, str | None]]] = {}
+        self.goal_ids: list[int] = []
+        self.goal_id = 0  # the first goal: a failed run's (the timeline's failures are its)
 
     def push(self, t: float, kind: str, payload: Any = None) -> None:
         self.seq += 1
@@ -147,19 +177,21 @@ class AgentdRun:
     def setup(self) -> None:
         sc, now = self.sc, self.clock.now()
         ci = self.cfg.agents["default"].checkin
-        if sc.initial_world:
+        if sc.initial_world and not sc.first_boot:
             self.sync.write(
                 lambda c: control.record_world(c, "default", None, sc.initial_world, now)
             )
-        self.goal_id = self.sync.write(lambda c: q.add_goal(
-            c, title=sc.title, why=sc.why, agent="default", criteria=sc.criteria,
-            deadline=sc.deadline))  # fmt: skip
-        if sc.cadence:  # what `agentd goal cadence ID --every 6h --min 1h` writes
-            self.sync.write(lambda c: qs.set_overrides(c, self.goal_id, now, **sc.cadence))
-        for kind, spec, tz in sc.schedules:  # what `agentd goal schedule ID --cron …` writes
-            s = schedule.parse_spec(kind, spec, tz, misfire=ci.misfire, misfire_cap=ci.misfire_cap,
-                                    max_lateness_s=ci.max_lateness_s, jitter_s=ci.jitter_s)  # fmt: skip
-            self.sync.write(functools.partial(self.add_schedule, s, now))
+        specs = [schedule.parse_spec(kind, spec, tz, misfire=ci.misfire,
+                                     misfire_cap=ci.misfire_cap, max_lateness_s=ci.max_lateness_s,
+                                     jitter_s=ci.jitter_s) for kind, spec, tz in sc.schedules]  # fmt: skip
+        self.goal_ids = self.sync.write(functools.partial(self.add_goals, specs, now))
+        self.goal_id = self.goal_ids[0]
+        for g in self.goal_ids:
+            self.plans[g], self.restart_plans[g], self.nudges[g] = [], {}, []
+        if sc.initial_world and sc.first_boot:  # the poller's first look, after the goals exist
+            self.sync.write(
+                lambda c: control.record_world(c, "default", None, sc.initial_world, now)
+            )
         for ev in sc.world:
             self.push(ev.at, "world", ev)
         for i, o in enumerate(sc.outages):
@@ -168,14 +200,28 @@ class AgentdRun:
         if sc.tz_change is not None:
             self.push(sc.tz_change[0], "tz", sc.tz_change[1])
 
-    def add_schedule(self, s: schedule.ScheduleSpec, now: float, c: Any) -> int:
-        return qs.add(
-            c, self.goal_id, kind=s.kind, spec=s.spec, tz=s.tz, misfire=s.misfire,
-            misfire_cap=s.misfire_cap, max_lateness_s=s.max_lateness_s, jitter_s=s.jitter_s,
-            now=now, next_fire_at=schedule.next_fire(s, now, self.goal_id, now),
-        )  # fmt: skip
+    def add_goals(self, specs: list[schedule.ScheduleSpec], now: float, c: Any) -> list[int]:
+        """The scenario's goals, each with its cadence overrides and schedules, in one
+        transaction (what `goal add`, `goal cadence`, `goal schedule` write)."""
+        sc, ids = self.sc, []
+        for _ in range(sc.goals):
+            goal_id = q.add_goal(c, title=sc.title, why=sc.why, agent="default",
+                                 criteria=sc.criteria, deadline=sc.deadline)  # fmt: skip
+            # `add_goal` stamps wall time; the daemon's clock here is the simulated one.
+            c.execute("UPDATE goals SET created_at = ?, updated_at = ? WHERE goal_id = ?",
+                      (now, now, goal_id))  # fmt: skip
+            if sc.cadence:
+                qs.set_overrides(c, goal_id, now, **sc.cadence)
+            for s in specs:
+                qs.add(c, goal_id, kind=s.kind, spec=s.spec, tz=s.tz, misfire=s.misfire,
+                       misfire_cap=s.misfire_cap, max_lateness_s=s.max_lateness_s,
+                       jitter_s=s.jitter_s, now=now,
+                       next_fire_at=schedule.next_fire(s, now, goal_id, now))  # fmt: skip
+            ids.append(goal_id)
+        return ids
 
     async def boot(self) -> None:
+        self.cfg = config.load(self.paths.config)  # as a start does: the file as it is now
         self.store = Store(self.paths.db)
         await self.store.open()
         deps = daemon.build_deps(self.cfg, self.store, owner=OWNER)
@@ -195,7 +241,7 @@ class AgentdRun:
     async def settle(self) -> None:
         """Tick until no check-in is left running (each started one runs to its end)."""
         assert self.outer is not None
-        for _ in range(50):
+        for _ in range(50 * self.sc.goals):
             # Between two steps of this simulation the daemon would have polled many times and
             # noticed every commit (its own and the CLI's); no wall time passes here, so it is
             # told to look at the tables again.
@@ -208,7 +254,7 @@ class AgentdRun:
 
     # ── the loop ────────────────────────────────────────────────────────────────────────────────
 
-    async def run(self) -> metrics.Trace:
+    async def run(self) -> list[metrics.Trace]:
         self.setup()
         await self.boot()
         self.observe()
@@ -251,6 +297,8 @@ class AgentdRun:
     async def handle(self, kind: str, payload: Any) -> None:
         now = self.clock.now()
         if kind == "world":
+            if payload.kind == "add":
+                await self.gain_source(payload.source)
             if self.up:
                 self.record(payload)
             else:
@@ -264,20 +312,32 @@ class AgentdRun:
                 else:
                     self.end_run(*x)
             self.deferred.clear()
-            before = self.plans[-1][0] if self.plans else None
+            before = {g: p[-1][0] if p else None for g, p in self.plans.items()}
             await self.boot()
-            row = self.sync.read(lambda c: qc.cadence_row(c, self.goal_id)) or {}
-            if row.get("next_at") != before and str(row.get("next_why")).startswith("quiet"):
-                self.restart_plans[float(row["next_at"])] = payload
+            for g in self.goal_ids:
+                row = self.sync.read(functools.partial(_cadence_of, g)) or {}
+                if row.get("next_at") != before[g] and str(row.get("next_why")).startswith("quiet"):
+                    self.restart_plans[g][float(row["next_at"])] = payload
         elif kind == "tz":  # the user moved: `agentd goal cadence ID --tz …`
             self.sync.write(lambda c: self.change_tz(c, payload, now))
         elif kind == "read":
             self.read(now)
 
     def change_tz(self, c: Any, tz: str, now: float) -> None:
-        qs.set_overrides(c, self.goal_id, now, tz=tz)
-        # plan.set_cadence does this with the home's wall-clock now; the simulation has its own.
-        plan._replan(c, self.cfg, q.get_goal(c, self.goal_id), now, "cadence changed")
+        for goal_id in self.goal_ids:
+            qs.set_overrides(c, goal_id, now, tz=tz)
+            # plan.set_cadence does this with the home's wall-clock now; the simulation has its own.
+            plan._replan(c, self.cfg, q.get_goal(c, goal_id), now, "cadence changed")
+
+    async def gain_source(self, name: str) -> None:
+        """The operator adds a source to the agent and reloads (SIGHUP): the config file is
+        rewritten and, if the daemon is up, applied as the daemon applies it; else at the start."""
+        self.sources = (*self.sources, name)
+        self.paths.config.write_text(config_text(self.sources))
+        if self.outer is not None:
+            ok = await daemon.reload(self.paths, self.outer.deps, {"checker": self.model})
+            assert ok, "the config reload failed (see the log)"
+            self.cfg = self.outer.deps.config
 
     def read(self, now: float) -> None:
         _accepted, busy = self.user.read(self.inbox, now)
@@ -324,43 +384,61 @@ class AgentdRun:
     # ── watching the tables ─────────────────────────────────────────────────────────────────────
 
     def observe(self) -> None:
-        """After each step: new items (the user will read them), and the goal's planned look."""
+        """After each step: new items (the user will read them), and each goal's planned look."""
         now = self.clock.now()
         rows = self.sync.read(lambda c: c.execute(
-            "SELECT item_id, rule, title, data FROM inbox WHERE goal_id = ? AND item_id > ?"
+            "SELECT item_id, rule, title, data, goal_id FROM inbox WHERE item_id > ?"
             " AND rule IN ('nudge', 'clarify', 'achieved') ORDER BY item_id",
-            (self.goal_id, self.seen_item)).fetchall())  # fmt: skip
+            (self.seen_item,)).fetchall())  # fmt: skip
         for r in rows:
             item = _item(r)
             self.seen_item = item.item_id
             if item.rule == "nudge":
                 need = self.sc.need_of(item.text)
-                self.trace.nudges.append((item.posted_at, need.key if need else None))
+                self.nudges[int(r[4])].append((item.posted_at, need.key if need else None))
             self.push(self.user.read_at(item.posted_at), "read")
-        row = self.sync.read(lambda c: qc.cadence_row(c, self.goal_id)) or {}
-        at = row.get("next_at")
-        if at is not None and (not self.plans or self.plans[-1][0] != at):
-            if self.plans:
-                self.plans[-1][1:] = [now, str(row.get("next_why"))]
-            self.plans.append([float(at), None, None])
+        planned = self.sync.read(lambda c: c.execute(
+            "SELECT goal_id, next_at, next_why FROM cadences WHERE next_at IS NOT NULL"
+        ).fetchall())  # fmt: skip
+        for goal_id, at, why in planned:
+            plans = self.plans.get(goal_id)
+            if plans is not None and (not plans or plans[-1][0] != at):
+                if plans:
+                    plans[-1][1:] = [now, str(why)]
+                plans.append([float(at), None, None])
 
     # ── the figures ─────────────────────────────────────────────────────────────────────────────
 
-    def finish(self) -> metrics.Trace:
-        tr = self.trace
-        rows = self.sync.read(lambda c: qc.list_checkins(c, self.goal_id, limit=1_000_000))
+    def finish(self) -> list[metrics.Trace]:
+        """One trace per goal. The world's changes are every goal's news; the user's figures
+        (responses, accepts, needs) are the first goal's, the only one with needs."""
         ignored = self.sync.read(
             lambda c: c.execute(
                 "SELECT count(*) FROM goal_memory WHERE kind = 'ignored'"
             ).fetchone()
         )[0]
-        self.sync.close()
-        tr.model_calls, tr.tokens = self.model.calls, self.model.tokens
-        tr.events += self.user.responses
-        tr.accepted, tr.dismissed = self.user.n_accepted, self.user.n_dismissed
-        tr.needs_met, tr.needs_total = self.user.needs_met()
-        tr.extra = {"dismissals": self.user.dismissals, "first_accept": self.user.first_accept,
-                    "ignored": int(ignored)}  # fmt: skip
+        sched_ids = self.sync.read(lambda c: c.execute(
+            "SELECT goal_id, schedule_id FROM schedules ORDER BY schedule_id").fetchall())  # fmt: skip
         jitter_s = self.cfg.agents["default"].checkin.jitter_s
-        journal.read(tr, self.sc, rows, self.plans, self.restart_plans, jitter_s)
-        return tr
+        traces = []
+        for n, goal_id in enumerate(self.goal_ids):
+            tr = self.trace if n == 0 else metrics.Trace(self.sc.name, "agentd", self.sc.seed,
+                                                           self.sc.days)  # fmt: skip
+            rows = self.sync.read(functools.partial(_checkins_of, goal_id))
+            tr.model_calls, tr.tokens = self.model.per_goal.get(goal_id, [0, 0])
+            tr.events = list(self.trace.events) if n else tr.events
+            tr.nudges = self.nudges[goal_id]
+            mine = [s for g, s in sched_ids if g == goal_id]
+            journal.read(tr, self.sc, rows, self.plans[goal_id], self.restart_plans[goal_id],
+                         jitter_s, mine)  # fmt: skip
+            traces.append(tr)
+        self.sync.close()
+        first = traces[0]
+        first.events += self.user.responses
+        first.accepted, first.dismissed = self.user.n_accepted, self.user.n_dismissed
+        first.needs_met, first.needs_total = self.user.needs_met()
+        first.extra |= {"dismissals": self.user.dismissals, "first_accept": self.user.first_accept,
+                        "ignored": int(ignored), "accepted": dict(self.user.accepted)}  # fmt: skip
+        for tr in traces[1:]:
+            tr.extra |= {"dismissals": [], "first_accept": None, "ignored": 0}
+        return traces

@@ -18,10 +18,12 @@ def read(
     plans: list[list[Any]],
     restart_plans: dict[float, int],
     jitter_s: float,
+    schedule_ids: list[int],
 ) -> None:
     """Fill `tr` from the journal. `plans` are the goal's planned looks as observed ([next_at,
     when it was replaced, the replacement's why]); `restart_plans` the looks a restart deferred
-    to the end of quiet hours (→ the outage's index)."""
+    to the end of quiet hours (→ the outage's index); `schedule_ids` the goal's schedules, in the
+    scenario's order."""
     ran = sorted(
         (r for r in rows if r.status in ("skipped", "done", "failed")), key=lambda r: r.checkin_id
     )  # the order they ran (a goal's check-ins go one at a time, in id order)
@@ -31,7 +33,7 @@ def read(
         late = [r for r in ran if o.start <= r.due_at < o.end]
         deferred = [r for r in ran if restart_plans.get(r.due_at) == i]
         tr.catchups.append(len(late) + len(deferred))
-    drops, tr.doubled = schedule_drops(sc, rows, jitter_s)
+    drops, tr.doubled = schedule_drops(sc, rows, jitter_s, schedule_ids)
     tr.silent_drops = drops + look_drops(sc, rows, plans)
     tr.extra |= {
         "suppressed": sum(1 for r in rows if (r.effect or {}).get("suppressed")),
@@ -56,11 +58,13 @@ def wrongly_held(
     return n
 
 
-def schedule_drops(sc: Scenario, rows: list[qc.Checkin], jitter_s: float) -> tuple[int, int]:
+def schedule_drops(
+    sc: Scenario, rows: list[qc.Checkin], jitter_s: float, schedule_ids: list[int]
+) -> tuple[int, int]:
     """Each explicit schedule's fires, by our own reckoning of its crontab in local time (the
     goal's jitter added), against the journal: (fires with no row, fires with two)."""
     drops = doubled = 0
-    for n, (_kind, spec, tz) in enumerate(sc.schedules, start=1):
+    for n, (_kind, spec, tz) in zip(schedule_ids, sc.schedules, strict=True):
         minute, hour, _, _, dow = spec.split()
         d = local(sc.start, tz).date()
         due = [r.due_at for r in rows if r.schedule_id == n]

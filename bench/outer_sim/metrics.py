@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.outer_sim.scenarios import DAY, Scenario, asleep, local
+from bench.outer_sim.scenarios import DAY, Scenario, added_source, asleep, local
 
 DEADLINE_WEEK = 7 * DAY  # the run-up to a deadline, where looks are planned, not idle
 FIELDS = ("model_calls_per_goal_day", "share_no_model", "deadline_met", "quiet_violations",
@@ -103,6 +103,11 @@ def add(total: dict[str, Any], counts: dict[str, Any]) -> None:
             total[k] = total.get(k, 0) + v
 
 
+def scaled(counts: dict[str, Any], k: int) -> dict[str, Any]:
+    """One goal's counts as `k` identical goals' (a maximum stays what it is)."""
+    return {key: v if key == "catchups_max" else v * k for key, v in counts.items()}
+
+
 def result(total: dict[str, Any]) -> dict[str, Any]:
     """The RESULT figures from summed counts (ratios of sums; counts are totals over seeds)."""
 
@@ -155,3 +160,27 @@ def job_backoff(trace: Trace, every_s: float) -> dict[str, Any]:
     backs_off = bool(after3) and after3[0] >= max(2 * base, 2 * every_s)
     holds = bool(after3 and after_acc) and after_acc[0] >= 0.9 * after3[0]
     return {**out, "backs_off": backs_off, "holds": holds, "ok": backs_off and holds}
+
+
+def gained_source(sc: Scenario, trace: Trace) -> dict[str, Any]:
+    """The source the agent gains mid-run: model looks from the reload until its first change
+    (its first look is a baseline: there should be none — nothing else moves then), and for each
+    change on it, whether a model looked before the need's deadline and the user accepted."""
+    add = added_source(sc)
+    assert add is not None
+    if add.at >= sc.end:  # cut short (`--max-days`) before the reload: nothing to judge
+        return {"added_at_d": None, "extra_calls": 0, "changes": 0, "looked": 0, "met": 0,
+                "judged": False}  # fmt: skip
+    changes = [w for w in sc.world if w.source == add.source and w.kind == "set"
+               and not w.value.get("ok", True) and w.at < sc.end]  # fmt: skip
+    until = changes[0].at if changes else sc.end
+    extra = sum(1 for t, model, _ in trace.looks if model and add.at <= t < until)
+    deadline = {n.key: n.deadline for n in sc.needs}
+    accepted: dict[str, float] = trace.extra.get("accepted", {})
+    looked = met = 0
+    for w in changes:
+        due = deadline[str(w.need)]
+        looked += any(model and w.at <= t <= due for t, model, _ in trace.looks)
+        met += accepted.get(str(w.need), due + 1) <= due
+    return {"added_at_d": round((add.at - sc.start) / DAY, 2), "extra_calls": extra,
+            "changes": len(changes), "looked": looked, "met": met, "judged": True}  # fmt: skip

@@ -44,6 +44,7 @@ class SimModel:
         self.sc, self.now = sc, now
         self.calls = 0
         self.tokens = 0
+        self.per_goal: dict[int, list[int]] = {}  # goal_id → [calls, tokens]
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         return self.answer(request)
@@ -54,6 +55,9 @@ class SimModel:
         tokens_in = (len(request.system) + len(request.prompt)) // 4
         self.calls += 1
         self.tokens += tokens_in + len(text) // 4
+        mine = self.per_goal.setdefault(request.goal_id, [0, 0])
+        mine[0] += 1
+        mine[1] += tokens_in + len(text) // 4
         return ModelReply(
             text=text, model=self.name, tokens_in=tokens_in, tokens_out=len(text) // 4
         )
@@ -171,7 +175,8 @@ class SimModel:
 
 
 _SEEN = {"party": SimModel._party, "job": SimModel._job, "service": SimModel._service,
-         "idle": SimModel._idle}  # fmt: skip
+         "idle": SimModel._idle, "many": SimModel._idle,
+         "gains_source": SimModel._service}  # fmt: skip
 
 
 def _reply(reason: str, look: float | None, verdict: JSON) -> JSON:

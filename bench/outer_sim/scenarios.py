@@ -1,7 +1,8 @@
-"""The four scenarios, each drawn from one seed and identical for every policy: the goal, the world's
-timeline (job postings, service health, failed runs), the needs the user has and their deadlines,
-the faults (daemon outages, one ending inside quiet hours; a time-zone move), and what the user
-knows but has not said (answers to clarifying questions).
+"""The six scenarios, each drawn from one seed and identical for every policy: the goal (or, in
+`many`, 200 copies of one on one agent), the world's timeline (job postings, service health, failed
+runs, a source the agent gains), the needs the user has and their deadlines, the faults (daemon
+outages, one ending inside quiet hours; a time-zone move), and what the user knows but has not said
+(answers to clarifying questions).
 
 Dates cross both DST changes of Europe/Berlin (29 March and 25 October 2026): even seeds run in
 spring, odd seeds in autumn.
@@ -20,7 +21,8 @@ from agentd.models import JSON
 HOUR, DAY = 3600.0, 86400.0
 TZ0 = "Europe/Berlin"
 SLEEP = (22 * 60, 7 * 60)  # the user's night, local minutes (start, end)
-SCENARIOS = ("party", "job", "idle", "service")
+SCENARIOS = ("party", "job", "idle", "service", "many", "gains_source")
+MANY_GOALS = 200
 
 
 def at_local(d: date, hour: int, minute: int, tz: str) -> float:
@@ -79,7 +81,9 @@ class Need:
 @dataclass(frozen=True)
 class WorldEvent:
     at: float
-    kind: str  # "set": a source's state; "fail": a failed run; "same": a look that sees no change
+    # "set": a source's state; "fail": a failed run; "same": a look that sees no change; "add": the
+    # agent gains the source (a config reload), whose first look sees `value`
+    kind: str
     source: str
     value: JSON
     need: str | None = None  # the need it creates (an incident, a posting)
@@ -111,6 +115,11 @@ class Scenario:
     question: str | None = None  # what a sensible model asks first, if the goal is vague
     answers: dict[str, str] = field(default_factory=dict)  # hidden: keyword → the user's answer
     dismiss_first: int = 0  # the user dismisses this many nudges in a row, whatever they say
+    goals: int = 1  # copies of the goal on the one agent (each checked in on its own)
+    # The agent's sources are seen for the first time after the goals exist (a first boot): the
+    # initial world is the poller's first look at start, not a look from before the goals.
+    first_boot: bool = False
+    sources: tuple[str, ...] = ()  # the agent's configured sources at start (`[sources.NAME]`)
 
     @property
     def days(self) -> float:
@@ -317,4 +326,68 @@ def service(seed: int) -> Scenario:
     )  # fmt: skip
 
 
-BUILD = {"party": party, "job": job, "idle": idle, "service": service}
+# ── (e) many goals on one agent, first boot, nothing changes for 30 days ───────────────────────
+
+
+def many(seed: int) -> Scenario:
+    """200 watch goals on one agent, added before the daemon's first boot: the agent's source is
+    seen for the first time after they exist (a baseline, not a change), then never changes."""
+    rng = random.Random(f"many:{seed}")
+    d0 = _season_start(rng, seed, date(2026, 3, 15), date(2026, 10, 10), 10)
+    start = at_local(d0, 9, 0, TZ0) + rng.uniform(0, 9 * HOUR)
+    end = start + 30 * DAY
+    daily = [WorldEvent(start + k * DAY + 1800, "same", "", {}) for k in range(30)]
+    return Scenario(
+        name="many", seed=seed, start=start, end=end,
+        title="watch the allotment garden waiting list", why="we want a garden plot",
+        criteria=["a plot is offered to us"], deadline=None, needs=[], world=daily,
+        initial_world={"garden": {"ok": True, "position": 37}}, outages=outages(rng, start, end),
+        goals=MANY_GOALS, first_boot=True, sources=("garden",),
+    )  # fmt: skip
+
+
+# ── (f) a service watch whose agent gains a source mid-run ──────────────────────────────────────
+
+
+def gains_source(seed: int) -> Scenario:
+    """A service watch on disk and cert; a config reload on day 9–13 adds the error-rate source
+    (its first look is a baseline: healthy), which degrades 1.5–5 days later and once more a week
+    after. One disk incident comes before the reload."""
+    rng = random.Random(f"gains_source:{seed}")
+    d0 = _season_start(rng, seed, date(2026, 3, 15), date(2026, 10, 10), 10)
+    start = at_local(d0, 9, 0, TZ0) + rng.uniform(0, 9 * HOUR)
+    end = start + 30 * DAY
+    added = start + rng.uniform(9, 13) * DAY
+    plan = [("disk", start + rng.uniform(1, 4) * DAY),
+            ("errors", added + rng.uniform(1.5, 5) * DAY)]  # fmt: skip
+    plan.append(("errors", plan[-1][1] + rng.uniform(6, 9) * DAY))
+    needs: list[Need] = []
+    world = [WorldEvent(added, "add", "errors", HEALTHY["errors"])]
+    for kind, t in plan:
+        source, seen, fix, hours = INCIDENTS[kind]
+        key = f"incident {len(needs) + 1}"
+        needs.append(Need(key, f"{fix} ({key})", fix, t, t + hours * HOUR,
+                          message=f"{seen}: {fix}."))  # fmt: skip
+        world.append(WorldEvent(t, "set", source, {"ok": False, "status": seen, "incident": key},
+                                key))  # fmt: skip
+        world.append(WorldEvent(t + (hours + 24) * HOUR, "set", source, HEALTHY[source], key))
+    daily = [WorldEvent(start + k * DAY + 1800, "same", "", {}) for k in range(30)]
+    initial = {s: HEALTHY[s] for s in ("disk", "cert")}
+    return Scenario(
+        name="gains_source", seed=seed, start=start, end=end,
+        title="keep the shop's web service healthy", why="customers order at night too",
+        criteria=["no degradation left unhandled"], deadline=None, needs=needs,
+        world=sorted(world + daily, key=lambda w: w.at), initial_world=initial,
+        outages=outages(rng, start, end), sources=("disk", "cert"),
+        cadence={"every_s": 6 * HOUR, "min_s": HOUR, "max_s": 12 * HOUR},
+        schedules=[("cron", "30 8 * * *", TZ0)],
+    )  # fmt: skip
+
+
+def added_source(sc: Scenario) -> WorldEvent | None:
+    """The source the agent gains mid-run (its "add" event), if any."""
+    return next((w for w in sc.world if w.kind == "add"), None)
+
+
+BUILD = {"party": party, "job": job, "idle": idle, "service": service, "many": many,
+         "gains_source": gains_source}  # fmt: skip

@@ -16,7 +16,11 @@ class World:
 
     def apply(self, ev: WorldEvent) -> bool:
         """Apply a timeline event; True when a source's state changed. A "heal" (a set with the
-        need of the incident it ends) applies only while that incident is still open."""
+        need of the incident it ends) applies only while that incident is still open. An "add" (the
+        agent gains a source) is no change: the source's first look is a baseline."""
+        if ev.kind == "add":
+            self.state[ev.source] = copy.deepcopy(ev.value)
+            return False
         if ev.kind != "set":
             return False
         current = self.state.get(ev.source)
