@@ -3,11 +3,12 @@ come at the right time — beside a 30-minute heartbeat, a daily cron, and a cro
 
     bench/outer_loop.py --seeds 20 --workdir DIR [--jobs N] [--max-days D]
 
-A discrete-event simulation on a manual clock. For each scenario (party, job, idle, service) and
-seed, agentd runs on the real database and the real check-in code (bench/outer_sim/agentd_sim.py)
-and the baselines in memory, with the same world, the same scripted model and the same scripted
-user. Prints a table per scenario, one `RESULT {json}` line per scenario and policy, PASS/FAIL per
-target for agentd, and a SUMMARY line. `--max-days` cuts every scenario short (smoke tests).
+A discrete-event simulation on a manual clock. For each scenario (party, job, idle, service,
+many, gains_source) and seed, agentd runs on the real database and the real check-in code
+(bench/outer_sim/agentd_sim.py) and the baselines in memory, with the same world, the same scripted
+model and the same scripted user. Prints a table per scenario, one `RESULT {json}` line per
+scenario and policy, PASS/FAIL per target for agentd, and a SUMMARY line. `--max-days` cuts every
+scenario short (smoke tests); `many` (200 goals) runs on at most SEED_CAP["many"] seeds.
 """
 
 from __future__ import annotations
