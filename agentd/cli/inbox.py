@@ -22,11 +22,12 @@ from agentd.cli.root import (
     sub_app,
 )
 from agentd.models import utcnow
-from agentd.operator import goals, inbox, liveness
+from agentd.operator import evidence, goals, inbox, liveness
 from agentd.operator import schedules as plan
 from agentd.operator.parse import parse_object
-from agentd.text import compact, safe
+from agentd.text import compact, jsonable, safe
 from agentd.views import records
+from agentd.views.tables import terminal_width
 
 inbox_app = sub_app(help="The operator inbox: questions, approvals and notices from the agents.")
 app.add_typer(inbox_app, name="inbox")
@@ -53,13 +54,27 @@ def inbox_list(
 
 
 @inbox_app.command("show")
-def inbox_show(ctx: typer.Context, item_id: ItemId, as_json: JsonFlag = False) -> None:
-    """Show an item in full: why it exists, the exact action and arguments, the rule."""
+def inbox_show(
+    ctx: typer.Context,
+    item_id: ItemId,
+    world: Annotated[
+        bool, Opt("--world", help="Also print the raw world the item was raised in, as JSON.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show an item in full: agentd's evidence summary (each source's state, the last log lines,
+    the run's last actions), why the item exists, the exact action and arguments, the rule.
+    Lines fit the terminal ($COLUMNS); --world adds the raw world; --json carries everything,
+    the summary as `evidence`.
+    """
     with open_store(ctx) as store:
         item = inbox.get_item(store, item_id)
         goal_id = item.goal_id
         goal = None if goal_id is None else goals.get_goal(store, goal_id)
-    emit(as_json, item, lambda: records.item_view(item, goal, utcnow()))
+        summary = evidence.of_item(store, item)
+    emit(as_json, {**jsonable(item), "evidence": summary}, lambda: records.item_view(
+        item, goal, utcnow(), summary, world=world, width=terminal_width()
+    ))  # fmt: skip
 
 
 @inbox_app.command("answer")

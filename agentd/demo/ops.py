@@ -29,9 +29,10 @@ from typing import Any, TextIO
 
 from agentd import config
 from agentd.demo import build as demo_build
-from agentd.models import InboxItem, InboxKind, InboxStatus, Run, Step
-from agentd.operator import goals, inbox, runs
+from agentd.models import InboxItem, InboxKind, InboxStatus, Run, Step, utcnow
+from agentd.operator import evidence, goals, inbox, runs
 from agentd.operator.home import HomeStore, open_store
+from agentd.views import evidence as render_evidence
 from agentd.views import runs as render_runs
 
 AGENT = "checkout-watch"
@@ -326,7 +327,7 @@ def _narrate(
         for item in items:
             if item.kind == InboxKind.APPROVAL and item.item_id not in asked:
                 asked.add(item.item_id)
-                _show_approval(demo, item)
+                _show_approval(demo, store, item)
                 if recover:
                     demo.service("heal")
                     demo.say("     --recover: the payment backend comes back by itself\n")
@@ -337,22 +338,18 @@ def _narrate(
     return None
 
 
-def _show_approval(demo: Demo, item: InboxItem) -> None:
-    """The evidence an operator needs: the failing check, the deploy before it, the log."""
-    world = item.data.get("world", {})
-    health = world.get("health", {})
-    failing = health.get("status", health.get("error"))
+def _show_approval(demo: Demo, store: HomeStore, item: InboxItem) -> None:
+    """The evidence an operator needs, as `agentd inbox show` heads it: agentd's own summary of
+    the failing check, the deploy, the log and the run's last actions (not the model's words)."""
     demo.say(f"\n  ⏸  approval needed (inbox item {item.item_id}): {item.action} {item.args or {}}")
     demo.say(f"     gated by: {item.rule}")
-    demo.say(f"     why: {item.data.get('reason', '')}")
-    demo.say(
-        f"     failing check: /health {failing} since {health.get('since')} "
-        f"({health.get('consecutive_failures')} looks in a row)"
-    )
-    demo.say(f"     deploy: {world.get('deployed', {}).get('output', '').strip()}")
-    for line in world.get("service_log", {}).get("lines", [])[-3:]:
-        demo.say(f"     log: {line}")
+    demo.say(f"     why (the model's words): {item.data.get('reason', '')}")
+    summary = evidence.of_item(store, item)
+    width = min(shutil.get_terminal_size((100, 40)).columns, 120) - 5
+    for line in render_evidence.lines(summary or {}, utcnow(), width):
+        demo.say(f"     {line}")
     home = shlex.quote(str(demo.home))
+    demo.say(f"     in full:    {agentd_command()} --home {home} inbox show {item.item_id}")
     demo.say(f"     answer it:  {agentd_command()} --home {home} inbox approve {item.item_id}")
 
 

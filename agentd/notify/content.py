@@ -1,12 +1,15 @@
 """What a notification may say about an inbox item: its title and the text that goes with it, by
 category. A message leaves the machine (a webhook, a push service, a mailbox), so it names the item
 and carries the operator's words to act on, never an action's arguments, results or world data:
-those stay behind the web inbox's login and `agentd inbox show`.
+those stay behind the web inbox's login and `agentd inbox show`. An approval or a question of a
+run is headed by agentd's evidence summary in its brief form (`agentd.views.evidence.brief_lines`:
+states, times, HTTP and exit codes, counts, action names — no text from the world).
 """
 
 from __future__ import annotations
 
-from agentd.models import InboxItem
+from agentd.models import JSON, InboxItem
+from agentd.views import evidence as ev
 
 BODY_CHARS = 1000  # a question or a message beyond this is read in the inbox
 # Questions whose text quotes an action with its arguments (and, for unknown_outcome, the world
@@ -49,23 +52,27 @@ def _body_continues_title(item: InboxItem) -> bool:
     )
 
 
-def about(item: InboxItem, category: str) -> tuple[str, str]:
-    """(title, body) of the notification about `item`, whose category is one of config_notify's.
+def about(item: InboxItem, category: str, evidence: JSON | None = None) -> tuple[str, str]:
+    """(title, body) of the notification about `item`, whose category is one of config_notify's;
+    `evidence` is the item's summary (`agentd.views.evidence.summary`), if any.
 
-    - approval: "approve ACTION?" and no body — the item's body holds the arguments and the world;
-      the message carries the action's name, the goal and where to look.
+    - approval: "approve ACTION?" and the evidence's brief lines — never the item's body, which
+      holds the arguments and the world; the message carries the action's name, the goal and
+      where to look.
     - question: the question itself (capped), except the questions that quote an action's
-      arguments (QUOTING_QUESTIONS), which get a fixed sentence.
+      arguments (QUOTING_QUESTIONS), which get a fixed sentence; then the evidence's brief lines.
     - nudge: the check-in's suggestion in words, without the suggested action's arguments.
     - notice, failure: the title, and the body only where it continues the title (the `notify`
       action's message, a finished run's summary).
     """
+    brief = "\n".join(ev.brief_lines(evidence)) if evidence else ""
     if category == "approval":
-        return (f"approve {item.action}?" if item.action else "approval needed"), ""
+        return (f"approve {item.action}?" if item.action else "approval needed"), _cap(brief)
     if category == "question":
         if item.rule in QUOTING_QUESTIONS:
-            return QUOTING_QUESTIONS[item.rule], ""
-        return item.title, _cap(item.body)
+            return QUOTING_QUESTIONS[item.rule], _cap(brief)
+        text = _cap(item.body)
+        return item.title, f"{text}\n\n{brief}" if brief and text else text or _cap(brief)
     if category == "nudge":
         nudge = item.data.get("nudge")
         message = nudge.get("message") if isinstance(nudge, dict) else None

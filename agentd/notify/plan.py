@@ -22,6 +22,7 @@ from agentd.db.outbox import OutboxRow
 from agentd.errors import NotFound
 from agentd.models import JSON, InboxItem, InboxKind, RunStatus
 from agentd.notify.content import about
+from agentd.operator import evidence as item_evidence
 from agentd.outer import cadence
 
 # The first message's priority by category; reminders keep it, the escalation is urgent.
@@ -64,10 +65,17 @@ def item_url(cfg: Config, item_id: int) -> str | None:
     return None if port is None else f"http://127.0.0.1:{port}/items/{item_id}"
 
 
-def message_for(cfg: Config, item: InboxItem, what: str, agent: str, goal_title: str) -> JSON:
+def message_for(
+    cfg: Config,
+    item: InboxItem,
+    what: str,
+    agent: str,
+    goal_title: str,
+    evidence: JSON | None = None,
+) -> JSON:
     """What every channel renders: what agentd/notify/content.py lets out about the item (never an
     approval's arguments or world), no token, nothing that approves."""
-    title, body = about(item, what)
+    title, body = about(item, what, evidence)
     return {
         "category": what,
         "kind": str(item.kind),
@@ -110,7 +118,8 @@ def plan_queued(c: Conn, cfg: Config, now: float) -> int:
         rules = agent_cfg.notify
         if what not in rules.on or not rules.channels:
             continue
-        base = message_for(cfg, item, what, agent, goal_title)
+        summary = item_evidence.for_item(c, item) if what in ("approval", "question") else None
+        base = message_for(cfg, item, what, agent, goal_title, summary)
         stages: list[tuple[int, float, list[str], JSON]] = [(0, now, rules.channels, base)]
         if item.kind in REMINDED:
             for n, after_s in enumerate(rules.remind_after, start=1):

@@ -7,12 +7,14 @@ timeline is `views.runs`. Text from a model, the world or a person passes throug
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
 from agentd.models import JSON, Event, Goal, InboxItem, InboxKind, Run
 from agentd.text import CONTINUATION, canonical, compact, safe, single_line
+from agentd.views import evidence as ev
 from agentd.views.held import held_summary, late_summary
 from agentd.views.tables import field_lines, table, terminal_width
 from agentd.views.times import local, relative, stamp
@@ -183,40 +185,72 @@ def items_table(items: Sequence[InboxItem], now: datetime, *, with_status: bool)
     return table(headers, rows, {"title": 50}, hint)
 
 
-def item_view(item: InboxItem, goal: Goal | None, now: datetime) -> str:
-    """An item in full: its facts; then the text a model or the world wrote, every line marked;
-    then, for an approval and after a rule, the action and arguments that will execute."""
+def item_view(
+    item: InboxItem,
+    goal: Goal | None,
+    now: datetime,
+    evidence: JSON | None = None,
+    *,
+    world: bool = False,
+    width: int | None = None,
+) -> str:
+    """An item in full: its facts; agentd's evidence summary (`views.evidence`); the text a model
+    or the world wrote, every line marked, without the raw world it quotes (`world` shows it,
+    after the text); then, for an approval and after a rule, the action and arguments that will
+    execute. With a `width`, lines fit it: written text wraps, evidence is cut (the raw world is
+    one flag away), the authoritative block breaks long lines with ↵ and loses nothing."""
     pairs: list[tuple[str, object]] = [
         ("item", f"{item.item_id}  {item.kind}  [{item.status}]"),
         ("title", safe(item.title)),
         ("goal", f"{goal.goal_id}: {safe(goal.title)}" if goal else "-"),
         ("run", f"{item.run_id} (agentd runs show {item.run_id})" if item.run_id else "-"),
         ("created", stamp(item.created_at, now)),
-        ("expires", stamp(item.expires_at, now)),
+        ("expires", stamp(item.expires_at, now) if item.status == "open" else "-"),
     ]
     if item.rule:
         pairs.append(("rule", safe(item.rule)))
     pairs.append(("answer", safe(item.answer or "-", multiline=True)))
     if item.resolved_at:
         pairs.append(("closed", stamp(item.resolved_at, now)))
-    parts = [field_lines(pairs), f"{WRITTEN}\n{_written(item)}"]
+    body, quoted = ev.split_world(item.body)
+    parts = [field_lines(pairs, width)]
+    if evidence and (shown := ev.lines(evidence, now, None if width is None else width - 2)):
+        parts.append(EVIDENCE + "\n" + "\n".join("  " + line for line in shown))
+    parts.append(f"{WRITTEN}\n{_written(item, body, width)}")
+    raw = ev.raw_world(item.data.get("world"), quoted)
+    if world:
+        parts.append(f"the world at the time, raw (as the sources returned it):\n{raw or '-'}")
+    elif raw:
+        parts.append(f"the raw world: agentd inbox show {item.item_id} --world")
     if item.kind == InboxKind.APPROVAL:
-        parts.append(_authoritative(item))
+        parts.append(_authoritative(item, width))
     if moves := _next_moves(item):
         parts.append(moves)
     return "\n\n".join(parts)
 
 
-def _written(item: InboxItem) -> str:
-    """The item's body (and the model's reason when the body lacks it), each line marked `│`."""
-    texts = [item.body] if item.body.strip() else []
+EVIDENCE = "evidence (agentd's summary of what its sources saw; `!` marks an error line):"
+
+
+def _written(item: InboxItem, body: str, width: int | None = None) -> str:
+    """The item's body (and the model's reason when the body lacks it), each line marked `│`
+    and, with a `width`, wrapped to fit it."""
+    texts = [body] if body.strip() else []
     reason = item.data.get("reason")
-    if isinstance(reason, str) and reason.strip() and reason not in item.body:
+    if isinstance(reason, str) and reason.strip() and reason not in body:
         texts.append(f"reason: {reason}")
-    return CONTINUATION + safe("\n".join(texts) or "-", multiline=True)
+    marked = (CONTINUATION + safe("\n".join(texts) or "-", multiline=True)).split("\n")
+    if width is not None:
+        room = max(width - len(CONTINUATION), 20)
+        marked = [
+            CONTINUATION + part
+            for line in marked
+            for part in (textwrap.wrap(line.removeprefix(CONTINUATION), room) or [""])
+        ]
+    return "\n".join(marked)
 
 
-def _authoritative(item: InboxItem) -> str:
+def _authoritative(item: InboxItem, width: int | None = None) -> str:
     """The exact action the approval is bound to, last on the screen: canonical, escaped JSON."""
     pairs: list[tuple[str, object]] = [
         ("action", safe(item.action or "-")),
@@ -225,9 +259,25 @@ def _authoritative(item: InboxItem) -> str:
     if (resolved := item.data.get("resolved")) is not None:
         pairs.append(("resolves to", canonical(resolved)))
     pairs.append(("digest", safe((item.digest or "-")[:12])))
+    room = None if width is None else max(width - 2 - max(len(k) for k, _ in pairs) - 3, 20)
+    pairs = [(k, _broken(str(v), room)) for k, v in pairs]
     fields = "\n".join("  " + line for line in field_lines(pairs).split("\n"))
     what = "will execute if approved" if item.status == "open" else "this approval was bound to"
     return f"{RULE}\n{AUTHORITATIVE} what {what} (from agentd, not the model):\n{fields}\n{RULE}"
+
+
+def _broken(text: str, room: int | None) -> str:
+    """Each line longer than `room` broken into pieces ending in ↵ — a character canonical JSON
+    never holds (it escapes all but ASCII), so no break can pass for the value's own."""
+    if room is None:
+        return text
+    out = []
+    for line in text.split("\n"):
+        while len(line) > room:
+            out.append(line[: room - 1] + "↵")
+            line = line[room - 1 :]
+        out.append(line)
+    return "\n".join(out)
 
 
 def _next_moves(item: InboxItem) -> str:

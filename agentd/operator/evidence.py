@@ -1,0 +1,54 @@
+"""The evidence behind an inbox item, gathered for `agentd.views.evidence`: the world the item was
+raised in (an approval keeps it; otherwise the run's last look before the item) and the run's
+journal. `for_item` works inside a transaction (the notification planner's), `of_item` on a store.
+"""
+
+from __future__ import annotations
+
+from agentd.db import queries as q
+from agentd.db import world as worlds
+from agentd.db.conn import Conn
+from agentd.db.store import SyncStore
+from agentd.errors import NotFound
+from agentd.models import JSON, InboxItem, Step, StepKind
+from agentd.views import evidence as ev
+
+
+def world_of(c: Conn, item: InboxItem, steps: list[Step]) -> JSON:
+    """The snapshot an item was raised in: the approval's own, else the last look of its run at
+    or before the item's creation; `{}` when there is none (retention may have pruned it)."""
+    kept = item.data.get("world")
+    if isinstance(kept, dict):
+        return kept
+    looks = [
+        s for s in steps
+        if s.kind == StepKind.OBSERVE and s.created_at <= item.created_at
+        and isinstance(s.data.get("snapshot_id"), int)
+    ]  # fmt: skip
+    if not looks:
+        return {}
+    try:
+        return worlds.get_snapshot(c, looks[-1].data["snapshot_id"])
+    except NotFound:
+        return {}
+
+
+def for_item(c: Conn, item: InboxItem) -> JSON | None:
+    """The item's evidence summary (`agentd.views.evidence.summary`), or None when it has no
+    world and no run (a home-wide notice)."""
+    steps: list[Step] = []
+    if item.run_id is not None:
+        try:
+            q.get_run(c, item.run_id)
+            steps = q.list_steps(c, item.run_id)
+        except NotFound:
+            pass  # the run was pruned: the item's own world may remain
+    world = world_of(c, item, steps)
+    if not world and not steps:
+        return None
+    return ev.summary(world, steps)
+
+
+def of_item(store: SyncStore, item: InboxItem) -> JSON | None:
+    """`for_item` in one read: what `inbox show`, the web item page and the demo print."""
+    return store.read(lambda c: for_item(c, item))

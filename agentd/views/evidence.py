@@ -1,0 +1,311 @@
+"""The evidence summary: what the sources saw and what the run did, in lines read in five seconds.
+
+Made by agentd from a world snapshot and the run's journal, never by the model. `summary()` gives
+a JSON-able form (the web inbox renders it; `agentd inbox show --json` carries it); `lines()` the
+text for a terminal, `brief_lines()` the text a notification may carry: agentd's own words and
+numbers (states, times, HTTP codes, exit codes, counts, action names), never text from the world
+(bodies, log lines, output) nor an action's arguments. Pure: no database, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from agentd.models import JSON, Step, StepKind, StepStatus, Verdict
+from agentd.text import canonical, compact, iso, one_line, safe
+from agentd.views.changes import result_head
+from agentd.views.times import clock, local, relative
+
+ACTIONS = 5  # the run's last actions the summary names
+LOG_LINES = 5  # a log tail's last lines
+OUTPUT_LINES = 3  # a command's last output lines
+MCP_ITEMS = 4  # an MCP source's resources and tools named
+DEFAULT_WIDTH = 100  # a view's width when the output is no terminal
+# Words that mark a log line as an error (whole words, any case: `ERROR`, `level=error`, `Fatal`).
+_ERROR = re.compile(
+    r"\b(error|err|fatal|critical|crit|panic|emerg|alert|exception|traceback|failed|failure)\b",
+    re.IGNORECASE,
+)
+# The fields of an MCP item that name it, in the order they are shown.
+TITLE_FIELDS = ("title", "name", "summary", "subject", "status", "state", "message")
+STATE_WORDS = {"unhealthy": "FAILING", "check_failed": "CHECK BROKEN", "healthy": "ok"}
+_SKIPPED_ACTIONS = frozenset({"sleep"})  # waiting is no action an operator weighs
+
+
+# ── the JSON-able form ───────────────────────────────────────────────────────────────────────
+
+
+def summary(world: JSON, steps: Sequence[Step] = ()) -> JSON:
+    """`{"sources": [...], "actions": [...]}`: each source (failing ones first) as `name`, `kind`
+    (http, log, command, mcp, other), `state` (healthy, unhealthy, check_failed or None), `since`
+    (ISO 8601), `facts` (agentd's words and numbers) and `detail` (`{"text", "error"}` lines quoted
+    from the world); each of the run's last actions as `seq`, `at`, `action`, `args`, `status`
+    (ok, failed, running, refused, denied, expired) and `outcome` (the result in words)."""
+    sources = [_source(str(name), obs) for name, obs in world.items() if isinstance(obs, dict)]
+    sources.sort(key=lambda s: s["state"] not in ("unhealthy", "check_failed"))
+    return {"sources": sources, "actions": _actions(steps)}
+
+
+def kind_of(obs: JSON) -> str:
+    """Which kind of source wrote `obs`, read from its shape (a snapshot names no types)."""
+    if "lines" in obs:
+        return "log"
+    if "exit_code" in obs or "output" in obs:
+        return "command"
+    if "resources" in obs or "tools" in obs:
+        return "mcp"
+    if "status" in obs or "latency_ms" in obs or "body" in obs:
+        return "http"
+    return "other"
+
+
+def _state(obs: JSON) -> str | None:
+    if "ok" not in obs:
+        return None
+    if obs.get("check_failed"):
+        return "check_failed"
+    return "healthy" if obs["ok"] else "unhealthy"
+
+
+def _source(name: str, obs: JSON) -> JSON:
+    kind, state = kind_of(obs), _state(obs)
+    facts: list[str] = []
+    detail: list[JSON] = []
+    if state == "check_failed":
+        before = {True: "the service was healthy before", False: "unhealthy before"}
+        if isinstance(obs.get("last_healthy"), bool):
+            facts.append(before[obs["last_healthy"]])
+        detail.append(_line(obs.get("error"), error=True))
+    elif kind == "http":
+        facts, detail = _http(obs, state)
+    elif kind == "log":
+        facts, detail = _log(obs)
+    elif kind == "command":
+        facts, detail = _command(obs)
+    elif kind == "mcp":
+        facts, detail = _mcp(obs)
+    elif obs.get("error"):
+        detail.append(_line(obs["error"], error=True))
+    else:
+        detail.append(_line(compact(obs)))
+    if state is not None and state != "healthy" and isinstance(obs.get("streak"), int):
+        facts.insert(min(1, len(facts)), _looks(obs["streak"]))  # after the code it is about
+    since = obs.get("since") if isinstance(obs.get("since"), str) else None
+    return {"name": name, "kind": kind, "state": state, "since": since, "facts": facts,
+            "detail": [d for d in detail if d["text"]]}  # fmt: skip
+
+
+def _line(text: object, *, error: bool = False) -> JSON:
+    return {"text": "" if text is None else str(text).rstrip(), "error": error}
+
+
+def _looks(streak: int) -> str:
+    return "1 look" if streak == 1 else f"{streak} looks in a row"
+
+
+def _http(obs: JSON, state: str | None) -> tuple[list[str], list[JSON]]:
+    facts = [f"HTTP {obs['status']}"] if "status" in obs else ["no HTTP answer"]
+    detail = [_line(obs["error"], error=True)] if obs.get("error") else []
+    if state == "unhealthy":  # a failing stretch after episode 1 followed a healthy one
+        seen = int(obs.get("episode", 1)) > 1
+        facts.append("healthy before then" if seen else "never seen healthy")
+    if isinstance(obs.get("body"), str) and obs["body"].strip():
+        detail.append(_line(f"body: {' '.join(obs['body'].split())}"))
+    return facts, detail
+
+
+def _log(obs: JSON) -> tuple[list[str], list[JSON]]:
+    lines = [str(x) for x in obs.get("lines") or []]
+    errors = sum(1 for x in lines if _ERROR.search(x))
+    facts = [f"last {len(lines)} lines", f"{errors} with errors" if errors else "no errors"]
+    return facts, [_line(x, error=bool(_ERROR.search(x))) for x in lines[-LOG_LINES:]]
+
+
+def _command(obs: JSON) -> tuple[list[str], list[JSON]]:
+    facts = [f"exit {obs['exit_code']}"] if "exit_code" in obs else []
+    failed = obs.get("ok") is False
+    detail = [_line(obs["error"], error=True)] if obs.get("error") else []
+    for stream in ("output", "stderr"):
+        text = obs.get(stream)
+        if isinstance(text, str) and text.strip():
+            tail = text.rstrip("\n").split("\n")[-OUTPUT_LINES:]
+            prefix = "stderr: " if stream == "stderr" else ""
+            detail += [_line(prefix + x, error=failed) for x in tail]
+    return facts, detail
+
+
+def _mcp(obs: JSON) -> tuple[list[str], list[JSON]]:
+    resources, tools = obs.get("resources") or {}, obs.get("tools") or {}
+    facts = [_count(len(resources), "resource"), _count(len(tools), "tool")]
+    if obs.get("truncated"):
+        facts.append(f"{len(obs['truncated'])} cut short")
+    items = [*resources.items(), *tools.items()][:MCP_ITEMS]
+    return facts, [_line(f"{name}: {_titles(content)}") for name, content in items]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _titles(content: Any) -> str:
+    """An MCP item by its title fields: `title=Checkout down; status=open`, a list's first
+    entries, or a text's first line."""
+    if isinstance(content, dict):
+        if isinstance(content.get("text"), str) and len(content) <= 3:  # a text resource
+            return _titles(content["text"])
+        named = [f"{k}={_scalar(content[k])}" for k in TITLE_FIELDS if k in content]
+        return "; ".join(named) if named else f"{len(content)} fields"
+    if isinstance(content, list):
+        shown = " | ".join(_titles(x) for x in content[:3])
+        return f"{len(content)} entries: {shown}" if content else "no entries"
+    text = str(content).strip()
+    return text.split("\n", 1)[0] if text else "(empty)"
+
+
+def _scalar(value: Any) -> str:
+    return value if isinstance(value, str) else compact(value)
+
+
+def _actions(steps: Sequence[Step]) -> list[JSON]:
+    """The run's last actions: what ran (and its result), what the harness refused, what the
+    operator denied or let expire."""
+    out: list[JSON] = []
+    acts = {s.seq: s for s in steps if s.kind == StepKind.ACT}
+    for s in steps:
+        if not s.action or s.action in _SKIPPED_ACTIONS:
+            continue
+        if s.kind == StepKind.ACT and acts.get(s.seq) is s:
+            if s.status == StepStatus.STARTED or s.result is None:
+                out.append(_act(s, "running", "started; no result yet"))
+            else:
+                status = (
+                    "ok" if s.result.get("ok", True) and not s.result.get("error") else "failed"
+                )
+                out.append(_act(s, status, result_head(s.result)))
+        elif s.kind == StepKind.CHECK and s.verdict == Verdict.DENY:
+            out.append(_act(s, "refused", f"refused: {s.data.get('rule') or 'policy'}"))
+        elif s.kind == StepKind.WAKE and s.data.get("why") == "approval":
+            how = {"denied": "denied by the operator", "expired": "the approval expired"}
+            status = str(s.data.get("status"))
+            if status in how and not s.data.get("withdrew"):
+                out.append(_act(s, status, how[status]))
+    return out[-ACTIONS:]
+
+
+def _act(step: Step, status: str, outcome: str) -> JSON:
+    at = step.completed_at or step.created_at
+    return {"seq": step.seq, "at": iso(at), "action": step.action, "args": step.args,
+            "status": status, "outcome": outcome}  # fmt: skip
+
+
+# ── the raw world an item quotes ─────────────────────────────────────────────────────────────
+
+# How a run's texts quote the world (agentd/runs/acting.py request_approval, recovery.py
+# ask_unknown_outcome): a last line `World at the time: <data>…</data>` or `World now: …`.
+_QUOTED_WORLD = re.compile(r"\nWorld (?:at the time|now): (<data>.*)\Z", re.DOTALL)
+
+
+def split_world(body: str) -> tuple[str, str | None]:
+    """An item's body without the raw world it quotes, and that quote (None: there is none)."""
+    found = _QUOTED_WORLD.search(body)
+    return (body, None) if found is None else (body[: found.start()], found.group(1))
+
+
+def raw_world(world: object, quoted: str | None = None) -> str | None:
+    """The raw world as indented canonical JSON: the item's own snapshot, else the one its text
+    quoted (as quoted when it does not parse); None when there is neither."""
+    if isinstance(world, dict) and world:
+        return canonical(world)
+    if quoted is None:
+        return None
+    inner = quoted.removeprefix("<data>").removesuffix("</data>")
+    try:
+        return canonical(json.loads(inner))
+    except ValueError:
+        return safe(quoted, multiline=True, continuation="")
+
+
+# ── text ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def headline(source: JSON, now: datetime | None) -> str:
+    """`FAILING since Dec 2 12:33:19 UTC (4m ago) · HTTP 500 · 8 looks in a row`: agentd's words
+    and numbers only; without `now` no relative time (a message read later)."""
+    return " · ".join(headline_parts(source, now))
+
+
+def headline_parts(source: JSON, now: datetime | None) -> list[str]:
+    state = source.get("state")
+    word = STATE_WORDS.get(str(state), "seen") if state else source["kind"]
+    if source.get("since") and state != "healthy":
+        word += f" since {_when(source['since'], now)}"
+    # A log read is no health: its line counts say it (`ok` would read as "no errors").
+    parts = [] if source["kind"] == "log" and state == "healthy" else [word]
+    parts += source["facts"]
+    return [safe(p) for p in parts]
+
+
+def _packed(parts: list[str], room: int) -> list[str]:
+    """Parts joined by ` · ` in lines of at most `room` columns (a part longer is cut)."""
+    out: list[str] = []
+    for part in (one_line(p, room) for p in parts):
+        if out and len(out[-1]) + 3 + len(part) <= room:
+            out[-1] += " · " + part
+        else:
+            out.append(part)
+    return out or [""]
+
+
+def _when(iso_text: str, now: datetime | None) -> str:
+    try:
+        at = datetime.fromisoformat(iso_text.replace("Z", "+00:00"))
+    except ValueError:
+        return safe(iso_text)
+    if now is None:
+        return local(at, at, seconds=True)
+    return f"{local(at, now, seconds=True)} ({relative(at, now)})"
+
+
+def lines(evidence: JSON, now: datetime | None, width: int | None = None) -> list[str]:
+    """The summary for a terminal, each line at most `width` columns (cut with …): a source's
+    headline, then its quoted lines under it (`!` marks an error); then the run's last actions."""
+    width = max(width or DEFAULT_WIDTH, 40)
+    sources = evidence.get("sources") or []
+    pad = max([len(s["name"]) for s in sources] + [0]) + 2
+    pad = min(pad, width // 3)
+    out: list[str] = []
+    for s in sources:
+        first, *more = _packed(headline_parts(s, now), width - pad)
+        out.append(f"{one_line(s['name'], pad - 2):<{pad}}{first}")
+        out += [" " * pad + line for line in more]
+        for d in s["detail"]:
+            mark = "! " if d["error"] else "  "  # `!`: a line with an error word, or a failure's
+            out.append(" " * pad + mark + one_line(d["text"], width - pad - 2))
+    if actions := evidence.get("actions"):
+        out.append("last actions:")
+        size = min(max(len(a["action"]) for a in actions), width // 3)
+        for a in actions:
+            head = f"  {_clock(a['at'])}  {one_line(a['action'], size):<{size}}  "
+            out.append(head + one_line(a["outcome"], max(width - len(head), 10)))
+    return out
+
+
+def _clock(iso_text: str) -> str:
+    try:
+        return clock(datetime.fromisoformat(iso_text.replace("Z", "+00:00")))
+    except ValueError:
+        return "?"
+
+
+def brief_lines(evidence: JSON) -> list[str]:
+    """What a notification may say: each source's name and headline (absolute times), and the
+    run's last actions by name and status — no text from the world, no arguments, no results."""
+    out = [f"{safe(s['name'])}: {headline(s, None)}" for s in evidence.get("sources") or []]
+    if actions := evidence.get("actions"):
+        done = ", ".join(f"{safe(a['action'])} {a['status']}" for a in actions)
+        out.append(f"last actions: {done}")
+    return out
