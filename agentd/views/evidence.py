@@ -94,6 +94,10 @@ def _source(name: str, obs: JSON) -> JSON:
         detail.append(_line(compact(obs)))
     if state is not None and state != "healthy" and isinstance(obs.get("streak"), int):
         facts.insert(min(1, len(facts)), _looks(obs["streak"]))  # after the code it is about
+    if state == "unhealthy" and isinstance(obs.get("episode"), int):
+        # A failing stretch after the first followed a healthy one (a broken check between
+        # them is looked through: agentd.sources.with_history).
+        facts.append("healthy before then" if obs["episode"] > 1 else "never seen healthy")
     since = obs.get("since") if isinstance(obs.get("since"), str) else None
     return {"name": name, "kind": kind, "state": state, "since": since, "facts": facts,
             "detail": [d for d in detail if d["text"]]}  # fmt: skip
@@ -110,9 +114,6 @@ def _looks(streak: int) -> str:
 def _http(obs: JSON, state: str | None) -> tuple[list[str], list[JSON]]:
     facts = [f"HTTP {obs['status']}"] if "status" in obs else ["no HTTP answer"]
     detail = [_line(obs["error"], error=True)] if obs.get("error") else []
-    if state == "unhealthy":  # a failing stretch after episode 1 followed a healthy one
-        seen = int(obs.get("episode", 1)) > 1
-        facts.append("healthy before then" if seen else "never seen healthy")
     if isinstance(obs.get("body"), str) and obs["body"].strip():
         detail.append(_line(f"body: {' '.join(obs['body'].split())}"))
     return facts, detail

@@ -1,7 +1,7 @@
 """What a notification says: an approval proposed by a real run (scripted model, a world source)
-reaches the receiver without its arguments or world; questions, nudges and notices carry what the
-operator needs and no more; titles and bodies with terminal escapes and bidi overrides arrive
-inert in every channel (webhook, ntfy, email)."""
+reaches the receiver headed by agentd's evidence summary, without its arguments or world;
+questions, nudges and notices carry what the operator needs and no more; titles and bodies with
+terminal escapes and bidi overrides arrive inert in every channel (webhook, ntfy, email)."""
 
 from __future__ import annotations
 
@@ -96,6 +96,8 @@ async def test_notify_approval_of_a_real_run_carries_no_arguments_or_world(
     data = got["json"]["data"]
     assert data["item_id"] == item.item_id and data["action"] == "transfer"
     assert data["title"] == "approve transfer?" and data["goal"] == "keep the balance up"
+    # The body is agentd's evidence summary, brief: the source's state in agentd's words.
+    assert data["body"].splitlines()[0] == "bank: ok · exit 0"
     for secret in (ARG_VALUE, WORLD_VALUE, REASON):
         assert secret.encode() not in got["raw"]
 
