@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from agentd.api import connections, decide, openfiles
+from agentd.api import connections, control, decide, openfiles
 from agentd.config import Paths
 from agentd.errors import NotFound
 from agentd.mcp import server as mcp_server
@@ -103,6 +103,7 @@ class ApiServer:
         self.limits: connections.Limits | None = None  # set in `bind`, from the config
         self.pokes = 0
         self.on_poke: Callable[[], None] = lambda: None  # the check-in service looks too
+        self.control = control.Control(paths, lambda: self.deps.config)  # sees, reload
         # MCP over streamable HTTP at /mcp, behind the Bearer token (built in `app()`).
         self.mcp: Any = None
         self._server: _Embedded | None = None  # uvicorn's, while `run` serves
@@ -165,6 +166,7 @@ class ApiServer:
                 Route("/poke", self._poke, methods=["POST"]),
                 Route("/events", self._events, methods=["GET"]),
                 Route("/api/daemon", self._api_daemon, methods=["GET"]),
+                *self.control.routes(),
                 Route("/api/inbox", self._api_inbox, methods=["GET"]),
                 Route("/api/inbox/{item_id:int}", self._api_item, methods=["GET"]),
                 Route("/api/inbox/{item_id:int}/{verb}", decide.decide, methods=["POST"]),

@@ -191,22 +191,88 @@ def serve_cmd(
 
 
 @app.command("reload")
-def reload_cmd(ctx: typer.Context) -> None:
-    """Check config.toml, then ask the daemon serving this home to reload it (SIGHUP).
+def reload_cmd(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Check config.toml, ask the daemon serving this home to reload it, and say how it went.
 
     A config that does not validate is refused here (exit 2) and the daemon keeps the one it
-    runs. The pid comes from the home's lock, and only while a daemon holds it: a stale pid is
-    never signalled. Under systemd, `systemctl reload agentd` does the same.
+    runs. The daemon answers over its socket: applied (exit 0), or refused and why (exit 1,
+    the config it ran before is kept). Then it warns about changed settings that apply only at
+    a restart ([daemon], [api], [web] on a new port) and about checks `agentd doctor` would
+    FAIL under the new config. A daemon that cannot be asked on its socket gets SIGHUP (the pid
+    from the home's lock, never a stale one). Under systemd, `systemctl reload agentd` signals.
+
+    \b
+    Example:
+      agentd --home /var/lib/agentd reload
     """
+    from agentd.operator import control  # a socket and a few names: nothing heavy
+
     paths = paths_of(ctx)
-    config.load(paths.config)  # raises ConfigError (file:line) before anything is signalled
+    config.load(paths.config)  # raises ConfigError (file:line) before anything is asked
     pid = daemon_pid(paths)
     if pid is None:
         raise StateError(f"no daemon serves {paths.home}; the config applies when it starts")
+    try:
+        verdict = control.ask_reload(paths)
+    except TimeoutError:
+        raise StateError(
+            f"the daemon (pid {pid if pid > 0 else 'unknown'}) did not answer within "
+            f"{control.RELOAD_TIMEOUT_S:g}s; whether it reloaded, its log says "
+            "(config.reloaded or config.reload_failed); `agentd status` says if it is stuck"
+        ) from None
+    if verdict is None:  # no socket to ask (starting, or one from before the question)
+        _signal_reload(paths, pid)
+        return
+    warnings = _reload_warnings(ctx, paths, pid, verdict)
+    if as_json:
+        emit(True, {**verdict, "warnings": warnings}, str)
+    elif verdict.get("applied"):
+        typer.echo(f"reloaded: the daemon (pid {verdict.get('pid', pid)}) runs {paths.config}")
+    for line in [] if as_json else warnings:
+        typer.echo(screen(f"warning: {line}"), err=True)
+    if not verdict.get("applied"):
+        if as_json:
+            raise typer.Exit(StateError.exit_code)
+        note = f"; {verdict['note']}" if verdict.get("note") else ""
+        raise StateError(f"reload refused: {verdict.get('error')}{note}")
+
+
+def _signal_reload(paths: Paths, pid: int) -> None:
     if pid <= 0:
         raise StateError(f"a daemon serves {paths.home} but its pid is unknown; restart it")
-    os.kill(pid, signal.SIGHUP)
-    typer.echo(f"reload requested (pid {pid}); its log says config.reloaded, or why not")
+    try:
+        os.kill(pid, signal.SIGHUP)
+    except PermissionError:
+        raise StateError(
+            f"the daemon (pid {pid}) runs as another user: run this as that user, or "
+            "`sudo systemctl reload agentd`"
+        ) from None
+    typer.echo(
+        f"reload requested (pid {pid}) by SIGHUP: the daemon did not answer on {paths.api_sock}; "
+        "its log says config.reloaded, or why not"
+    )
+
+
+def _reload_warnings(
+    ctx: typer.Context, paths: Paths, pid: int, verdict: dict[str, object]
+) -> list[str]:
+    """What the operator should know after an applied reload: settings waiting for a restart,
+    and every check doctor would FAIL now (sources are not looked at: `agentd doctor` does)."""
+    if not verdict.get("applied"):
+        return []
+    restart = verdict.get("restart")
+    lines = []
+    if isinstance(restart, list) and restart:
+        lines.append(
+            f"changed settings apply only at the next start: {', '.join(map(str, restart))} "
+            "(`systemctl restart agentd`, or stop and start `agentd serve`)"
+        )
+    from agentd.cli import doctor  # the model adapters and source classes: only this needs them
+
+    console_logging(ctx)
+    failing = [c for c in doctor.examine(paths, pid).checks if c.required and not c.ok]
+    lines += [f"doctor would FAIL {c.name}: {c.message}" for c in failing]
+    return lines
 
 
 @app.command("backup")

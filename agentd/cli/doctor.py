@@ -85,12 +85,13 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
     if cfg is not None:
         loaded = check_loaded_config(paths, daemon_pid)
         checks += [loaded] if loaded is not None else []
-        models = [check_model(n, m) for n, m in cfg.models.items()]
+        sees = doctor_reach.daemon_sees(paths, cfg, daemon_pid)
+        models = [check_model(n, m, sees) for n, m in cfg.models.items()]
         checks += models or [Check("models", False, "no [models.NAME] configured")]
         checks += check_programs(cfg, identity(daemon_pid))
         checks += check_limits(cfg)
         checks += check_goals_and_triggers(paths, cfg)
-        checks += doctor_reach.check_notify(paths, cfg)
+        checks += doctor_reach.check_notify(paths, cfg, sees)
         checks += doctor_urls.check_urls(cfg)
         checks += doctor_reach.check_web(paths, cfg, daemon_pid)
     return Report(str(paths.home), checks, cfg)
@@ -158,7 +159,7 @@ def check_loaded_config(paths: Paths, pid: int | None) -> Check | None:
     )
 
 
-def check_model(name: str, model: ModelConfig) -> Check:
+def check_model(name: str, model: ModelConfig, sees: doctor_reach.Sees = None) -> Check:
     label = f"model {name}"
     if isinstance(model, ScriptedModel):
         try:
@@ -171,9 +172,10 @@ def check_model(name: str, model: ModelConfig) -> Check:
     what, env = f"{model.provider} {model.model}", model.api_key_env
     if env is None:
         return Check(label, True, f"{what}: no api_key_env configured")
-    if config.secret(env) is None:  # the value itself is never shown
-        return Check(label, False, f"{what}: ${env} is not set in this environment")
-    return Check(label, True, f"{what}: ${env} is set")
+    missing = doctor_reach.unseen_secret(env, sees)  # the value itself is never shown
+    if missing is not None:
+        return Check(label, False, f"{what}: {missing}")
+    return Check(label, True, f"{what}: ${env} {doctor_reach.seen_where(env)}")
 
 
 # ── limits, goals and triggers ───────────────────────────────────────────────────────────────
@@ -279,14 +281,32 @@ async def check_sources(cfg: Config) -> list[Check]:
         raw = await sources.observe_all([built[name]], timeout_s=limit_s)
         check = _source_check(name, raw[name])
         url = getattr(cfg.sources[name], "url", None)
-        if not check.ok and url and "unhealthy" in check.message:  # down — or a wrong port
-            check = check._replace(message=f"{check.message} at {url_shown(url)}: if it is up, "
-                                   "check the URL and port (a watch would act on this)")  # fmt: skip
+        if not check.ok and url and "unhealthy" in check.message:  # down, failing, or mistyped
+            said = _http_advice(raw[name], url, cfg.watchers(name))
+            check = check._replace(message=f"{check.message} at {url_shown(url)}: {said}")
         if name in in_use or check.ok:
             return check
         return check._replace(message=check.message + " (no agent uses it yet)", required=False)
 
     return list(await asyncio.gather(*(one(n) for n in built)))
+
+
+def _http_advice(obs: Any, url: str, watchers: list[str]) -> str:
+    """What an unhealthy look at `url` means, by what answered: a server's 5xx is the service
+    failing, a 4xx most likely a wrong path, silence (refused, timed out) a service that is down
+    or a wrong host or port. For a watched source, the run that starts on it."""
+    status = obs.get("status") if isinstance(obs, dict) else None
+    if isinstance(status, int) and status >= 500:
+        said = "the server answers, but reports an error: the service is up and failing"
+    elif isinstance(status, int) and status >= 400:
+        said = f"the server answers {status}: check the URL's path (and any credential it needs)"
+    elif isinstance(status, int):
+        said = f"the server answers {status}, which the source does not count as healthy"
+    else:
+        said = "nothing answered there: the service is down, or check the URL's host and port"
+    if watchers:
+        said += f"; warning: {', '.join(watchers)} watches it, so a run starts on this"
+    return said
 
 
 def _source_check(name: str, obs: Any) -> Check:

@@ -90,8 +90,7 @@ def check_programs(cfg: Config, who: Identity | None) -> list[Check]:
         found = find_program(argv[0], where, cwd)
         unused = "" if in_use else " (no agent uses it yet)"
         if found is None:
-            place = f"in {cwd or 'the current folder'}" if "/" in argv[0] else f"on PATH={where}"
-            msg = f"{label}: {argv[0]!r} not found {place}; install it or give its full path"
+            msg = f"{label}: {_not_found(argv[0], where, cwd)}"
             checks.append(Check(name, False, msg + unused, in_use))
         elif not may_execute(found, who):
             msg = f"{label}: {found} is not executable by {user}"
@@ -99,3 +98,16 @@ def check_programs(cfg: Config, who: Identity | None) -> list[Check]:
         else:
             checks.append(Check(name, True, f"{label}: {found}"))
     return checks
+
+
+def _not_found(argv0: str, path_var: str, cwd: Path | None) -> str:
+    """Why exec would not find `argv0`, in the words that fit how it was written."""
+    if argv0.startswith("/"):
+        there = Path(argv0)
+        if there.is_dir():
+            return f"{argv0} is a folder, not a program; name the program inside it"
+        return f"{argv0} does not exist; install it there or correct the path"
+    if "/" in argv0:
+        return (f"{argv0!r} not found in {cwd or 'the current folder'}; give its full path or "
+                "set cwd")  # fmt: skip
+    return f"{argv0!r} not found on PATH={path_var}; install it or give its full path"

@@ -1,9 +1,12 @@
 """`agentd doctor`'s checks of what reaches the operator: each notification channel (its secret,
 its latest delivery, an unsigned webhook) and the web inbox (is it served where the config says,
-asked of the running daemon over its socket; is the token sound)."""
+asked of the running daemon over its socket; is the token sound). A secret this shell lacks is
+asked of the running daemon (yes or no, never the value): doctor is often run from a login shell
+that lacks the service's environment, and that is not what fails deliveries."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agentd import config
@@ -12,15 +15,48 @@ from agentd.config.notify import NotifierConfig
 from agentd.db import poke
 from agentd.db.sqlite import schema
 from agentd.errors import AgentdError
+from agentd.operator import control
 from agentd.operator import health as operator_health
 from agentd.operator import home as operator_home
 from agentd.text import urls_shown
 from agentd.views.records import Check
 
+Sees = Mapping[str, bool | None] | None  # the daemon's yes/no per secret name; None: not asked
+FROM_DAEMON = "cannot check from here; the daemon sees it"
 
-def check_notify(paths: Paths, cfg: Config) -> list[Check]:
-    """Each [notify.NAME]: its secret is set, and its latest delivery did not fail; an unsigned
-    webhook is a warning (it delivers, but nothing proves the messages are agentd's)."""
+
+def daemon_sees(paths: Paths, cfg: Config, pid: int | None) -> Sees:
+    """Which of the config's secrets missing here the running daemon's environment holds;
+    None when no daemon runs or it cannot be asked."""
+    missing = [n for n in control.secret_names(cfg) if config.secret(n) is None]
+    if pid is None or not missing:
+        return None
+    return control.daemon_sees(paths, missing)
+
+
+def unseen_secret(env: str, sees: Sees) -> str | None:
+    """None when the secret `env` is set here or the daemon sees it; else what is missing."""
+    if config.secret(env) is not None:
+        return None
+    seen = None if sees is None else sees.get(env)
+    if seen is True:
+        return None
+    if seen is False:
+        return (f"${env} is set neither here nor in the running daemon's environment: set it "
+                "where the daemon starts (systemd: Environment=, EnvironmentFile= or "
+                "LoadCredential=), then restart it")  # fmt: skip
+    return f"${env} is not set in this environment"
+
+
+def seen_where(env: str) -> str:
+    """How a secret that is not missing was found: here, or only by the daemon."""
+    return "is set" if config.secret(env) is not None else f"is not set here: {FROM_DAEMON}"
+
+
+def check_notify(paths: Paths, cfg: Config, sees: Sees = None) -> list[Check]:
+    """Each [notify.NAME]: its secret is set (here, or in the running daemon), and its latest
+    delivery did not fail; an unsigned webhook is a warning (it delivers, but nothing proves
+    the messages are agentd's)."""
     health: dict[str, Any] = {}
     if cfg.notify and paths.db.exists():
         try:
@@ -34,16 +70,19 @@ def check_notify(paths: Paths, cfg: Config) -> list[Check]:
             pass  # the database check reports it
     checks = []
     for name, n in cfg.notify.items():
-        unset = [env for env in _secret_names(n) if config.secret(env) is None]
+        names = _secret_names(n)
+        unset = [why for env in names if (why := unseen_secret(env, sees)) is not None]
+        elsewhere = [] if unset else [f"${env}" for env in names if config.secret(env) is None]
+        there = f"; {', '.join(elsewhere)}: {FROM_DAEMON}" if elsewhere else ""
         h = health.get(name, {})
         if unset:
-            checks.append(Check(f"notify {name}", False, f"{n.type}: ${unset[0]} is not set here"))
+            checks.append(Check(f"notify {name}", False, f"{n.type}: {unset[0]}"))
         elif h.get("failing"):
             # Errors older code kept may quote the whole URL: shown by its host here.
             msg = (
                 f"{n.type}: failing, {h['pending']} message(s) waiting to retry: "
                 f"{urls_shown(str(h['error']))}"
-                "; fix the receiver or the config, the outbox retries with backoff"
+                f"; fix the receiver or the config, the outbox retries with backoff{there}"
             )
             checks.append(Check(f"notify {name}", False, msg))
         else:
@@ -53,11 +92,11 @@ def check_notify(paths: Paths, cfg: Config) -> list[Check]:
                 msg = (
                     f"webhook: {sent}{gave_up}; unsigned: receivers cannot tell its messages "
                     f'from forged ones; set secret_env = "NAME" in [notify.{name}], the '
-                    "variable holding a whsec_<base64> secret"
+                    f"variable holding a whsec_<base64> secret{there}"
                 )
                 checks.append(Check(f"notify {name}", False, msg, required=False))
                 continue
-            checks.append(Check(f"notify {name}", True, f"{n.type}: {sent}{gave_up}"))
+            checks.append(Check(f"notify {name}", True, f"{n.type}: {sent}{gave_up}{there}"))
     return checks
 
 

@@ -194,6 +194,8 @@ async def _serve_locked(
         deps.clock = clock or await _home_clock(store, clock_speed)
         outer = Outer(deps, engine.launch)  # its pace follows the clock
         api.on_poke = outer.wake
+        reloading = asyncio.Lock()
+        api.control.on_reload = lambda: reload_told(paths, deps, models, reloading)
         resumed = await store.write(lambda c: qw.claim_running(c, owner, LEASE_S))
         for run_id, epoch in resumed:
             engine.launch(run_id, epoch)
@@ -217,7 +219,7 @@ async def _serve_locked(
             tg.create_task(scheduler.run(stop), name="scheduler")
             tg.create_task(outer.run(stop), name="outer")
             tg.create_task(_watchdog(deps, stop, failures), name="watchdog")
-            tg.create_task(_reloader(paths, deps, models, hup, stop), name="reload")
+            tg.create_task(_reloader(paths, deps, models, hup, stop, reloading), name="reload")
             tg.create_task(_retention(deps, stop), name="retention")
             tg.create_task(api.run(stop), name="api")
             tg.create_task(Sender(deps).run(stop), name="notify")  # the outbox: agentd/notify/
@@ -310,7 +312,12 @@ def _sha256(paths: Paths) -> str:
 
 
 async def _reloader(
-    paths: Paths, deps: Deps, models: dict[str, Model], hup: asyncio.Event, stop: asyncio.Event
+    paths: Paths,
+    deps: Deps,
+    models: dict[str, Model],
+    hup: asyncio.Event,
+    stop: asyncio.Event,
+    reloading: asyncio.Lock,
 ) -> None:
     """On SIGHUP: load and validate the config; apply it, or log why not and keep the old one."""
     while True:
@@ -323,34 +330,54 @@ async def _reloader(
         if stop.is_set():
             return
         hup.clear()
+        await reload_told(paths, deps, models, reloading)
+
+
+async def reload_told(
+    paths: Paths, deps: Deps, models: dict[str, Model], reloading: asyncio.Lock
+) -> dict[str, Any]:
+    """One reload at a time (a SIGHUP and `agentd reload` may cross), told to systemd; returns
+    the verdict `agentd reload` prints (`{"applied", "error", "restart", "sha256", "pid"}`)."""
+    async with reloading:
         sdnotify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
-        await reload(paths, deps, models)
-        sdnotify.notify("READY=1\nSTATUS=serving")
+        try:
+            verdict = await reload_verdict(paths, deps, models)
+        finally:
+            sdnotify.notify("READY=1\nSTATUS=serving")
+    return {**verdict, "pid": os.getpid()}
 
 
 async def reload(paths: Paths, deps: Deps, models: dict[str, Model]) -> bool:
+    """`reload_verdict`, as whether it was applied."""
+    return bool((await reload_verdict(paths, deps, models))["applied"])
+
+
+def _refused(error: str, note: str) -> dict[str, Any]:
+    log.error("config.reload_failed", error=error, note=note)
+    return {"applied": False, "error": error, "note": note, "restart": [], "sha256": None}
+
+
+async def reload_verdict(paths: Paths, deps: Deps, models: dict[str, Model]) -> dict[str, Any]:
     """Swap in the config file as it is now. Every run meets the new policy at its next check:
     the harness re-checks at execution against `deps.menu()`, rebuilt from `deps.config`.
-    Unchanged models and sources keep their objects (clients, a file's read position)."""
+    Unchanged models and sources keep their objects (clients, a file's read position). Returns
+    whether it was applied, why not, and which changed settings wait for a restart."""
     sha = _sha256(paths)
     try:
         cfg = config.load(paths.config)
         fresh = build_deps(cfg, deps.store, deps.owner)
     except AgentdError as e:
-        log.error("config.reload_failed", error=str(e), note="the config loaded before is kept")
-        return False
+        return _refused(str(e), "the config loaded before is kept")
     # An agent that still pursues goals cannot vanish by a reload: its runs would be abandoned
     # and its goals orphaned without anyone deciding so. Close or move those goals first.
     in_use = await deps.store.read(
         lambda c: sorted({g.agent for g in q.list_goals(c, status="active")} - set(cfg.agents))
     )
     if in_use:
-        log.error(
-            "config.reload_failed",
-            error=f"agents {', '.join(in_use)} are gone from the config but have active goals",
-            note="the config loaded before is kept; close or pause those goals, or keep the agent",
+        return _refused(
+            f"agents {', '.join(in_use)} are gone from the config but have active goals",
+            "the config loaded before is kept; close or pause those goals, or keep the agent",
         )
-        return False
     old = deps.config
     keep_models = {n: m for n, m in deps.models.items() if old.models.get(n) == cfg.models.get(n)}
     keep_sources = {
@@ -367,11 +394,30 @@ async def reload(paths: Paths, deps: Deps, models: dict[str, Model]) -> bool:
         await deps.store.write(lambda c: meta.set_loaded_config(c, sha))
     except StateError as e:
         log.error("config.reload_unrecorded", error=str(e))
-    if cfg.daemon != old.daemon:
-        log.warning("config.daemon_needs_restart", note="[daemon] settings apply at the next start")
+    restart = needs_restart(old, cfg)
+    if restart:
+        log.warning("config.needs_restart", settings=restart, note="they apply at the next start")
     deps.on_change()  # the scheduler looks at triggers and waits under the new config now
     log.info("config.reloaded", sha256=sha, agents=sorted(cfg.agents))
-    return True
+    return {"applied": True, "error": None, "note": None, "restart": restart, "sha256": sha}
+
+
+def needs_restart(old: Config, new: Config) -> list[str]:
+    """The changed settings a reload does not apply, as `[table] key`: all of [daemon] and [api]
+    (the listeners, their bounds, the scan are set up at the start), and [web] when its pages
+    need a port the daemon does not listen on yet (pages turned off stop being served at once)."""
+    changed = []
+    for table in ("daemon", "api", "web"):
+        was = getattr(old, table).model_dump(mode="json")
+        now = getattr(new, table).model_dump(mode="json")
+        changed += [
+            f"[{table}] {k}" for k in sorted(was.keys() | now.keys()) if was.get(k) != now.get(k)
+        ]
+    listening = old.api.listen_port(old.web)
+    wanted = new.api.listen_port(new.web)
+    if wanted is None or wanted == listening:
+        changed = [c for c in changed if not c.startswith("[web]")]
+    return changed
 
 
 async def _retention(deps: Deps, stop: asyncio.Event) -> None:
