@@ -6,6 +6,7 @@ reason, the config it ran kept.
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,4 +78,28 @@ def test_reload_refused_by_the_daemon_says_why_and_exits_1(daemon: Daemon) -> No
     verdict = json.loads(as_json.stdout)
     assert as_json.returncode == 1 and verdict["applied"] is False and verdict["pid"] == proc.pid
     assert loaded_sha(daemon) == good
+    assert daemon.terminate(proc)[0] == 0
+
+
+def test_reload_is_not_served_on_the_tcp_port(daemon: Daemon) -> None:
+    daemon.write([FINISH])
+    out = configure(daemon, "allow")
+    port = closed_port()
+    daemon.paths.config.write_text(
+        CONFIG.format(out=out, rule="allow") + f"\n[api]\nport = {port}\n"
+    )
+    proc = daemon.serve()
+    before = daemon.logs().count('"config.reloaded"')
+    token = daemon.paths.api_token.read_text().strip()
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", "/api/daemon/reload", headers={"Authorization": f"Bearer {token}"})
+        answer = conn.getresponse()
+        body = answer.read()
+    finally:
+        conn.close()
+
+    assert answer.status == 403 and b"unix socket" in body
+    assert daemon.logs().count('"config.reloaded"') == before
     assert daemon.terminate(proc)[0] == 0
