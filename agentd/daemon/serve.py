@@ -3,11 +3,11 @@
 `serve` holds an exclusive lock on the home (a second daemon exits at once), resumes every run that
 was executing, lets the scheduler re-match waits (answers committed while down apply now), records
 the check-ins that fell due while it was down (agentd/outer/service.py), tells systemd READY, and on
-SIGTERM/SIGINT takes no new step and lets steps in flight reach their journal. SIGHUP, or `agentd reload`
-over the control socket (which hears the verdict), reloads the config (validated first; a bad one
-is logged and the old one kept). A database that keeps failing
-stops the systemd watchdog and ends the process with exit code 1, so systemd restarts it (and the
-start's `PRAGMA quick_check` then says what is wrong) instead of it logging errors forever.
+SIGTERM/SIGINT takes no new step and lets steps in flight reach their journal. SIGHUP, or
+`agentd reload` over the control socket (which hears the verdict), reloads the config (validated
+first; a bad one is logged and the old one kept). A database that keeps failing stops the systemd
+watchdog and ends the process with exit code 1, so systemd restarts it (and the start's `PRAGMA
+quick_check` then says what is wrong) instead of it logging errors forever.
 """
 
 from __future__ import annotations
