@@ -99,6 +99,9 @@ class NextCheckin(BaseModel):
     enabled: bool = Field(description="whether the goal's agent checks in on its own")
     at: datetime | None = Field(description="when the goal looks again")
     why: str | None = Field(description="why then (cadence, deadline, schedule, snooze…)")
+    by: str | None = Field(
+        None, description='what looks then: "cadence", "schedule N" or "check-in N"'
+    )
     snoozed_until: datetime | None
     backoff: int = Field(description="steps the cadence backed off after ignored nudges")
     every_s: float | None = Field(description="the cadence in force, in seconds")
@@ -192,6 +195,7 @@ def _context(snap: goals.Snapshot, out: JSON) -> GoalContext:
         open_inbox=[_entry(i) for i in snap.open_items],
         next_checkin=NextCheckin(
             enabled=out["enabled"], at=from_ts(out["next_at"]), why=out["next_why"],
+            by=out["next_by"],
             snoozed_until=from_ts(out["snoozed_until"]), backoff=out["backoff"],
             every_s=(out.get("cadence") or {}).get("every_s"),
         ),

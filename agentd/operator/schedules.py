@@ -223,6 +223,7 @@ def _outlook(c: Any, cfg: Config, goal: Goal, now: float) -> JSON:
             "schedule_id": s.schedule_id, "kind": s.kind, "spec": s.spec, "tz": s.tz,
             "misfire": s.misfire, "misfire_cap": s.misfire_cap, "max_lateness_s": s.max_lateness_s,
             "jitter_s": s.jitter_s, "last_fired_at": s.last_fired_at, "next_fire_at": None,
+            "goal_jitter_s": schedule.jitter(s.goal_id, s.jitter_s),  # this goal's offset
         }  # fmt: skip
         try:
             spec = spec_of(s)
@@ -235,7 +236,49 @@ def _outlook(c: Any, cfg: Config, goal: Goal, now: float) -> JSON:
         except ValueError as e:
             entry["error"] = str(e)
         out["schedules"].append(entry)
+    _plan_next(c, out, agent, goal, cad, row, now)
     return out
+
+
+_OPEN = frozenset(("due", "deciding", "decided"))
+
+
+def _plan_next(
+    c: Any, out: JSON, agent: AgentConfig | None, goal: Goal, cad: cadence.Cadence | None,
+    row: JSON, now: float,
+) -> None:  # fmt: skip
+    """The next check-in as every surface shows it (`planner.next_checkin`): `next_at` /
+    `next_why` / `next_by`; the cadence's own planned look stays as `look_at` / `look_why`."""
+    from agentd.outer import planner
+    from agentd.outer.fires import spec_of
+
+    out["look_at"], out["look_why"] = out.pop("next_at"), out.pop("next_why")
+    out["next_at"] = out["next_why"] = out["next_by"] = None
+    if agent is None or not agent.checkin.enabled or goal.status != GoalStatus.ACTIVE:
+        return
+    fires = []
+    for s in qs.of_goal(c, goal.goal_id):
+        try:
+            spec = spec_of(s)
+        except ValueError:
+            continue  # its row no longer parses: the daemon skips it (the table says why)
+        fires.append(planner.Fire(s.schedule_id, spec, s.created_at, s.last_fired_at,
+                                  s.next_fire_at))  # fmt: skip
+    waiting = [
+        planner.Waiting(x.checkin_id, x.schedule_id, x.due_at, x.precheck.get("retry_at"))
+        for x in qc.list_checkins(c, goal.goal_id, limit=20)
+        if str(x.status) in _OPEN
+    ]
+    look_at = row.get("next_at")
+    look = None if look_at is None else planner.Look(
+        float(look_at), str(row.get("next_why") or "the goal's cadence"), agent.checkin.jitter_s
+    )  # fmt: skip
+    found = planner.next_checkin(
+        now, goal.goal_id, cad, look=look, fires=fires, waiting=waiting,
+        snoozed_until=row.get("snoozed_until"),
+    )  # fmt: skip
+    if found is not None:
+        out["next_at"], out["next_why"], out["next_by"] = found.at, found.why, found.by
 
 
 def _quiet_text(quiet: tuple[int, int] | None) -> str | None:

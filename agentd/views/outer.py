@@ -20,7 +20,7 @@ from agentd.views.tables import field_lines, table, terminal_width
 from agentd.views.times import span
 
 TIME_KEYS = frozenset(
-    ("now", "at", "next_at", "snoozed_until", "last_fired_at", "next_fire_at", "runs_at",
+    ("now", "at", "next_at", "look_at", "snoozed_until", "last_fired_at", "next_fire_at", "runs_at",
      "due_at", "fired_at", "completed_at", "created_at", "updated_at")
 )  # fmt: skip
 
@@ -106,16 +106,9 @@ def next_line(out: JSON) -> str:
         return "- (check-ins are off for this goal's agent: [agents.NAME.checkin] enabled = false)"
     if out["status"] != "active":
         return f"- (the goal is {out['status']})"
-    nexts = [(out["next_at"], safe(out["next_why"] or ""))] if out["next_at"] else []
-    for s in out["schedules"]:
-        if s.get("runs_at") is not None:
-            why = f"schedule {s['schedule_id']} ({_when(s)})"
-            if s["runs_at"] != s["next_fire_at"]:
-                why += ", after the snooze or quiet hours"
-            nexts.append((s["runs_at"], why))
-    if not nexts:
+    if out["next_at"] is None:  # planned by `agentd.outer.planner` (operator/schedules)
         return "- (planned when the daemon next runs: `agentd serve`)"
-    t, why = min(nexts, key=lambda n: n[0])
+    t, why = out["next_at"], safe(out["next_why"] or "")
     due = " — due: the daemon runs it at its next tick" if t <= out["now"] else ""
     return f"{local(t, tz, out['now'])} ({relative(t, out['now'])}){due}\nwhy: {why}"
 
@@ -124,6 +117,15 @@ def _when(s: JSON) -> str:
     if s["kind"] == "cron":
         return f"{safe(s['spec'])} {safe(s['tz'])}"
     return f"every {duration(float(s['spec']))}"
+
+
+def _jitter(s: JSON) -> str:
+    """The schedule's next fire includes this goal's stable jitter offset: say so (in the words
+    of `outer.planner`'s reasons)."""
+    j = float(s.get("goal_jitter_s") or 0.0)
+    if j < 1:
+        return ""
+    return f", incl. {int(j // 60)} min jitter" if j >= 60 else f", incl. {j:.0f} s jitter"
 
 
 def schedules_table(out: JSON) -> str:
@@ -137,7 +139,7 @@ def schedules_table(out: JSON) -> str:
             duration(s["max_lateness_s"]),
             s.get("error")
             or f"{local(s['next_fire_at'], s['tz'], out['now'])} "
-            f"({relative(s['next_fire_at'], out['now'])})",
+            f"({relative(s['next_fire_at'], out['now'])}){_jitter(s)}",
         )
         for s in out["schedules"]
     ]
