@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 from agentd.cli import app
 from agentd.db import meta
 from agentd.mcp import server
-from agentd.outer import schedule
+from agentd.outer import planner, schedule
+from agentd.outer.cadence import Cadence
 from agentd.views import outer as render_outer
 from agentd.web import auth, routes
 from tests.conftest import Home
@@ -128,3 +129,51 @@ async def test_next_checkin_is_one_answer_on_every_surface(
     field = text.partition("next check-in:")[2].partition("\ncadence:")[0]
     assert "\n".join(x.strip() for x in field.splitlines()) == f"{line}\nwhy: {why}", text
     assert page.strip() == f"{line}\nwhy: {why}"
+
+
+# ── the planner alone (pure) ─────────────────────────────────────────────────────────────────
+
+NIGHT = Cadence(every_s=86400.0, min_s=14400.0, max_s=1209600.0, quiet=(22 * 60, 8 * 60), tz="UTC")
+
+
+def hourly(misfire: str, next_fire_at: float, last: float | None = None) -> planner.Fire:
+    spec = schedule.parse_spec("interval", "3600", "UTC", misfire=misfire)
+    return planner.Fire(1, spec, at("2026-12-01T00:00"), last, next_fire_at)
+
+
+def test_planner_cadence_look_in_quiet_hours_waits_for_their_end() -> None:
+    look = planner.Look(at("2026-12-01T23:00"), "every 1d (the goal's cadence)")
+    found = planner.next_checkin(at("2026-12-01T21:00"), 1, NIGHT, look=look)
+    assert found is not None and found.at == at("2026-12-02T08:00") and found.by == "cadence"
+    assert found.why.endswith("; it waits for the quiet hours to end at Wed 08:00")
+
+
+def test_planner_names_the_jitter_of_a_look_moved_to_the_end_of_quiet_hours() -> None:
+    j = schedule.jitter(1, 600.0)
+    look = planner.Look(at("2026-12-02T08:00") + j, "quiet hours until 08:00", jitter_s=600.0)
+    found = planner.next_checkin(at("2026-12-01T21:00"), 1, NIGHT, look=look)
+    assert found is not None and found.at == look.at
+    assert f"(Wed 08:00 + this goal's {int(j // 60)} min jitter)" in found.why
+
+
+def test_planner_a_fire_missed_while_down_follows_its_misfire_policy() -> None:
+    now = at("2026-12-01T12:30")
+    missed = at("2026-12-01T10:00")  # recorded as next while the daemon was down
+    once = planner.next_checkin(now, 1, NIGHT, look=None, fires=[hourly("once", missed)])
+    assert once is not None and once.at == now and "misfire = once" in once.why
+    skip = planner.next_checkin(now, 1, NIGHT, look=None, fires=[hourly("skip", missed)])
+    assert skip is not None and skip.at == at("2026-12-01T13:00")
+
+
+def test_planner_a_waiting_checkin_comes_first_and_a_snooze_passes_fires_over() -> None:
+    now = at("2026-12-01T23:30")
+    waiting = [planner.Waiting(7, 1, at("2026-12-01T23:00"))]
+    fires = [hourly("once", at("2026-12-02T00:00"))]
+    found = planner.next_checkin(now, 1, NIGHT, look=None, fires=fires, waiting=waiting)
+    assert found is not None and found.by == "check-in 7" and found.at == at("2026-12-02T08:00")
+    snoozed = planner.next_checkin(
+        now, 1, NIGHT, look=None, fires=fires, waiting=waiting,
+        snoozed_until=at("2026-12-02T10:30"),
+    )  # fmt: skip
+    assert snoozed is not None and snoozed.at == at("2026-12-02T11:00")
+    assert "after the snooze until Wed 10:30" in snoozed.why
