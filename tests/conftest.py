@@ -42,6 +42,14 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
 
 
+@pytest.fixture(autouse=True)
+def no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Views fit `COLUMNS` (agentd/views/tables.py), and pytest-xdist's workers run with
+    COLUMNS=80 while a plain run has none: without this, a table test passes or fails by how the
+    suite is run. A test about widths sets COLUMNS itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 class Home:
     """A throw-away agentd home: config text, replies, and a sync store for arranging/asserting."""
 
