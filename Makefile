@@ -42,7 +42,7 @@ demo: $(STAMP)
 WORKERS ?= 4
 
 test: $(STAMP) check browser
-	$(BIN)/pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS))
+	$(BIN)/pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
 
 # Debian's chromium for the real-browser tests (Playwright drives it; `playwright install` cannot reach
 # its download host). Installed with apt-get when missing and we are root (or have passwordless sudo);

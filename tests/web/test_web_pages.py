@@ -33,7 +33,8 @@ from agentd.models import GoalStatus, InboxItem, InboxKind, InboxStatus
 from tests import browser_support
 from tests.web.test_web_browser import free_port
 
-pytestmark = pytest.mark.timeout(120)
+# One daemon and one browser for the module, its pages checked in order: one xdist worker.
+pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("web_pages")]
 WIDTHS = {"desk": (1280, 800), "phone": (390, 844)}
 BODY = b'{"status":"down","error":"db pool exhausted: 0 of 20 connections free"}'
 
@@ -334,7 +335,14 @@ def test_web_pages_goal_controls_and_run_timeline(site: Site, pages: Any, artifa
     run_link = tab.locator("#runs a").first
     run_link.click()
     tab.wait_for_selector("#timeline")
-    kinds = tab.locator("#timeline .kind").all_inner_texts()
+    # The approved action runs in the daemon on its own time: wait for its step, not a moment.
+    deadline = time.monotonic() + 60
+    while True:
+        kinds = tab.locator("#timeline .kind").all_inner_texts()
+        if "ACT" in {k.upper() for k in kinds} or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+        open_page(tab, tab.url, "#timeline")
     assert {"START", "OBSERVE", "WAIT", "ACT"} <= {k.upper() for k in kinds}, kinds
     assert tab.locator("main pre").count() == 0  # a timeline, not terminal text
     for name, other in pages.items():
