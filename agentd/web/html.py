@@ -10,9 +10,11 @@ import hashlib
 import html
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from agentd.text import jsonable, safe
+from agentd.views.times import relative
 
 STYLE = """
 *{box-sizing:border-box}
@@ -50,11 +52,11 @@ input[type=text],textarea,select{width:100%;font:inherit;padding:.35rem;border:1
  border-radius:.3rem}
 textarea{font:14px/1.4 ui-monospace,monospace}
 button,summary.button{font:inherit;padding:.45rem .95rem;border-radius:.4rem;border:1px solid #888;
- background:#fff;color:#1d1d1f;cursor:pointer;min-height:2.4rem;display:inline-block}
+ background:#fff;color:#1d1d1f;cursor:pointer;min-height:2.75rem;display:inline-block}
 button.go{background:#1a7f37;border-color:#1a7f37;color:#fff;font-weight:700}
 button.stop{border-color:#b42318;color:#b42318;font-weight:700}
 details{margin:.5rem 0} summary{cursor:pointer;color:#0b57d0}
-summary.button{list-style:none;color:#1d1d1f}
+summary.button{list-style:none;color:#1d1d1f;display:inline-flex;align-items:center}
 .words{border-left:3px solid #c5c5cf;padding:.05rem .6rem;margin:.4rem 0}
 .who{font-size:.72rem;color:#5f6368;text-transform:uppercase;letter-spacing:.03em;margin:0}
 .words p{margin:.1rem 0;overflow-wrap:anywhere} .ev{margin:.2rem 0;padding-left:1.1rem}
@@ -262,3 +264,11 @@ def not_found_page(path: str) -> str:
         '<p><a href="/">Back to the inbox</a> · <a href="/goals">All goals</a></p>'
     )
     return page("Not found", body)
+
+
+def expiry(at: datetime | None, now: datetime) -> str:
+    """`expires in 55m`, or `expired 5m ago` (not yet closed by the daemon); "" without one."""
+    if at is None:
+        return ""
+    word = "expires" if at > now else "expired"
+    return f"<strong>{word} {h(relative(at, now))}</strong>"

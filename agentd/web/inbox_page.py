@@ -13,7 +13,7 @@ from agentd.errors import UsageError
 from agentd.models import Goal, InboxItem, InboxKind, InboxStatus
 from agentd.text import one_line
 from agentd.views.times import relative
-from agentd.web.html import badge, h, page
+from agentd.web.html import badge, expiry, h, page
 from agentd.web.item_page import kind_word
 
 KINDS = ("approval", "question", "notice", "nudge")
@@ -103,7 +103,7 @@ def _meta(item: InboxItem, goals: Mapping[int, Goal], now: datetime) -> str:
     bits.append(h(one_line(goal.title, 48)) if goal else "home-wide")
     bits.append(h(relative(item.created_at, now)))
     if item.status == "open" and item.expires_at is not None:
-        bits.append(f"<strong>expires {h(relative(item.expires_at, now))}</strong>")
+        bits.append(expiry(item.expires_at, now))
     return f'<p class="meta">{" · ".join(bits)}</p>'
 
 

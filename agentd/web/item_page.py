@@ -18,7 +18,7 @@ from agentd.views.times import relative
 from agentd.web import evidence_html
 from agentd.web.edit import ArgField
 from agentd.web.edit_form import edit_form
-from agentd.web.html import badge, h, json_text, page, pairs, post_form
+from agentd.web.html import badge, expiry, h, json_text, page, pairs, post_form
 
 RUNBOOK_HELP = {"stop": "finish the run", "retry": "start over", "skip": "go on without it"}
 
@@ -35,8 +35,7 @@ def meta_line(item: InboxItem, goal: Goal | None, now: datetime) -> str:
         parts.append(f'<a href="/goals/{goal.goal_id}">{h(one_line(goal.title, 60))}</a>')
     parts.append(f"raised {h(relative(item.created_at, now))}")
     if item.status == "open" and item.expires_at is not None:
-        left = relative(item.expires_at, now)
-        parts.append(f"<strong>expires {h(left)}</strong>")
+        parts.append(expiry(item.expires_at, now))
     return f'<p class="meta">{" · ".join(parts)}</p>'
 
 
