@@ -9,6 +9,7 @@ from typing import Any
 from agentd.config import Config
 from agentd.errors import Refused, Unchanged, UsageError
 from agentd.models import JSON, Goal, GoalStatus, InboxItem, InboxKind, Run, Step
+from agentd.operator import evidence as operator_evidence
 from agentd.operator import goals, inbox
 from agentd.operator import schedules as plan
 from agentd.operator.home import HomeStore
@@ -36,9 +37,9 @@ def inbox_view(store: HomeStore, keeps: Any) -> tuple[list[InboxItem], dict[int,
     return [i for i in found if keeps(i)], by_id
 
 
-def item_steps(store: HomeStore, item: InboxItem) -> list[Step]:
-    """The journal of the item's run (its last actions are evidence); [] without a run."""
-    return [] if item.run_id is None else goals.run_details(store, item.run_id)[2]
+def item_evidence(store: HomeStore, item: InboxItem) -> JSON | None:
+    """agentd's evidence summary of the item, as `inbox show` prints it (None: nothing to show)."""
+    return operator_evidence.of_item(store, item)
 
 
 def evidence(item: InboxItem) -> list[tuple[str, Any]]:

@@ -1,79 +1,49 @@
-"""The evidence summary of an item's page, made by agentd from the record, not by the model: a
-line per source of the world the run saw (its state and the facts that say it: status, latency,
-error, since when, streak, the start of a body or an output), then the run's last actions and
-what they returned. A few lines an operator reads in seconds; the raw world stays folded below."""
+"""The evidence summary of an item's page, as agentd made it from the world and the run's
+journal (agentd/views/evidence.py, never the model): a line per source — its state, since when,
+its codes and streak — with the lines it quotes (errors marked), then the run's last actions and
+what came of them. A few lines read in seconds; the raw world stays folded below."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
-from agentd.models import InboxItem, Step, StepKind, StepStatus
+from agentd.models import JSON
 from agentd.text import one_line
-from agentd.views.changes import result_head
+from agentd.views import evidence as ev
 from agentd.views.times import relative
 from agentd.web.html import badge, h
 
-# The facts of an observation worth a glance, in this order; the rest stays in the raw world.
-FACTS = ("status", "exit_code", "latency_ms", "error", "since", "streak", "title")
-TEXTS = ("body", "stdout", "lines", "text", "tail")  # the start of one is shown
-LAST_ACTIONS = 3
-SOURCES = 6
+STATE_CSS = {"unhealthy": "failed", "check_failed": "expired", "healthy": "succeeded"}
+ACTION_CSS = {"ok": "succeeded", "running": "open", "failed": "failed", "refused": "failed",
+              "denied": "denied", "expired": "expired"}  # fmt: skip
 
 
-def summary(item: InboxItem, steps: Sequence[Step], now: datetime) -> str:
-    world = item.data.get("world")
-    lines = []
-    if isinstance(world, dict):
-        lines += [_source(name, obs, now) for name, obs in list(world.items())[:SOURCES]]
-    acts = [s for s in steps if s.kind == StepKind.ACT and s.status != StepStatus.STARTED]
-    for s in acts[-LAST_ACTIONS:]:
-        result = result_head(s.result) if s.result is not None else "no result"
-        when = relative(s.created_at, now)
+def summary(evidence: JSON | None, now: datetime) -> str:
+    """The section `#evidence`, or "" when there is nothing to show (a home-wide notice)."""
+    if not evidence:
+        return ""
+    lines = [_source(s, now) for s in evidence.get("sources") or []]
+    for a in evidence.get("actions") or []:
+        try:
+            when = relative(datetime.fromisoformat(str(a["at"]).replace("Z", "+00:00")), now)
+        except ValueError:
+            when = ""
         lines.append(
-            f"<li><strong>{h(s.action or '-')}</strong> ran {h('just now' if when == 'now' else when)}: "
-            f"{h(one_line(result, 160))}</li>"
+            f"<li><strong>{h(a['action'])}</strong> {badge(a['status'], ACTION_CSS.get(a['status'], ''))}"
+            f' {h(one_line(a["outcome"], 160))} <span class="meta">{h(when)}</span></li>'
         )
     if not lines:
         return ""
     return f'<section id="evidence"><h2>Evidence</h2><ul class="ev">{"".join(lines)}</ul></section>'
 
 
-def _state(obs: dict[str, Any]) -> str:
-    if "ok" not in obs:
-        return ""
-    if obs.get("check_failed"):
-        return badge("check failed", "expired")
-    return badge("healthy", "succeeded") if obs["ok"] else badge("unhealthy", "failed")
-
-
-def _since(value: Any, now: datetime) -> str:
-    """An ISO time as `3m ago` (what a person reads at a glance); anything else as it is."""
-    try:
-        at = datetime.fromisoformat(str(value))
-    except ValueError:
-        return str(value)
-    return relative(at, now) if at.tzinfo is not None else str(value)
-
-
-def _source(name: str, obs: Any, now: datetime) -> str:
-    if not isinstance(obs, dict):
-        return f"<li><strong>{h(name)}</strong> {h(one_line(str(obs), 160))}</li>"
-    facts = []
-    for key in FACTS:
-        value = obs.get(key)
-        if value is None or value == "":
-            continue
-        shown = (
-            f"{value} ms"
-            if key == "latency_ms"
-            else _since(value, now)
-            if key == "since"
-            else str(value)
-        )
-        facts.append(f"{h(key.removesuffix('_ms'))} <code>{h(one_line(shown, 80))}</code>")
-    text = next((obs[k] for k in TEXTS if isinstance(obs.get(k), str) and obs[k].strip()), "")
-    if isinstance(text, str) and text:
-        facts.append(f"<code>{h(one_line(text, 120))}</code>")
-    return f"<li><strong>{h(name)}</strong> {_state(obs)} {' · '.join(facts)}</li>"
+def _source(source: JSON, now: datetime) -> str:
+    state = source.get("state")
+    parts = ev.headline_parts(source, now)
+    head = " · ".join(h(p) for p in parts)
+    mark = badge(str(state).replace("_", " "), STATE_CSS.get(str(state), "")) if state else ""
+    quoted = "".join(
+        f"<br><code>{'! ' if d['error'] else ''}{h(one_line(d['text'], 160))}</code>"
+        for d in source.get("detail") or []
+    )
+    return f"<li><strong>{h(source['name'])}</strong> {mark} {head}{quoted}</li>"

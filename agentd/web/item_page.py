@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from agentd.llm.runbook import ANSWERS, VOCABULARY
-from agentd.models import Goal, InboxItem, InboxKind, Step
+from agentd.models import JSON, Goal, InboxItem, InboxKind
 from agentd.text import canonical, one_line
 from agentd.views.times import relative
 from agentd.web import evidence_html
@@ -43,16 +43,15 @@ def item_page(
     item: InboxItem,
     goal: Goal | None,
     fields: Sequence[ArgField],
-    steps: Sequence[Step],
+    evidence: JSON | None,
     raw: Sequence[tuple[str, Any]],
     now: datetime,
     *,
     flash: str = "",
     error: str = "",
-    summary: str | None = None,
 ) -> str:
-    """`raw`: the item's data (web/data.py `evidence`), folded at the end; `summary`: the evidence
-    summary's HTML when agentd made one, else one is made here from the world and the steps."""
+    """`evidence`: agentd's summary (agentd/operator/evidence.py); `raw`: the item's data
+    (web/data.py `evidence`), folded at the end."""
     parts = [meta_line(item, goal, now)]
     if item.kind == InboxKind.APPROVAL:
         parts.append(_bound(item))
@@ -61,7 +60,7 @@ def item_page(
     elif item.answer:
         parts.append(f'<p class="meta">Answer: {h(one_line(item.answer, 300))}</p>')
     parts.append(_why(item))
-    parts.append(summary if summary is not None else evidence_html.summary(item, steps, now))
+    parts.append(evidence_html.summary(evidence, now))
     parts.append(_folded(item, raw))
     title = f"Item {item.item_id}: {one_line(item.title, 80)}"
     return page(title, "".join(parts), flash=flash, error=error)

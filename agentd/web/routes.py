@@ -136,12 +136,12 @@ async def item_page(request: Request) -> Response:
 
     def read(store: home.HomeStore) -> Any:
         item, goal = data.item_with_goal(store, item_id)
-        return item, goal, edit.arg_fields(store, cfg, item), data.item_steps(store, item)
+        return item, goal, edit.arg_fields(store, cfg, item), data.item_evidence(store, item)
 
-    item, goal, fields, steps = await site.call(read)
+    item, goal, fields, evidence = await site.call(read)
     done, error = site.notes.shown(request.query_params, request.url.path)
     body = item_view.item_page(
-        item, goal, fields, steps, data.evidence(item), utcnow(), flash=done, error=error
+        item, goal, fields, evidence, data.evidence(item), utcnow(), flash=done, error=error
     )
     return HTMLResponse(body)
 
