@@ -37,6 +37,18 @@ def inbox_view(store: HomeStore, keeps: Any) -> tuple[list[InboxItem], dict[int,
     return [i for i in found if keeps(i)], by_id
 
 
+def held_line(store: HomeStore) -> str:
+    """What quiet hours hold back and which pages will be late, as `agentd status` says it
+    ("2 held by quiet hours until 08:00 CET (nudge 9, notice 12)"); "" when nothing is."""
+    from agentd.models import utcnow
+    from agentd.operator import health
+    from agentd.views.held import held_summary, late_summary
+
+    channels = health.channel_health(store)
+    now = utcnow()
+    return "; ".join(s for s in (held_summary(channels, now), late_summary(channels, now)) if s)
+
+
 def item_evidence(store: HomeStore, item: InboxItem) -> JSON | None:
     """agentd's evidence summary of the item, as `inbox show` prints it (None: nothing to show)."""
     return operator_evidence.of_item(store, item)

@@ -125,7 +125,10 @@ async def inbox_page(request: Request) -> Response:
     except AgentdError as e:  # a hand-edited address: said, and the open items shown
         filters, error = inbox_view.Filters(), f"Not shown as asked: {e}"
     items, goals = await site.call(lambda s: data.inbox_view(s, filters.keeps))
-    page = inbox_view.inbox_page(items, goals, filters, utcnow(), flash=done, error=error)
+    held = await site.call(data.held_line)
+    page = inbox_view.inbox_page(
+        items, goals, filters, utcnow(), flash=done, error=error, held=held
+    )
     return HTMLResponse(page)
 
 
