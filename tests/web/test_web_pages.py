@@ -210,12 +210,19 @@ def pages(site: Site) -> Iterator[dict[str, Any]]:
 
 def open_page(tab: Any, url: str, ready: str) -> None:
     tab.goto(url)
-    tab.wait_for_selector(ready)
+    tab.wait_for_selector(ready, state="visible")
 
 
 def on_first_screen(tab: Any, selector: str) -> None:
     """`selector`'s element is visible without scrolling: inside the viewport, both ways."""
-    box = tab.locator(selector).first.bounding_box()
+    # A change the daemon reports re-renders <main> (live updates): wait for the element, and
+    # read its box again if a re-render detached it in between.
+    box = None
+    for _ in range(3):
+        tab.locator(selector).first.wait_for(state="visible")
+        box = tab.locator(selector).first.bounding_box()
+        if box is not None:
+            break
     size = tab.viewport_size
     assert box is not None, f"{selector} is not shown"
     assert box["y"] >= 0 and box["y"] + box["height"] <= size["height"], (selector, box, size)
