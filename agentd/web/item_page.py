@@ -14,6 +14,7 @@ from typing import Any
 from agentd.llm.runbook import ANSWERS, VOCABULARY
 from agentd.models import JSON, Goal, InboxItem, InboxKind
 from agentd.text import canonical, one_line
+from agentd.views.evidence import split_world
 from agentd.views.times import relative
 from agentd.web import evidence_html
 from agentd.web.edit import ArgField
@@ -161,9 +162,10 @@ def _why(item: InboxItem) -> str:
 
 def _folded(item: InboxItem, raw: Sequence[tuple[str, Any]]) -> str:
     """The agent's full text and the item's raw data (the world at the time), folded."""
+    text = split_world(item.body or "")[0].rstrip()  # the world it quotes is folded below, once
     body = (
         '<details id="full-text"><summary>What the agent wrote, in full</summary>'
-        f"<pre>{h(item.body or '-', multiline=True)}</pre></details>"
+        f"<pre>{h(text or '-', multiline=True)}</pre></details>"
     )
     if not raw:
         return body
