@@ -5,11 +5,13 @@ Every line of every ```sh block in those sections runs, in order, through bash w
 machine); `agentd serve` starts a real daemon in the background, as another terminal would. The
 own-service section's ```toml block becomes the config, with its two machine-specific values (the
 service URL and the log path) pointed at a loopback service and a temp file. A command that fails,
-or a README that drifts from what agentd does, fails here.
+or a README that drifts from what agentd does, fails here. Every ```toml block of README.md and
+docs/*.md loads through agentd's config loader (alone, or added to the config it extends).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,16 +19,21 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from agentd import config
+from agentd.cli import app
 from agentd.db import queries as q
 from agentd.db import world as worlds
 from agentd.db.store import SyncStore
+from agentd.errors import ConfigError
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 DOCS = README.parent / "docs"
@@ -312,6 +319,102 @@ def test_demo_stops_its_processes_and_removes_its_home_on_a_signal(
         proc.kill()
     assert processes_mentioning(str(home)) == []
     assert not home.exists(), "the demo left its temporary home"
+
+
+# ── every ```toml block in README.md and docs/*.md loads through agentd's config loader ─────────
+
+
+def toml_value(value: Any) -> str:
+    """`value` as a TOML value (inline tables and arrays; JSON's string escapes are TOML's)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    assert isinstance(value, dict), value
+    return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+
+
+def toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def toml_text(table: dict[str, Any], prefix: str = "") -> str:
+    """A parsed config written back as TOML: each table's plain keys, then its sub-tables."""
+    plain = [
+        f"{toml_key(k)} = {toml_value(v)}"
+        for k, v in table.items()
+        if not isinstance(v, dict) or not v  # an empty table inline: a header alone is lost
+    ]
+    out = [f"[{prefix}]", *plain] if prefix and plain else plain
+    for key, value in table.items():
+        if isinstance(value, dict) and value:
+            out.append(toml_text(value, f"{prefix}.{toml_key(key)}" if prefix else toml_key(key)))
+    return "\n".join(out)
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over`'s tables added to `base`'s, key by key (as a reader edits the tables it names)."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def toml_examples() -> list[tuple[str, int, str]]:
+    found = []
+    for doc in [README, *sorted(DOCS.glob("*.md"))]:
+        for n, block in enumerate(blocks(doc.read_text(), "toml"), 1):
+            found.append((doc.name, n, block))
+    return found
+
+
+@pytest.fixture(scope="module")
+def fresh_config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The config.toml a fresh `agentd init` writes: what a reader adds a doc's tables to."""
+    home = tmp_path_factory.mktemp("init") / "home"
+    done = CliRunner().invoke(app, ["--home", str(home), "init"])
+    assert done.exit_code == 0, done.output
+    return tomllib.loads((home / "config.toml").read_text())
+
+
+def test_every_toml_example_in_the_docs_loads(fresh_config: dict[str, Any], tmp_path: Path) -> None:
+    """A block that loads as it is and has an agent is a whole config, the one later blocks of
+    its page add their tables to; any other block's tables are added to the page's last whole
+    config, or to a fresh `agentd init` config. Each goes through config.load, so an unknown key,
+    a wrong type or a dangling name fails here, with the page and the block."""
+    assert len(toml_examples()) >= 9  # README and every page that shows config
+    bases: dict[str, dict[str, Any]] = {}
+    broken = []
+    for name, n, block in toml_examples():
+        folder = tmp_path / f"{name}-{n}"
+        folder.mkdir()
+        raw = tomllib.loads(block)
+        try:
+            if raw.get("agents") and load_text(folder / "alone.toml", block):
+                bases[name] = raw
+                continue
+        except ConfigError:
+            pass
+        full = merged(bases.get(name, fresh_config), raw)
+        assert tomllib.loads(toml_text(full)) == full  # the test's own writer loses nothing
+        try:
+            load_text(folder / "config.toml", toml_text(full))
+        except ConfigError as e:
+            broken.append(f"{name}, ```toml block {n}, added to the config before it: {e}")
+    assert not broken, "\n".join(broken)
+
+
+def load_text(path: Path, text: str) -> bool:
+    path.write_text(text)
+    config.load(path)
+    return True
 
 
 # ── links: every relative link in README.md and docs/*.md names a file (and a heading) that exists ──
