@@ -153,8 +153,8 @@ def check_loaded_config(paths: Paths, pid: int | None) -> Check | None:
     return Check(
         "config loaded",
         False,
-        f"{paths.config} changed since the daemon loaded it; reload it to apply "
-        f"(`systemctl reload agentd`, or `kill -HUP {pid if pid > 0 else 'PID'}`)",
+        f"{paths.config} changed since the daemon loaded it; apply it with `agentd reload` "
+        "(it waits for the daemon's verdict and names any error)",
         False,
     )
 
@@ -282,8 +282,11 @@ async def check_sources(cfg: Config) -> list[Check]:
         check = _source_check(name, raw[name])
         url = getattr(cfg.sources[name], "url", None)
         if not check.ok and url and "unhealthy" in check.message:  # down, failing, or mistyped
-            said = _http_advice(raw[name], url, cfg.watchers(name))
-            check = check._replace(message=f"{check.message} at {url_shown(url)}: {said}")
+            starts = _started_by(cfg, name, sources.state_of(raw[name]))
+            said = _http_advice(raw[name], url, cfg.watchers(name), starts)
+            check = check._replace(
+                message=f"{check.message} at {url_shown(url)}: {said}", warning=bool(starts)
+            )
         if name in in_use or check.ok:
             return check
         return check._replace(message=check.message + " (no agent uses it yet)", required=False)
@@ -291,10 +294,23 @@ async def check_sources(cfg: Config) -> list[Check]:
     return list(await asyncio.gather(*(one(n) for n in built)))
 
 
-def _http_advice(obs: Any, url: str, watchers: list[str]) -> str:
+def _started_by(cfg: Config, source: str, state: str | None) -> list[str]:
+    """The agents a run of which starts when a watcher sees `source` in `state`: those with the
+    trigger `<source>.<state>` (watching alone only records the state)."""
+    if not cfg.watchers(source):
+        return []
+    return sorted(
+        name
+        for name, agent in cfg.agents.items()
+        if any(cfg.state_trigger(t) == (source, state) for t in agent.triggers)
+    )
+
+
+def _http_advice(obs: Any, url: str, watchers: list[str], starts: list[str]) -> str:
     """What an unhealthy look at `url` means, by what answered: a server's 5xx is the service
     failing, a 4xx most likely a wrong path, silence (refused, timed out) a service that is down
-    or a wrong host or port. For a watched source, the run that starts on it."""
+    or a wrong host or port. For a watched source, whether a run starts on it (only an agent
+    with the trigger `<source>.<state>` starts one)."""
     status = obs.get("status") if isinstance(obs, dict) else None
     if isinstance(status, int) and status >= 500:
         said = "the server answers, but reports an error: the service is up and failing"
@@ -304,8 +320,11 @@ def _http_advice(obs: Any, url: str, watchers: list[str]) -> str:
         said = f"the server answers {status}, which the source does not count as healthy"
     else:
         said = "nothing answered there: the service is down, or check the URL's host and port"
-    if watchers:
-        said += f"; warning: {', '.join(watchers)} watches it, so a run starts on this"
+    if starts:
+        whose = "" if starts == watchers else f" of {', '.join(starts)}"
+        said += f"; {', '.join(watchers)} watches it, so a run{whose} starts on this"
+    elif watchers:
+        said += f"; {', '.join(watchers)} watches it, but no agent's trigger starts a run on it"
     return said
 
 

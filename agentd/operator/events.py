@@ -23,8 +23,7 @@ def _nobody_listens(cfg: Config, c: Any, name: str) -> str | None:
             f"no agent triggers on {name!r} and no run waits for it, so it starts nothing; "
             + _nearest(cfg, waiting, name)
             + "add it "
-            "to an agent's `triggers` in config.toml, then reload the daemon (`systemctl reload "
-            "agentd`, or `kill -HUP` its pid)"
+            "to an agent's `triggers` in config.toml, then run `agentd reload`"
         )
     goals = q.list_goals(c, GoalStatus.ACTIVE)
     if not any(g.agent in agents for g in goals):

@@ -84,11 +84,12 @@ def shared_triggers(store: SyncStore, triggers: Sequence[str], agent: str) -> st
     if not others:
         return None
     ids = ", ".join(str(g.goal_id) for g in others)
+    many = len(others) > 1
     return (
-        f"agent {agent} already serves active goal{'s' if len(others) > 1 else ''} {ids} on "
-        f"its triggers ({', '.join(triggers)}): both goals will run on every trigger (one run "
-        "each); pass --agent to choose another agent, or "
-        "close the other goal with `agentd goal close ID`"
+        f"agent {agent} already serves active goal{'s' if many else ''} {ids} on its triggers "
+        f"({', '.join(triggers)}): {f'all {len(others) + 1}' if many else 'both'} goals will run "
+        "on every trigger (one run each); pass --agent to choose another agent, or close "
+        f"{'another' if many else 'the other'} goal with `agentd goal close ID`"
     )
 
 

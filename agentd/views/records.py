@@ -307,18 +307,22 @@ def events_table(events: Sequence[Event], now: datetime) -> str:
 
 
 class Check(NamedTuple):
-    """One `agentd doctor` finding; a failed check that is not `required` is only information."""
+    """One `agentd doctor` finding; a failed check that is not `required` is information, or a
+    `warning` when it means something will happen (a watched source down starts a run)."""
 
     name: str
     ok: bool
     message: str
     required: bool = True
+    warning: bool = False
 
 
 def checks_text(checks: Sequence[Check]) -> str:
     lines = []
     for check in checks:
-        mark = "ok" if check.ok else ("FAIL" if check.required else "info")
+        mark = (
+            "ok" if check.ok else "FAIL" if check.required else "warn" if check.warning else "info"
+        )
         first, *rest = [safe(line) for line in check.message.splitlines()] or [""]
         lines.append(f"{mark:<5} {safe(check.name):<14} {first}")
         lines.extend(f"{'':<20} {line}" for line in rest)

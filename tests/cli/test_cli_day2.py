@@ -24,6 +24,10 @@ def test_goal_add_without_agent_warns_when_the_agents_triggers_serve_another_goa
     assert second.exit_code == 0 and second.stdout.strip() == "2", second.output
     assert "warning: agent default already serves active goal 1" in second.stderr
     assert "on its triggers (deploy): both goals will run on every trigger" in second.stderr
+    third = agentd(home.root, "goal", "add", "Keep checkout cheap", "--why", "cost")
+    assert "already serves active goals 1, 2 on its triggers" in third.stderr, third.stderr
+    assert "all 3 goals will run on every trigger" in third.stderr
+    assert "both" not in third.stderr and "close another goal" in third.stderr
 
 
 def test_goal_add_names_no_shared_trigger_for_untriggered_or_chosen_agents(home: Any) -> None:
@@ -43,5 +47,6 @@ def test_event_send_unheard_suggests_the_nearest_triggered_name(home: Any) -> No
     assert result.exit_code == 0 and result.stdout.strip() == "1"
     assert "no agent triggers on 'deplyo'" in result.stderr
     assert "did you mean 'deploy'?" in result.stderr
+    assert "then run `agentd reload`" in result.stderr, result.stderr
     far = agentd(home.root, "event", "send", "zzz")
     assert "did you mean" not in far.stderr

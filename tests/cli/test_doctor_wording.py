@@ -1,6 +1,7 @@
 """`agentd doctor`'s words fit the case (issue 19, item 5): an absolute program path that does not
 exist says so; a server's HTTP 500 is a failing service, not "check the URL and port"; a 404 points
-at the path; a refused connection on a watched URL is a warning that a run will start, no FAIL.
+at the path; a refused connection on a watched URL is a warning that a run will start, no FAIL —
+and only when an agent's trigger names that state (a watch alone only records it).
 """
 
 from __future__ import annotations
@@ -8,6 +9,9 @@ from __future__ import annotations
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from typer.testing import CliRunner
+
+from agentd.cli import app
 from tests.cli.test_doctor_checks import doctor, setup
 from tests.conftest import Home, ServeHttp, closed_port
 
@@ -25,11 +29,11 @@ def answering(status: int) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def watched(url: str) -> str:
+def watched(url: str, triggers: str = '["site.unhealthy"]') -> str:
     return (
         f'\n[sources.site]\ntype = "http"\nurl = "{url}"\n'
         '\n[agents.ops]\nactions = ["finish"]\nsources = ["site"]\n'
-        'watch = { interval_s = 60 }\ntriggers = ["site.unhealthy"]\n'
+        f"watch = {{ interval_s = 60 }}\ntriggers = {triggers}\n"
     )
 
 
@@ -73,5 +77,18 @@ def test_doctor_refused_on_a_watched_url_warns_that_a_run_starts(home: Home) -> 
 
     site = checks["source site"]
     assert result.exit_code == 0 and not site["ok"] and not site["required"]
-    assert "nothing answered there" in site["message"]
-    assert "warning: ops watches it, so a run starts on this" in site["message"]
+    assert "nothing answered there" in site["message"] and site["warning"]
+    assert "ops watches it, so a run starts on this" in site["message"]
+    text = CliRunner().invoke(app, ["--home", str(home.root), "doctor"]).stdout
+    assert any(line.startswith("warn  source site") for line in text.splitlines()), text
+
+
+def test_doctor_refused_on_a_watched_url_without_a_trigger_says_no_run_starts(home: Home) -> None:
+    setup(home, watched(f"http://127.0.0.1:{closed_port()}/", triggers='["site.healthy"]'))
+
+    result, checks = doctor(home)
+
+    site = checks["source site"]
+    assert result.exit_code == 0 and not site["ok"] and not site["warning"]
+    assert "a run starts" not in site["message"]
+    assert "ops watches it, but no agent's trigger starts a run on it" in site["message"]
