@@ -10,7 +10,9 @@ from typing import Any
 
 import typer
 
-from agentd.cli.root import JsonFlag, app, daemon_pid, emit, open_store, paths_of
+from agentd.cli.root import JsonFlag, app, config_of, daemon_pid, emit, open_store, paths_of
+from agentd.config import Config
+from agentd.errors import ConfigError
 from agentd.models import utcnow
 from agentd.operator import liveness
 from agentd.operator.overview import at_a_glance, gather
@@ -28,8 +30,12 @@ def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """
     paths = paths_of(ctx)
     pid = daemon_pid(paths)
+    try:  # the next check-ins are planned from the agents' cadences
+        cfg: Config | None = config_of(ctx)
+    except ConfigError:
+        cfg = None  # status still shows the home; it says the check-ins cannot be planned
     with open_store(ctx) as store:
-        data = at_a_glance(store, time.time())
+        data = at_a_glance(store, time.time(), cfg)
     alive = liveness.probe(paths, pid)  # also what the daemon serves, as it answered
     served = alive.served
     web = None

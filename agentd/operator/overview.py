@@ -3,38 +3,42 @@ waits in the inbox, the next check-ins, the home's time, each channel's health. 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentd.db import checkins as qc
 from agentd.db import items as qi
 from agentd.db import outbox
 from agentd.db import queries as q
-from agentd.db import schedules as qs
 from agentd.db.store import SyncStore
 from agentd.models import JSON, GoalStatus, InboxKind, RunStatus, from_ts
 from agentd.outer import timebase
 
+if TYPE_CHECKING:
+    from agentd.config import Config
+
 ACTIVE_RUNS = 10  # running and waiting runs listed (all are counted)
 NEXT_CHECKINS = 5  # the soonest check-ins listed
+CONFIG_ERROR = "config.toml does not load, so they cannot be planned; `agentd doctor` says why"
 
 
-def _next_checkins(c: Any) -> list[JSON]:
-    """The soonest planned looks and schedule fires of active goals (home time, unix seconds)."""
+def _next_checkins(c: Any, cfg: Config, now: float) -> list[JSON]:
+    """The soonest next check-ins of active goals, each as `goal show` plans it (`outer.planner`:
+    after jitter, quiet hours, snoozes and schedules) with its reason; unix seconds."""
+    from agentd.operator import schedules
+
     out: list[JSON] = []
     for goal in q.list_goals(c, GoalStatus.ACTIVE):
-        row = qc.cadence_row(c, goal.goal_id) or {}
-        if row.get("next_at") is not None:
-            out.append({"goal_id": goal.goal_id, "title": goal.title, "at": row["next_at"],
-                        "why": row.get("next_why") or "cadence"})  # fmt: skip
-        for s in qs.of_goal(c, goal.goal_id):
-            if s.next_fire_at is not None:
-                out.append({"goal_id": goal.goal_id, "title": goal.title, "at": s.next_fire_at,
-                            "why": f"schedule {s.schedule_id} ({s.kind} {s.spec})"})  # fmt: skip
+        found = schedules.next_checkin(c, cfg, goal, now)
+        if found is not None:
+            out.append({"goal_id": goal.goal_id, "title": goal.title, "at": found.at,
+                        "why": found.why, "by": found.by, "tz": found.tz})  # fmt: skip
     return sorted(out, key=lambda x: x["at"])[:NEXT_CHECKINS]
 
 
-def gather(c: Any, home_now: float) -> JSON:
-    """The overview, read on connection `c` (inside the caller's transaction)."""
+def gather(c: Any, home_now: float, cfg: Config | None = None) -> JSON:
+    """The overview, read on connection `c` (inside the caller's transaction). The next
+    check-ins need the config (agents' cadences); without it (None: config.toml does not load)
+    none are listed and `next_checkins_error` says why."""
+    now = timebase.now(c, home_now)
     counts = q.count_runs(c)
     active = [
         r
@@ -50,12 +54,16 @@ def gather(c: Any, home_now: float) -> JSON:
             **{str(k): sum(1 for i in items if i.kind == k) for k in InboxKind},
             "oldest": min((i.created_at for i in items), default=None),
         },
-        "next_checkins": [{**x, "at": from_ts(x["at"])} for x in _next_checkins(c)],
-        "now": from_ts(timebase.now(c, home_now)),
+        "next_checkins": [
+            {**x, "at": from_ts(x["at"])}
+            for x in ([] if cfg is None else _next_checkins(c, cfg, now))
+        ],
+        **({} if cfg is not None else {"next_checkins_error": CONFIG_ERROR}),
+        "now": from_ts(now),
         "notify": outbox.channel_health(c),  # per channel: pending, failing (agentd/notify/)
     }
 
 
-def at_a_glance(store: SyncStore, home_now: float) -> JSON:
+def at_a_glance(store: SyncStore, home_now: float, cfg: Config | None = None) -> JSON:
     """The overview in one read transaction; `home_now` is the wall clock's unix time."""
-    return store.read(lambda c: gather(c, home_now))
+    return store.read(lambda c: gather(c, home_now, cfg))

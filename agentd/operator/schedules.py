@@ -22,6 +22,7 @@ from agentd.outer import cadence, schedule, timebase
 
 if TYPE_CHECKING:
     from agentd.config import AgentConfig, Config
+    from agentd.outer import planner
 
 INTERVAL_JITTER_SHARE = 0.1  # an interval schedule's jitter is at most this share of its interval
 
@@ -249,13 +250,30 @@ def _plan_next(
 ) -> None:  # fmt: skip
     """The next check-in as every surface shows it (`planner.next_checkin`): `next_at` /
     `next_why` / `next_by`; the cadence's own planned look stays as `look_at` / `look_why`."""
+    out["look_at"], out["look_why"] = out.pop("next_at"), out.pop("next_why")
+    out["next_at"] = out["next_why"] = out["next_by"] = None
+    found = _planned(c, agent, goal, cad, row, now)
+    if found is not None:
+        out["next_at"], out["next_why"], out["next_by"] = found.at, found.why, found.by
+
+
+def next_checkin(c: Any, cfg: Config, goal: Goal, now: float) -> planner.Next | None:
+    """The goal's next check-in and why, as `goal show` plans it (`agentd status` lists these)."""
+    agent = cfg.agents.get(goal.agent)
+    row = qc.cadence_row(c, goal.goal_id) or {}
+    cad = cadence.cadence_from(agent.checkin, row or None) if agent is not None else None
+    return _planned(c, agent, goal, cad, row, now)
+
+
+def _planned(
+    c: Any, agent: AgentConfig | None, goal: Goal, cad: cadence.Cadence | None, row: JSON,
+    now: float,
+) -> planner.Next | None:  # fmt: skip
     from agentd.outer import planner
     from agentd.outer.fires import spec_of
 
-    out["look_at"], out["look_why"] = out.pop("next_at"), out.pop("next_why")
-    out["next_at"] = out["next_why"] = out["next_by"] = None
     if agent is None or not agent.checkin.enabled or goal.status != GoalStatus.ACTIVE:
-        return
+        return None
     fires = []
     for s in qs.of_goal(c, goal.goal_id):
         try:
@@ -273,12 +291,10 @@ def _plan_next(
     look = None if look_at is None else planner.Look(
         float(look_at), str(row.get("next_why") or "the goal's cadence"), agent.checkin.jitter_s
     )  # fmt: skip
-    found = planner.next_checkin(
+    return planner.next_checkin(
         now, goal.goal_id, cad, look=look, fires=fires, waiting=waiting,
         snoozed_until=row.get("snoozed_until"),
     )  # fmt: skip
-    if found is not None:
-        out["next_at"], out["next_why"], out["next_by"] = found.at, found.why, found.by
 
 
 def _quiet_text(quiet: tuple[int, int] | None) -> str | None:

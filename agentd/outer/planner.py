@@ -7,7 +7,7 @@ Pure: the caller passes the rows as plain data and `now` (unix seconds)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from agentd.outer import cadence, schedule
@@ -50,6 +50,7 @@ class Next:
     at: float
     why: str
     by: str  # "cadence", "schedule 2" or "check-in 7"
+    tz: str = "UTC"  # the goal's cadence zone: where the surfaces show `at`
 
 
 def hm(t: float, tz: str) -> str:
@@ -81,7 +82,10 @@ def next_checkin(
     found += [n for f in fires if (n := _fire(now, goal_id, cad, f, snooze)) is not None]
     if look is not None:
         found.append(_look(now, goal_id, cad, look))
-    return min(found, key=lambda n: n.at) if found else None
+    if not found:
+        return None
+    first = min(found, key=lambda n: n.at)
+    return first if cad is None else replace(first, tz=cad.tz)
 
 
 def _quiet_end(cad: Cadence | None, t: float) -> float:

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from agentd.models import JSON, Event, Goal, InboxItem, InboxKind, Run
 from agentd.text import CONTINUATION, canonical, compact, safe, single_line
 from agentd.views import evidence as ev
+from agentd.views import outer
 from agentd.views.held import held_summary, late_summary
 from agentd.views.tables import field_lines, table, terminal_width
 from agentd.views.times import local, relative, stamp
@@ -128,15 +129,31 @@ def status_view(data: JSON, now: datetime) -> str:
     parts = [head]
     if data["active_runs"]:
         parts.append("active runs:\n" + runs_table(data["active_runs"], now))
-    home_now = data["now"]
-    looks = [
-        (x["goal_id"], local(x["at"], home_now), relative(x["at"], home_now), x["why"], x["title"])
-        for x in data["next_checkins"]
-    ]
-    hint = "none planned (no active goal, or the daemon has not planned one yet)"
-    looks_table = table(("goal", "at", "in", "why", "title"), looks, {"why": 40, "title": 40}, hint)
-    parts.append(f"next check-ins:\n{looks_table}")
+    parts.append(f"next check-ins:\n{next_checkins_text(data)}")
     return "\n\n".join(parts)
+
+
+def next_checkins_text(data: JSON) -> str:
+    """The soonest check-ins, each at its time in the goal's zone and, below it, the planner's
+    reason in full: the words of `goal show`'s next check-in (agentd.outer.planner)."""
+    home_now = data["now"].timestamp()
+    looks = data["next_checkins"]
+    rows = [
+        (x["goal_id"], outer.local(x["at"].timestamp(), x.get("tz"), home_now),
+         outer.relative(x["at"].timestamp(), home_now), x["title"])
+        for x in looks
+    ]  # fmt: skip
+    hint = data.get("next_checkins_error") or (
+        "none planned (no active goal, or the daemon has not planned one yet)"
+    )
+    head, *lines = table(("goal", "at", "in", "title"), rows, {"title": 40}, hint).split("\n")
+    if not looks:
+        return head
+    pad = " " * head.index("AT")  # the reason starts under the time
+    out = [head]
+    for line, x in zip(lines, looks, strict=True):
+        out += [line, f"{pad}why: {safe(x['why'])}"]
+    return "\n".join(out)
 
 
 def _notify_line(health: JSON, now: datetime) -> str:

@@ -189,9 +189,10 @@ def test_status_counts_runs_inbox_items_and_lists_next_checkins(cli_home: Any) -
     assert data["inbox"]["open"] == 2
     assert data["inbox"]["question"] == 1 and data["inbox"]["notice"] == 1
     assert [r["status"] for r in data["active_runs"]] == ["running"]
-    assert data["next_checkins"] == [
-        {"goal_id": goal_id, "title": "watch checkout", "at": "2100-01-01T00:00:00Z",
-         "why": "first look at a new goal"}
+    assert data["next_checkins"] == [  # as the planner has it: after the quiet hours (22-08)
+        {"goal_id": goal_id, "title": "watch checkout", "at": "2100-01-01T08:00:00Z",
+         "why": "first look at a new goal; it waits for the quiet hours to end at Fri 08:00",
+         "by": "cadence", "tz": "UTC"}
     ]  # fmt: skip
     text = ok("status", "--home", str(cli_home.root)).stdout
     assert "1 running" in text and "2 open (1 question, 1 notice)" in text

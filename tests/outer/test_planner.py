@@ -1,8 +1,8 @@
 """One answer to "when is the next check-in?" (issue 20, item 4): for a goal with a cron schedule,
 an interval schedule, a cadence look and quiet hours, at a now where the three differ, `agentd
-goal show` (text), `goal show --json`, the MCP goal context and the web goal page all show the
-same instant and reason — an interval fire inside quiet hours at their end, a cron fire with the
-goal's jitter, said where it is shown."""
+goal show` (text), `goal show --json`, `agentd status` (text and --json), the MCP goal context
+and the web goal page all show the same instant and reason — an interval fire inside quiet hours
+at their end, a cron fire with the goal's jitter, said where it is shown."""
 
 from __future__ import annotations
 
@@ -115,6 +115,8 @@ async def test_next_checkin_is_one_answer_on_every_surface(
 
     shown = json.loads(agentd(home, "goal", "show", str(goal_id), "--json"))["checkin"]
     text = agentd(home, "goal", "show", str(goal_id))
+    status = json.loads(agentd(home, "status", "--json"))["next_checkins"]
+    board = agentd(home, "status").partition("next check-ins:\n")[2].splitlines()
     context = await mcp_next(home, goal_id)
     page = await web_page(home, goal_id)
 
@@ -129,6 +131,14 @@ async def test_next_checkin_is_one_answer_on_every_surface(
     field = text.partition("next check-in:")[2].partition("\ncadence:")[0]
     assert "\n".join(x.strip() for x in field.splitlines()) == f"{line}\nwhy: {why}", text
     assert page.strip() == f"{line}\nwhy: {why}"
+    (listed,) = status
+    assert ts(listed["at"]) == ts(shown["next_at"]) and listed["why"] == why, status
+    assert listed["by"] == by and listed["tz"] == "UTC"
+    (row, reason) = board[1:3]  # under the table's header: the goal's row, then its reason
+    assert row.split()[0] == str(goal_id), board
+    assert render_outer.local(expected, "UTC", now) in row
+    assert render_outer.relative(expected, now) in row
+    assert reason.strip() == f"why: {why}", board
 
 
 # ── the planner alone (pure) ─────────────────────────────────────────────────────────────────
