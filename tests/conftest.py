@@ -23,7 +23,8 @@ from agentd.db.store import SyncStore
 from agentd.models import RunStatus
 
 # Real-browser fixtures (`browser`, `sync_browser`, `screenshots`): Debian's Chromium via Playwright.
-pytest_plugins = ["tests.browser_support"]
+# PostgreSQL fixtures (`pg_cluster`, `pg_url`): a throw-away cluster per test process.
+pytest_plugins = ["tests.browser_support", "tests.postgres"]
 
 _real_connect = socket.socket.connect
 
