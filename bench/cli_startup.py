@@ -3,9 +3,11 @@
     bench/cli_startup.py --reps N --warmup W --workdir DIR
 
 Builds a home (`agentd init`, one goal), then runs, N times over and interleaved so drift hits all
-alike, `python -c "import typer"` and three commands as an operator types them: `agentd --version`,
-`agentd inbox list --json`, `agentd goal list`. Each process's user+sys CPU comes from the kernel's
-accounting of the child (getrusage); one RESULT line per command, then the ratios (target ≤ 3x).
+alike, `python -c "import typer"` and four commands as an operator types them: `agentd --version`,
+`agentd inbox list --json`, `agentd goal list` and a decision, `agentd inbox approve 999` (an id the
+home does not have: it exits 1 after loading the config and looking). Each process's user+sys CPU
+comes from the kernel's accounting of the child (getrusage); one RESULT line per command, then the
+ratios (target ≤ 3x).
 The children write bytecode caches as an installed tool does, whatever PYTHONDONTWRITEBYTECODE says
 here (without them every start compiles the modules it imports, and that is what gets measured).
 """
@@ -24,6 +26,8 @@ import time
 from pathlib import Path
 
 BASELINE = "import typer"
+NO_ITEM = 999  # `inbox approve` of an id the home does not have
+EXIT_CODES = {"agentd inbox approve": 1}  # its "no inbox item 999" (every other command: 0)
 
 
 def agentd_argv() -> list[str]:
@@ -40,6 +44,9 @@ def commands(home: Path) -> dict[str, list[str]]:
         "agentd --version": [*agentd, "--version"],
         "agentd inbox list --json": [*agentd, *at, "inbox", "list", "--json"],
         "agentd goal list": [*agentd, *at, "goal", "list"],
+        # A decision: the home has no item 999, so nothing is approved and the command exits 1
+        # after loading config.toml (pydantic) and the lookup: what a decision costs to start.
+        "agentd inbox approve": [*agentd, *at, "inbox", "approve", str(NO_ITEM)],
     }
 
 
@@ -47,15 +54,15 @@ def child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def cpu_s(argv: list[str]) -> tuple[float, float]:
-    """(user+sys CPU, wall) seconds of one run of `argv`, which must succeed. Runs are serial, so
-    the growth of the children's rusage is exactly this child's."""
+def cpu_s(argv: list[str], exit_code: int = 0) -> tuple[float, float]:
+    """(user+sys CPU, wall) seconds of one run of `argv`, which must exit `exit_code`. Runs are
+    serial, so the growth of the children's rusage is exactly this child's."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, check=False, env=child_env())
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
+    if done.returncode != exit_code or "Traceback" in done.stderr:
         sys.exit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
     used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return used, wall
@@ -86,13 +93,13 @@ def main() -> None:
     runs = commands(make_home(workdir))
 
     for _ in range(a.warmup):  # bytecode caches written, files in the page cache
-        for argv in runs.values():
-            cpu_s(argv)
+        for name, argv in runs.items():
+            cpu_s(argv, EXIT_CODES.get(name, 0))
     cpu: dict[str, list[float]] = {name: [] for name in runs}
     wall: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(a.reps):
         for name, argv in runs.items():
-            used, took = cpu_s(argv)
+            used, took = cpu_s(argv, EXIT_CODES.get(name, 0))
             cpu[name].append(used)
             wall[name].append(took)
 
