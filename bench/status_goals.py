@@ -101,7 +101,7 @@ def main() -> None:
         med, worst = timed(lambda: overview.at_a_glance(store, time.time(), **kw), args.samples)
         print(f"RESULT overview goals={args.goals} median_ms={med:.1f} max_ms={worst:.1f}"
               f" next_checkins={len(data['next_checkins'])}"
-              f" failing={len(data.get('failing_checkins') or [])}")  # fmt: skip
+              f" failing_goals={data.get('failing_goals')}")  # fmt: skip
         runner = CliRunner()
 
         def cli() -> None:

@@ -1,5 +1,6 @@
 """The home at a glance, as `agentd status` shows it: runs by state (and the active ones), what
-waits in the inbox, the next check-ins, the home's time, each channel's health. One read."""
+waits in the inbox, the next check-ins, goals whose check-ins fail, the home's time, each
+channel's health. One read."""
 
 from __future__ import annotations
 
@@ -17,21 +18,29 @@ if TYPE_CHECKING:
 
 ACTIVE_RUNS = 10  # running and waiting runs listed (all are counted)
 NEXT_CHECKINS = 5  # the soonest check-ins listed
+FAILING_LISTED = 10  # goals with failing check-ins listed (all are counted)
 CONFIG_ERROR = "config.toml does not load, so they cannot be planned; `agentd doctor` says why"
 
 
-def _next_checkins(c: Any, cfg: Config, now: float) -> list[JSON]:
-    """The soonest next check-ins of active goals, each as `goal show` plans it (`outer.planner`:
-    after jitter, quiet hours, snoozes and schedules) with its reason; unix seconds."""
-    from agentd.operator import schedules
+def _checkins(c: Any, cfg: Config | None, now: float) -> tuple[list[JSON], list[JSON]]:
+    """Of the active goals: the soonest next check-ins, each as `goal show` plans it
+    (`outer.planner`: after jitter, quiet hours, snoozes and schedules) with its reason — none
+    without a config —, and the goals whose check-ins are failing, most failures first."""
+    from agentd.operator import failures, schedules
 
-    out: list[JSON] = []
+    looks: list[JSON] = []
+    failing: list[JSON] = []
     for goal in q.list_goals(c, GoalStatus.ACTIVE):
-        found = schedules.next_checkin(c, cfg, goal, now)
+        found = None if cfg is None else schedules.next_checkin(c, cfg, goal, now)
         if found is not None:
-            out.append({"goal_id": goal.goal_id, "title": goal.title, "at": found.at,
-                        "why": found.why, "by": found.by, "tz": found.tz})  # fmt: skip
-    return sorted(out, key=lambda x: x["at"])[:NEXT_CHECKINS]
+            looks.append({"goal_id": goal.goal_id, "title": goal.title, "at": from_ts(found.at),
+                          "why": found.why, "by": found.by, "tz": found.tz})  # fmt: skip
+        if (streak := failures.of_goal(c, goal)) is not None:
+            failing.append({**streak, "title": goal.title, "since": from_ts(streak["since"]),
+                            "last_at": from_ts(streak["last_at"])})  # fmt: skip
+    looks.sort(key=lambda x: x["at"])
+    failing.sort(key=lambda x: (-x["in_a_row"], x["goal_id"]))
+    return looks[:NEXT_CHECKINS], failing
 
 
 def gather(c: Any, home_now: float, cfg: Config | None = None) -> JSON:
@@ -46,6 +55,7 @@ def gather(c: Any, home_now: float, cfg: Config | None = None) -> JSON:
         for r in q.list_runs(c, status=status, limit=ACTIVE_RUNS)
     ]
     items = qi.list_items(c, status="open")
+    looks, failing = _checkins(c, cfg, now)
     return {
         "runs": {str(s): counts.get(str(s), 0) for s in RunStatus},
         "active_runs": sorted(active, key=lambda r: r.run_id)[:ACTIVE_RUNS],
@@ -54,11 +64,10 @@ def gather(c: Any, home_now: float, cfg: Config | None = None) -> JSON:
             **{str(k): sum(1 for i in items if i.kind == k) for k in InboxKind},
             "oldest": min((i.created_at for i in items), default=None),
         },
-        "next_checkins": [
-            {**x, "at": from_ts(x["at"])}
-            for x in ([] if cfg is None else _next_checkins(c, cfg, now))
-        ],
+        "next_checkins": looks,
         **({} if cfg is not None else {"next_checkins_error": CONFIG_ERROR}),
+        "failing_checkins": failing[:FAILING_LISTED],  # goals whose last check-ins failed
+        "failing_goals": len(failing),
         "now": from_ts(now),
         "notify": outbox.channel_health(c),  # per channel: pending, failing (agentd/notify/)
     }

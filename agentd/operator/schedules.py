@@ -193,6 +193,7 @@ def outlook(store: SyncStore, cfg: Config, goal_id: int) -> JSON:
 
 def _outlook(c: Any, cfg: Config, goal: Goal, now: float) -> JSON:
     """Everything about when the goal checks in, as plain data (times: unix seconds)."""
+    from agentd.operator import failures
     from agentd.outer import memory
     from agentd.outer.fires import spec_of
 
@@ -212,6 +213,7 @@ def _outlook(c: Any, cfg: Config, goal: Goal, now: float) -> JSON:
         "schedules": [],
         "memory": memory.recall(c, goal.goal_id),
         "recent": [_checkin_json(x) for x in qc.list_checkins(c, goal.goal_id, limit=5)],
+        "failing": failures.of_goal(c, goal),  # its check-ins failing in a row, or None
     }
     cad = cadence.cadence_from(agent.checkin, row or None) if agent is not None else None
     if agent is not None and cad is not None:

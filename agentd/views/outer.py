@@ -21,7 +21,7 @@ from agentd.views.times import span
 
 TIME_KEYS = frozenset(
     ("now", "at", "next_at", "look_at", "snoozed_until", "last_fired_at", "next_fire_at", "runs_at",
-     "due_at", "fired_at", "completed_at", "created_at", "updated_at")
+     "due_at", "fired_at", "completed_at", "created_at", "updated_at", "since", "last_at")
 )  # fmt: skip
 
 
@@ -158,14 +158,23 @@ def memory_lines(entries: Sequence[JSON], now: float | None = None) -> str:
     )
 
 
+def failing_line(f: JSON, now: float, tz: str | None = None) -> str:
+    """`3 check-ins in a row since Tue Dec 1 12:00 UTC (8h ago)`, the last error and what to do
+    (agentd.operator.failures)."""
+    n = f["in_a_row"]
+    head = f"{n} check-in{'s' if n > 1 else ''} in a row"
+    if f["since"] is not None:
+        head += f" since {local(f['since'], tz, now)} ({relative(f['since'], now)})"
+    last = f" (check-in {f['last_checkin_id']})" if f["last_checkin_id"] else ""
+    return f"{head}\nlast error{last}: {safe(f['last_error'])}\nwhat to do: {safe(f['what_to_do'])}"
+
+
 def outlook_view(out: JSON) -> str:
-    head = field_lines(
-        [
-            ("next check-in", next_line(out)),
-            ("cadence", _cadence_line(out)),
-        ],
-        terminal_width(),
-    )
+    fields = [("next check-in", next_line(out)), ("cadence", _cadence_line(out))]
+    if out.get("failing"):
+        tz = (out.get("cadence") or {}).get("tz", "UTC")
+        fields.insert(0, ("failing", failing_line(out["failing"], out["now"], tz)))
+    head = field_lines(fields, terminal_width())
     parts = [
         head,
         f"schedules:\n{schedules_table(out)}",

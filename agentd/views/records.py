@@ -129,8 +129,31 @@ def status_view(data: JSON, now: datetime) -> str:
     parts = [head]
     if data["active_runs"]:
         parts.append("active runs:\n" + runs_table(data["active_runs"], now))
+    if data.get("failing_checkins"):
+        parts.append(f"failing check-ins:\n{failing_text(data)}")
     parts.append(f"next check-ins:\n{next_checkins_text(data)}")
     return "\n\n".join(parts)
+
+
+def failing_text(data: JSON) -> str:
+    """Goals whose check-ins are failing: how many in a row, since when, the last error in one
+    line (agentd.operator.failures), and what to do."""
+    now = data["now"]
+    rows = [
+        (x["goal_id"], x["in_a_row"],
+         f"{local(x['since'], now)} ({relative(x['since'], now)})" if x["since"] else "-",
+         x["last_error"], x["title"])
+        for x in data["failing_checkins"]
+    ]  # fmt: skip
+    headers = ("goal", "in a row", "since", "last error", "title")
+    lines = [table(headers, rows, {"last error": 60, "title": 30})]
+    if (more := data["failing_goals"] - len(rows)) > 0:
+        lines.append(f"… and {more} more goal{'s' if more > 1 else ''}")
+    lines.append(
+        "see `agentd goal show ID` and `agentd checkins --goal ID` for each error; "
+        "`agentd doctor --ping` asks each model for a tiny reply"
+    )
+    return "\n".join(lines)
 
 
 def next_checkins_text(data: JSON) -> str:
