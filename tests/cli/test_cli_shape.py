@@ -210,3 +210,12 @@ def test_status_says_the_daemon_is_up_while_it_holds_the_home(cli_home: Any) -> 
 def test_status_without_a_database_points_to_init(tmp_path: Path) -> None:
     result = run("status", "--home", str(tmp_path / "none"))
     assert result.exit_code == 1 and "agentd --home" in result.stderr and "init" in result.stderr
+
+
+def test_status_with_a_config_that_does_not_load_still_answers(cli_home: Any) -> None:
+    cli_home.add_goal(title="watch checkout")
+    cli_home.paths.config.write_text("[agents.default\n")  # not TOML
+    data = json.loads(ok("status", "--json", "--home", str(cli_home.root)).stdout)
+    text = ok("status", "--home", str(cli_home.root)).stdout
+    assert data["next_checkins"] == [] and "agentd doctor" in data["next_checkins_error"]
+    assert "config.toml does not load" in text.partition("next check-ins:")[2]
