@@ -11,7 +11,7 @@ no `postgres` account needed. Clients connect as the cluster's superuser `agentd
 the socket, whoever they are.
 
 A dir records the pid of the process that made it (`owner.pid`); starting a cluster first stops and
-removes any `agentd-pg-*` cluster whose owner is gone (a test run killed before its teardown).
+removes any `agentd-pg-*` cluster beside it whose owner is gone (a run killed before its teardown).
 """
 
 from __future__ import annotations
@@ -94,15 +94,24 @@ class Cluster:
         self._user = user
 
     @classmethod
-    def start(cls, settings: dict[str, str] | None = None) -> Cluster:
-        """initdb and start a new cluster; `settings` are added to (or override) BASE_SETTINGS."""
+    def start(
+        cls,
+        settings: dict[str, str] | None = None,
+        parent: Path | None = None,
+        synced_init: bool = False,
+    ) -> Cluster:
+        """initdb and start a new cluster in a new dir under `parent` (default /tmp; as root the
+        `postgres` account must be able to reach it); `settings` add to or override BASE_SETTINGS.
+        `synced_init` lets initdb fsync its files (benches: the first WAL segment then starts on
+        disk, as on a real server); tests skip that second."""
         reason = missing_reason()
         if reason is not None:
             raise RuntimeError(reason)
         bins = bin_dir()
         assert bins is not None
-        sweep_orphans()
-        root = Path(tempfile.mkdtemp(prefix=PREFIX, dir="/tmp"))
+        parent = parent or Path("/tmp")
+        sweep_orphans(parent)
+        root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
         (root / "owner.pid").write_text(str(os.getpid()))
         user = run_as()
         if user is not None:
@@ -110,7 +119,7 @@ class Cluster:
             os.chown(root, account.pw_uid, account.pw_gid)
         cluster = cls(root, bins, user)
         try:
-            cluster._initdb({**BASE_SETTINGS, **(settings or {})})
+            cluster._initdb({**BASE_SETTINGS, **(settings or {})}, synced_init)
             cluster._pg_ctl("start", "-l", str(cluster.log), "-t", "60")
         except BaseException:
             cluster.stop()
@@ -147,12 +156,12 @@ class Cluster:
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(sql)
 
-    def _initdb(self, settings: dict[str, str]) -> None:
+    def _initdb(self, settings: dict[str, str], synced: bool) -> None:
         # --no-sync: initdb's own final sync only protects the template files of a dir we throw away;
-        # the server itself runs with fsync on.
+        # the server itself runs with fsync on either way.
         self._run(
             str(self._bins / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "--auth=trust",
-            "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions",
+            "--encoding=UTF8", "--locale=C", "--no-instructions", *([] if synced else ["--no-sync"]),
         )  # fmt: skip
         lines = [f"{key} = {value}" for key, value in settings.items()]
         lines.append(f"unix_socket_directories = '{self.root}'")
@@ -174,10 +183,10 @@ class Cluster:
             )
 
 
-def sweep_orphans() -> None:
-    """Stop and remove the clusters of test runs that died before their teardown."""
+def sweep_orphans(parent: Path = Path("/tmp")) -> None:
+    """Stop and remove the clusters under `parent` whose test run or bench died before its teardown."""
     bins = bin_dir()
-    for root in Path("/tmp").glob(f"{PREFIX}*"):
+    for root in parent.glob(f"{PREFIX}*"):
         try:
             owner = int((root / "owner.pid").read_text())
         except (OSError, ValueError):
