@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.llm.runbook import VOCABULARY
 from agentd.models import GoalStatus, InboxItem, InboxKind, InboxStatus, StepKind
+from agentd.web import keys
 from tests import browser_support
 from tests.web.test_web_browser import free_port
 
@@ -287,6 +289,40 @@ def test_web_pages_inbox_filters_and_dismisses_in_bulk(site: Site, pages: Any) -
     tab.wait_for_selector("text=Dismissed 3 notice")
     notices = site.store.read(lambda c: qi.list_items(c, status="open"))
     assert [i.kind for i in notices if i.kind == InboxKind.NOTICE] == []
+
+
+WORLD_MARK = "0 of 20 connections free"  # the service's answer: in the world, in no reason
+
+
+def outside_evidence(html: str) -> str:
+    """The page's <main> without agentd's evidence summary (which may quote the service too)."""
+    main = html[html.index("<main") : html.index("</main>")]
+    return re.sub(r'<section id="evidence">.*?</section>', "", main, flags=re.DOTALL)
+
+
+def test_web_pages_item_shows_the_world_once(site: Site, pages: Any, artifacts: Path) -> None:
+    """The approval's body quotes the world (`World at the time: <data>…`) and its data holds
+    it: the page shows it once, in the raw-world fold, not again in the agent's full text."""
+    tab = pages["desk"]
+    url = f"{site.base}/items/{site.approval.item_id}"
+    open_page(tab, url, "#execute")
+    assert "World at the time: <data>" in site.approval.body  # what makes it a test
+    key = tab.evaluate("localStorage.getItem('agentd-key')")
+    html = tab.request.get(url, headers={keys.HEADER: key}).text()
+    assert outside_evidence(html).count(WORLD_MARK) == 1, outside_evidence(html)
+    assert "World at the time" not in html
+    # What a person reads with both folds open: the world once, and in the world's fold.
+    for fold in ("#full-text", "#world"):
+        tab.locator(f"{fold} > summary").click()
+        assert tab.locator(fold).evaluate("d => d.open")
+    seen = tab.evaluate(
+        "() => { const m = document.querySelector('main').cloneNode(true);"
+        " m.querySelector('#evidence')?.remove(); return m.innerText }"
+    )
+    assert seen.count(WORLD_MARK) == 1, seen
+    assert WORLD_MARK in tab.inner_text("#world") and WORLD_MARK not in tab.inner_text("#full-text")
+    assert "The run proposes restart" in tab.inner_text("#full-text")  # the text itself is there
+    shot(tab, artifacts, "approval-folds-open-1280")
 
 
 def test_web_pages_approval_decision_and_evidence_on_the_first_screen(
