@@ -14,6 +14,7 @@ from agentd.db import items as qi
 from agentd.db import memory as mem
 from agentd.db.checkins import Checkin
 from agentd.models import JSON, InboxKind
+from agentd.text import urls_shown
 
 MAX_OPEN_CLARIFY = 2  # clarifying questions open at once for a goal
 RESPITE_S = 86400.0  # a dismissed topic is not raised again sooner, whatever is new
@@ -164,7 +165,7 @@ def failing_notice(c: Any, row: Checkin, reason: str, now: float) -> int | None:
     return qi.post(
         c, InboxKind.NOTICE, goal_id=row.goal_id, rule="checkin_failed",
         title=f"Check-ins of goal {row.goal_id} failed {streak} times in a row",
-        body=f"The last one: {reason}\nSee `agentd checkins --goal {row.goal_id}`; fix the check-in"
-        " model (its replies, key or address) and the next check-in tries again.",
+        body=f"The last one: {urls_shown(reason)}\nSee `agentd checkins --goal {row.goal_id}`; fix "
+        "the check-in model (its replies, key or address) and the next check-in tries again.",
         data={"posted_at": now, "checkin_id": row.checkin_id},
     )  # fmt: skip

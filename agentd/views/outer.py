@@ -14,7 +14,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from agentd.models import JSON
-from agentd.text import jsonable, one_line, safe
+from agentd.text import jsonable, one_line, safe, urls_shown
 from agentd.views import times
 from agentd.views.tables import field_lines, table, terminal_width
 from agentd.views.times import span
@@ -211,7 +211,7 @@ def checkins_table(rows: Sequence[JSON], now: float) -> str:
             x["status"],
             x["model"] or "-",
             f"{x['tokens_in']}/{x['tokens_out']}" if x["tokens_in"] or x["tokens_out"] else "-",
-            _outcome(x),
+            urls_shown(_outcome(x)),  # a URL's path and query may carry a token
         )
         for x in rows
     ]

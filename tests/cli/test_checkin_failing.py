@@ -97,3 +97,16 @@ async def test_a_checkin_that_succeeds_again_clears_the_failing_streak(make: Mak
     shown = json.loads(agentd(env, "goal", "show", str(goal_id), "--json"))["checkin"]
     assert shown["failing"] is None
     assert "failing" not in agentd(env, "goal", "show", str(goal_id)).partition("next check-in")[0]
+
+
+async def test_the_checkins_table_and_the_notice_show_a_failing_url_by_host(make: Make) -> None:
+    env = await make([BAD])
+    goal_id = goal(env)
+    await fail_three(env, goal_id)
+    table = agentd(env, "checkins", "--goal", str(goal_id))
+    inbox = json.loads(agentd(env, "inbox", "list", "--all", "--json"))
+
+    (notice,) = [x for x in inbox if "failed 3 times in a row" in x["title"]]
+    body = json.loads(agentd(env, "inbox", "show", str(notice["item_id"]), "--json"))["body"]
+    assert "https://hooks.example.com/…" in body and "s3cr3t" not in body, body
+    assert "unknown verdict kind" in table and "s3cr3t" not in table, table
