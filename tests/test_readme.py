@@ -1,4 +1,5 @@
-"""The README's quickstart and the docs' first steps, walked as written; every relative link resolves.
+"""The README's quickstart and the docs' first steps (docs/checkins.md's first check-in too, on a
+fast clock), walked as written; every relative link resolves.
 
 Every line of every ```sh block in those sections runs, in order, through bash with the venv's
 `agentd` first on PATH and a fresh HOME (so `~/.local/share/agentd` is a new home, as on a new
@@ -30,6 +31,7 @@ from typer.testing import CliRunner
 
 from agentd import config
 from agentd.cli import app
+from agentd.db import checkins as qc
 from agentd.db import queries as q
 from agentd.db import world as worlds
 from agentd.db.store import SyncStore
@@ -90,6 +92,7 @@ class Walk:
         self.env = {
             **env, "HOME": str(self.home), "PATH": f"{VENV_BIN}:{env.get('PATH', '')}",
             "AGENTD_LOG_FORMAT": "json", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+            "TMPDIR": str(root),  # a `mktemp -d` home stays in the test's folder
         }  # fmt: skip
         self.daemon: subprocess.Popen[bytes] | None = None
         self.ran: dict[str, subprocess.CompletedProcess[str]] = {}
@@ -97,6 +100,9 @@ class Walk:
     def run(self, line: str) -> None:
         if re.match(r"^agentd serve\b", line):
             self.serve(line)
+            return
+        if m := re.match(r"^export (\w+)=", line):  # the next commands see it, as in a shell
+            self.export(line, m[1])
             return
         reloads = self.logged("config.reloaded")
         done = subprocess.run(
@@ -108,6 +114,15 @@ class Walk:
         self.ran[line] = done
         if re.match(r"^agentd reload\b", line):  # as a person would: the reload is seen next
             self.until(lambda: self.logged("config.reloaded") > reloads, f"a reload after {line}")
+
+    def export(self, line: str, name: str) -> None:
+        done = subprocess.run(
+            [BASH, "-c", f'{line}\nprintf %s "${name}"'], cwd=self.home, env=self.env,
+            capture_output=True, text=True, timeout=STEP_TIMEOUT_S, check=True,
+        )  # fmt: skip
+        self.env[name] = done.stdout
+        if name == "AGENTD_HOME":
+            self.agentd_home = Path(done.stdout)
 
     def serve(self, line: str) -> None:
         with self.log.open("ab") as out:
@@ -181,6 +196,46 @@ def test_readme_using_it_runs_as_written(walk: Walk) -> None:
     assert runs[1].trigger.startswith("event:alert"), runs[1].trigger
     sent = next(done for line, done in walk.ran.items() if "event send alert" in line)
     assert "warning" not in sent.stderr, sent.stderr  # the README's trigger took effect
+
+
+def test_checkins_first_checkin_runs_as_written(walk: Walk) -> None:
+    """docs/checkins.md's walkthrough on a fresh `agentd init` home at 3600× the wall: the look
+    after the run asks the placeholder model, which answers; nothing fails on the way."""
+    text = section((DOCS / "checkins.md").read_text(), "## A first check-in, step by step")
+    lines = commands(text)
+    assert any(re.match(r"^agentd serve --clock-speed \d+", line) for line in lines), lines
+    for line in lines:
+        if re.match(r"^agentd checkins\b", line):  # "a few seconds later": a look has decided
+            walk.until(lambda: [r for r in looks(walk) if r.status == "done"], "a decided look")
+        walk.run(line)
+
+    (decided, *_) = [r for r in looks(walk) if r.status == "done"]
+    assert decided.model and decided.decision and decided.tokens_in > 0, decided
+    assert decided.decision["verdict"]["kind"] == "nothing", decided.decision
+    assert decided.precheck["reasons"] == ["run 1 succeeded"], decided.precheck  # the run moved it
+    assert not [r for r in looks(walk) if r.status == "failed"], looks(walk)
+    shown = next(
+        done.stdout for line, done in walk.ran.items() if line.startswith("agentd checkins")
+    )
+    assert re.search(r"\bdone\b.*scripted", shown), shown
+    memory = next(
+        done.stdout for line, done in walk.ran.items() if line.startswith("agentd goal show")
+    )
+    assert "nothing to report" in memory, memory
+    logged = [
+        json.loads(line) for line in walk.log.read_text().splitlines() if line.startswith("{")
+    ]
+    assert not [e for e in logged if e.get("level") in ("error", "critical")], walk.tail()
+
+
+def looks(walk: Walk) -> list[Any]:
+    store = walk.store()
+    try:
+        return sorted(
+            store.read(lambda c: qc.list_checkins(c, goal_id=1)), key=lambda r: r.checkin_id
+        )
+    finally:
+        store.close()
 
 
 class Healthy(BaseHTTPRequestHandler):
