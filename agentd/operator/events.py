@@ -9,14 +9,31 @@ from agentd.config import Config
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
-from agentd.models import JSON, Event, GoalStatus, RunStatus
+from agentd.errors import NotFound
+from agentd.models import JSON, Event, Goal, GoalStatus, RunStatus
 
 
-def _nobody_listens(cfg: Config, c: Any, name: str) -> str | None:
-    """Why an event named `name` would start or wake nothing, or None when something listens."""
+def _nobody_listens(cfg: Config, c: Any, name: str, fields: JSON) -> str | None:
+    """Why an event named `name` would start or wake nothing, or None when something listens:
+    a waiting run, an agent's trigger, or the goal its `goal_id` names (its next check-in
+    looks at the event: db/marks.py)."""
     waiting = q.list_runs(c, status=RunStatus.WAITING, limit=100_000)
     if any(run.wait and run.wait.get("event") == name for run in waiting):
         return None
+    goal_id = fields.get("goal_id")
+    if isinstance(goal_id, int) and not isinstance(goal_id, bool):
+        try:
+            goal: Goal | None = q.get_goal(c, goal_id)
+        except NotFound:
+            goal = None
+        if goal is not None and goal.status in (GoalStatus.ACTIVE, GoalStatus.PAUSED):
+            return None  # goal N's next check-in sees it
+        state = "no such goal" if goal is None else f"goal {goal_id} is {goal.status}"
+        return (
+            f"its goal_id {goal_id} names no goal that checks in ({state}), and no agent "
+            f"triggers on {name!r} nor does a run wait for it, so nothing sees it; "
+            "`agentd goal list` shows the goals"
+        )
     agents = sorted(a for a, agent in cfg.agents.items() if name in agent.triggers)
     if not agents:
         return (
@@ -55,7 +72,7 @@ def send(
         if event_id is None:
             assert key is not None  # only a dedupe key makes an insert a no-op
             return qi.event_by_key(c, key), True, None
-        unheard = _nobody_listens(cfg, c, name) if cfg is not None else None
+        unheard = _nobody_listens(cfg, c, name, fields) if cfg is not None else None
         return qi.events_after(c, event_id - 1, 1)[0], False, unheard
 
     return store.write(work)

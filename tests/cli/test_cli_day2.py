@@ -50,3 +50,14 @@ def test_event_send_unheard_suggests_the_nearest_triggered_name(home: Any) -> No
     assert "then run `agentd reload`" in result.stderr, result.stderr
     far = agentd(home.root, "event", "send", "zzz")
     assert "did you mean" not in far.stderr
+
+
+def test_event_send_for_a_goal_is_heard_by_its_next_checkin(home: Any) -> None:
+    home.write_config(CONFIG, REPLIES)  # no triggers: only the goal's check-in sees it
+    home.add_goal()
+    seen = agentd(home.root, "event", "send", "note", "--data", '{"goal_id": 1}')
+    assert seen.exit_code == 0 and "starts nothing" not in seen.stderr, seen.stderr
+    assert "warning" not in seen.stderr
+    lost = agentd(home.root, "event", "send", "note", "--data", '{"goal_id": 7}')
+    assert lost.exit_code == 0 and "its goal_id 7 names no goal that checks in" in lost.stderr
+    assert "(no such goal)" in lost.stderr
