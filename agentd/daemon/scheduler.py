@@ -29,7 +29,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from agentd.clock import SystemClock
 from agentd.daemon import watching
 from agentd.db import items as qi
-from agentd.db import meta
+from agentd.db import meta, stamp
 from agentd.db import queries as q
 from agentd.db import transitions as qt
 from agentd.db import waits as qw
@@ -219,9 +219,14 @@ class Scheduler:
     async def _wake_answered(self, full: bool) -> None:
         """Wake runs whose inbox item was resolved. Normally only items resolved recently are
         looked at (indexed); a full scan runs at start and every FULL_SCAN_S as a safety net."""
-        since = 0.0 if full else self._resolved_cursor - RESOLVE_MARGIN_S
-        self._resolved_cursor = time.time()
-        pairs = await self.deps.store.read(lambda c: qw.runs_with_resolved_items(c, since))
+        since = 0.0 if full else self._resolved_cursor
+
+        def look(c: Any) -> tuple[float, list[tuple[int, int]]]:
+            # resolved_at is on the home's clock (db/stamp.py): the margin is wall seconds
+            cursor = stamp.at(c, stamp.wall() - RESOLVE_MARGIN_S)
+            return cursor, qw.runs_with_resolved_items(c, since)
+
+        self._resolved_cursor, pairs = await self.deps.store.read(look)
         if not pairs:
             return
 

@@ -8,9 +8,9 @@ verdict in the one that journals its JUDGE step, so the table never disagrees wi
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+from agentd.db import stamp
 from agentd.db.conn import Conn
 from agentd.db.queries import create_run
 from agentd.db.rows import json_col
@@ -65,14 +65,14 @@ def add_version(
 ) -> None:
     c.execute(
         f"INSERT INTO artifacts ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'draft', NULL, ?, ?, NULL)",
-        (run_id, version, goal_id, seq, request, text, chars, model, time.time()),
+        (run_id, version, goal_id, seq, request, text, chars, model, stamp.now(c)),
     )
 
 
 def judge_version(c: Conn, run_id: int, version: int, verdict: JSON, passed: bool) -> None:
     cur = c.execute(
         "UPDATE artifacts SET verdict = ?, status = ?, judged_at = ? WHERE run_id = ? AND version = ?",
-        (json_col(verdict), "passed" if passed else "failed", time.time(), run_id, version),
+        (json_col(verdict), "passed" if passed else "failed", stamp.now(c), run_id, version),
     )
     if cur.rowcount != 1:
         raise NotFound(f"artifact {run_id} has no version {version}")

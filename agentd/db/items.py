@@ -7,9 +7,9 @@ consume one and it checks the digest of what is about to execute.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+from agentd.db import stamp
 from agentd.db.conn import Conn
 from agentd.db.rows import json_col
 from agentd.errors import NotFound, Refused
@@ -73,7 +73,7 @@ def post(
             digest,
             rule,
             json_col(data or {}),
-            time.time(),
+            stamp.now(c),
             expires_at,
         ),
     )
@@ -119,12 +119,12 @@ def resolve(
     if item.status != InboxStatus.OPEN:
         raise Refused(f"inbox item {item_id} is already {item.status}")
     data = {**item.data, **(extra or {})}
-    edited = args is not None
+    edited, now = args is not None, stamp.now(c)
     c.execute(
         "UPDATE inbox SET status = ?, answer = ?, resolved_at = ?, data = ?,"
         " args = coalesce(?, args), digest = coalesce(?, digest), edited = ?"
         " WHERE item_id = ? AND status = 'open'",
-        (status, answer, time.time(), json_col(data), json_col(args), digest, int(edited), item_id),
+        (status, answer, now, json_col(data), json_col(args), digest, int(edited), item_id),
     )
     return get_item(c, item_id)
 
@@ -171,7 +171,7 @@ def withdraw_open_items(c: Conn, run_id: int, reason: str) -> int:
         "UPDATE inbox SET status = 'expired', answer = ?, resolved_at = ?"
         " WHERE run_id = ? AND kind != 'notice' AND (status = 'open'"
         " OR (kind = 'approval' AND status = 'approved'))",
-        (reason, time.time(), run_id),
+        (reason, stamp.now(c), run_id),
     ).rowcount
 
 
@@ -180,7 +180,7 @@ def withdraw_item(c: Conn, item_id: int, reason: str) -> None:
     c.execute(
         "UPDATE inbox SET status = 'expired', answer = ?, resolved_at = ?"
         " WHERE item_id = ? AND status IN ('open', 'approved')",
-        (reason, time.time(), item_id),
+        (reason, stamp.now(c), item_id),
     )
 
 
@@ -206,7 +206,7 @@ def add_event(
     cur = c.execute(
         "INSERT INTO events (name, data, dedupe_key, source, created_at) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT(dedupe_key) DO NOTHING",
-        (name, json_col(data), dedupe_key, source, time.time()),
+        (name, json_col(data), dedupe_key, source, stamp.now(c)),
     )
     return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
 

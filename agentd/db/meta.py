@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import secrets
-import time
 
+from agentd.db import stamp
 from agentd.db.conn import Conn
 
 
@@ -35,8 +35,9 @@ def prune(c: Conn, older_than: float) -> int:
     """Journal retention: drop the steps of runs that finished before the horizon (the run row
     keeps its status and summary), world snapshots older than it — except those an unfinished
     run still refers to and each agent's latest —, events and closed inbox items older than it,
-    and rate-limit entries older than a day (limits look back an hour). Returns the rows gone."""
-    c.execute("DELETE FROM rate_log WHERE at < ?", (time.time() - 86400,))
+    and rate-limit entries older than a day of the home's time (limits look back an hour).
+    Returns the rows gone."""
+    c.execute("DELETE FROM rate_log WHERE at < ?", (stamp.now(c) - 86400,))
     steps = c.execute(
         "DELETE FROM steps WHERE run_id IN (SELECT run_id FROM runs"
         " WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < ?)",

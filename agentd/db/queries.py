@@ -7,9 +7,10 @@ keep each state change together with its journal row. Engine writes are fenced b
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+from agentd.clock import SYSTEM
+from agentd.db import stamp
 from agentd.db.conn import Conn
 from agentd.db.rows import (
     GOAL_COLS,
@@ -47,7 +48,7 @@ def add_goal(
     criteria: list[str],
     deadline: float | None,
 ) -> int:
-    now = time.time()
+    now = stamp.now(c)
     cur = c.execute(
         "INSERT INTO goals (title, why, agent, status, criteria, deadline, created_at, updated_at)"
         " VALUES (?, ?, ?, 'active', ?, ?, ?, ?)",
@@ -87,7 +88,7 @@ def set_goal_status(c: Conn, goal_id: int, status: GoalStatus) -> Goal:
         raise Refused(f"goal {goal_id} is {goal.status}; it cannot become {status}")
     c.execute(
         "UPDATE goals SET status = ?, updated_at = ? WHERE goal_id = ?",
-        (status, time.time(), goal_id),
+        (status, stamp.now(c), goal_id),
     )
     return get_goal(c, goal_id)
 
@@ -97,7 +98,7 @@ def set_goal_status(c: Conn, goal_id: int, status: GoalStatus) -> Goal:
 
 def create_run(c: Conn, *, goal_id: int, agent: str, trigger: str, data: JSON | None = None) -> int:
     """A new run, `running`, with its START step — one transaction."""
-    now = time.time()
+    now = stamp.now(c)
     cur = c.execute(
         "INSERT INTO runs (goal_id, agent, status, trigger, created_at, updated_at)"
         " VALUES (?, ?, 'running', ?, ?, ?)",
@@ -195,10 +196,11 @@ def step_insert(
 
     Built by the caller (off the writer thread); `Store.insert` commits it. `seq` is the run's
     journal length plus one — a wrong guess fails on the primary key instead of overwriting.
-    `created_at` is a reading the caller also used (a WAIT step's, its wake time counts from it);
-    by default the wall's now.
+    `created_at` is the run loop's clock reading (the home's time: agentd/db/stamp.py), which a
+    WAIT step's wake time also counts from; the wall's now only for callers without a clock
+    (benches, store tests). `append_step` passes the home's now read in its transaction.
     """
-    now = time.time() if created_at is None else created_at
+    now = SYSTEM.now() if created_at is None else created_at
     done_at = None if status == StepStatus.STARTED else now
     data = data or {}
     params = (
@@ -239,6 +241,9 @@ def append_step(
                 "SELECT coalesce(max(seq), 0) + 1 FROM steps WHERE run_id = ?", (run_id,)
             ).fetchone()[0]
         )
+    fields.setdefault("created_at", None)
+    if fields["created_at"] is None:
+        fields["created_at"] = stamp.now(c)
     step, row = step_insert(run_id, epoch, kind, seq, **fields)
     try:
         inserted = c.execute(row.sql, row.params).rowcount
@@ -263,7 +268,7 @@ def complete_step(
     cur = c.execute(
         "UPDATE steps SET status = ?, result = ?, completed_at = ?"
         " WHERE run_id = ? AND seq = ? AND status = 'started'",
-        (status, json_col(result), time.time(), run_id, seq),
+        (status, json_col(result), stamp.now(c), run_id, seq),
     )
     if cur.rowcount != 1:
         raise Refused(f"run {run_id} step {seq} is not awaiting a result")
@@ -298,7 +303,7 @@ def settle_decision(
         "UPDATE steps SET status = ?, data = ?, action = ?, args = ?, digest = ?,"
         " completed_at = ? WHERE run_id = ? AND seq = ? AND kind = 'decide'"
         " AND status = 'started'",
-        (status, json_col(data), action, json_col(args), digest, time.time(), run_id, seq),
+        (status, json_col(data), action, json_col(args), digest, stamp.now(c), run_id, seq),
     )
     if cur.rowcount != 1:
         raise Refused(f"run {run_id} step {seq} is not a decision awaiting its parse")
@@ -327,7 +332,7 @@ def cancel(c: Conn, run_id: int, reason: str) -> None:
     run = get_run(c, run_id)
     if run.status.finished:
         raise Refused(f"run {run_id} already {run.status}")
-    now = time.time()
+    now = stamp.now(c)
     c.execute(
         "INSERT INTO steps (run_id, seq, kind, status, data, created_at, completed_at)"
         " VALUES (?, ?, 'finish', 'done', ?, ?, ?)",

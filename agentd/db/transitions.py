@@ -6,9 +6,9 @@ finished. The operator's `cancel`, which needs no lease, stays in `queries`.
 from __future__ import annotations
 
 import json
-import time
 
-from agentd.clock import SYSTEM, Clock
+from agentd.clock import Clock
+from agentd.db import stamp
 from agentd.db.conn import Conn
 from agentd.db.queries import append_step
 from agentd.db.rows import json_col
@@ -26,7 +26,7 @@ def suspend(
     after_event: int | None = None,
     wake_in_s: float | None = None,
     wake_at: float | None = None,
-    clock: Clock = SYSTEM,
+    clock: Clock | None = None,
 ) -> Step:
     """Journal a WAIT step and park the run as a row (no task holds it) — one transaction.
 
@@ -34,8 +34,8 @@ def suspend(
     reading of the injected `clock` is both the step's time and what the wake time adds to, so
     the timer falls due exactly that long after the WAIT step however long the transaction took
     to get here. `wake_at` (an absolute time on the clock) caps it, or is the wake time alone.
-    A timer wait records its wake time as `until`."""
-    at = clock.now()
+    A timer wait records its wake time as `until`. Without a clock, the home's now (stamp.py)."""
+    at = stamp.now(c) if clock is None else clock.now()
     if wake_in_s is not None:
         wake_at = at + wake_in_s if wake_at is None else min(wake_at, at + wake_in_s)
     if wait["kind"] == "timer":
@@ -54,7 +54,7 @@ def suspend(
             event,
             after_event,
             wake_at,
-            time.time(),
+            at,
             run_id,
         ),
     )
@@ -77,13 +77,13 @@ def wake(
         row = c.execute("SELECT wait FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None or json.loads(row[0] or "null") != expect:
             return None  # it moved on (woken and parked again) since the match was made
-    now = time.time()
+    now, lease_now = stamp.now(c), stamp.wall()  # the lease counts wall seconds (stamp.py)
     cur = c.execute(
         "UPDATE runs SET status = 'running', wait = NULL, wait_kind = NULL, wait_item_id = NULL,"
         " wait_event = NULL, wait_after_event = NULL, next_wake_at = NULL, lease_owner = ?,"
         " lease_expires_at = ?, lease_epoch = lease_epoch + 1, updated_at = ?"
         " WHERE run_id = ? AND status = 'waiting'",
-        (owner, now + lease_s, now, run_id),
+        (owner, lease_now + lease_s, now, run_id),
     )
     if cur.rowcount != 1:
         return None
@@ -99,6 +99,6 @@ def finish(c: Conn, run_id: int, epoch: int, status: RunStatus, summary: str) ->
     c.execute(
         "UPDATE runs SET status = ?, summary = ?, lease_owner = NULL, next_wake_at = NULL,"
         " updated_at = ? WHERE run_id = ?",
-        (status, summary, time.time(), run_id),
+        (status, summary, stamp.now(c), run_id),
     )
     return step

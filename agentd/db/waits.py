@@ -8,8 +8,8 @@ Write functions expect to be called inside a write transaction (see agentd/db/qu
 from __future__ import annotations
 
 import json
-import time
 
+from agentd.db import stamp
 from agentd.db.conn import Conn
 from agentd.models import JSON
 
@@ -19,9 +19,10 @@ from agentd.models import JSON
 def claim_running(c: Conn, owner: str, lease_s: float) -> list[tuple[int, int]]:
     """Take the lease on every `running` run (recovery); returns (run_id, new epoch) pairs.
 
-    Bumping the epoch fences any late write from a previous owner of the same run.
+    Bumping the epoch fences any late write from a previous owner of the same run. Leases count
+    wall seconds whatever the home's clock (agentd/db/stamp.py).
     """
-    now = time.time()
+    now = stamp.wall()
     c.execute(
         "UPDATE runs SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1"
         " WHERE status = 'running'",
@@ -53,7 +54,7 @@ def claim_run(c: Conn, run_id: int, owner: str, lease_s: float) -> int:
     c.execute(
         "UPDATE runs SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1"
         " WHERE run_id = ?",
-        (owner, time.time() + lease_s, run_id),
+        (owner, stamp.wall() + lease_s, run_id),
     )
     return int(c.execute("SELECT lease_epoch FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
 

@@ -4,8 +4,8 @@ harness can tell what changed between looks without a model."""
 from __future__ import annotations
 
 import json
-import time
 
+from agentd.db import stamp
 from agentd.db.conn import Conn
 from agentd.db.rows import json_col
 from agentd.errors import NotFound
@@ -23,7 +23,7 @@ def last_snapshot(c: Conn, agent: str) -> tuple[int, JSON] | None:
 def add_snapshot(c: Conn, agent: str, run_id: int | None, data: JSON, changes: JSON) -> int:
     cur = c.execute(
         "INSERT INTO world (agent, run_id, taken_at, data, changes) VALUES (?, ?, ?, ?, ?)",
-        (agent, run_id, time.time(), json_col(data), json_col(changes)),
+        (agent, run_id, stamp.now(c), json_col(data), json_col(changes)),
     )
     return int(cur.lastrowid or 0)
 

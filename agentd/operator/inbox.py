@@ -10,11 +10,10 @@ what closed it and why. Texts the operator writes are bounded by TEXT_MAX_CHARS 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agentd.db import checkins, memory
+from agentd.db import checkins, memory, stamp
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
@@ -78,9 +77,9 @@ def answer(store: SyncStore, item_id: int, text: str, now: float | None = None) 
     """Answer a question. A check-in's clarifying question (rule `clarify`) becomes part of the
     goal's memory; answering yes to an `achieved` question closes the goal as achieved."""
     check_text("the answer", text, required=True)
-    at = time.time() if now is None else now
 
     def work(c: Any) -> InboxItem:
+        at = stamp.now(c) if now is None else now  # the home's time (agentd/db/stamp.py)
         item = _open_item(c, item_id, InboxKind.QUESTION, _answered(text))
         resolved = qi.resolve(c, item_id, InboxStatus.ANSWERED, answer=text)
         if item.goal_id is not None and item.rule == "clarify":
@@ -135,7 +134,7 @@ def approve(
             InboxKind.APPROVAL,
             lambda i: edit is None and i.status in (InboxStatus.APPROVED, InboxStatus.CONSUMED),
         )
-        if item.expires_at is not None and item.expires_at.timestamp() <= time.time():
+        if item.expires_at is not None and item.expires_at.timestamp() <= stamp.now(c):
             # Expired while nobody (or no daemon) closed it: too late to grant, whatever the
             # daemon's state; it will be closed as expired.
             raise Refused(
@@ -185,9 +184,9 @@ def dismiss(
     """Put a notice away. A dismissed nudge teaches the cadence: the goal's check-ins back off
     one step, and the dismissal (with its reason) joins the goal's memory."""
     check_text("the reason", reason, required=False)
-    at = time.time() if now is None else now
 
     def work(c: Any) -> InboxItem:
+        at = stamp.now(c) if now is None else now  # the home's time (agentd/db/stamp.py)
         item = _open_item(c, item_id, InboxKind.NOTICE, lambda i: i.status == InboxStatus.DISMISSED)
         resolved = qi.resolve(
             c, item_id, InboxStatus.DISMISSED, answer=reason or None, extra={"resolved_at": at}
@@ -208,9 +207,9 @@ def accept(store: SyncStore, config: Config, item_id: int, now: float | None = N
     """Accept a check-in's nudge. When it suggests an action, a run of the goal starts whose
     first decision is that action — checked by the harness like any decision (policy, approvals,
     rate limits apply). The returned item's `data["run_id"]` names the run (None without one)."""
-    at = time.time() if now is None else now
 
     def work(c: Any) -> InboxItem:
+        at = stamp.now(c) if now is None else now  # the home's time (agentd/db/stamp.py)
         item = _open_item(c, item_id, InboxKind.NOTICE, _answered("accepted"))
         if item.rule != "nudge" or item.goal_id is None:
             raise Refused(

@@ -2,23 +2,23 @@
 one short transaction that also re-plans the goal's next look — and the outlook `goal show` and
 `goal schedule` print (the next check-in and why, the cadence in force, schedules, memory).
 
-Times are the home's (`timebase.now`): the wall, or the simulated clock of a `--clock-speed` run.
+Times are the home's (agentd/db/stamp.py): the wall, or the simulated clock of a `--clock-speed` run.
 Bad input raises ValueError with a message that teaches the right form; the CLI adds the example.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentd.db import checkins as qc
 from agentd.db import queries as q
 from agentd.db import schedules as qs
+from agentd.db import stamp
 from agentd.db.store import SyncStore
 from agentd.errors import ConfigError, Refused
 from agentd.models import JSON, Goal, GoalStatus
-from agentd.outer import cadence, schedule, timebase
+from agentd.outer import cadence, schedule
 
 if TYPE_CHECKING:
     from agentd.config import AgentConfig, Config
@@ -28,7 +28,7 @@ INTERVAL_JITTER_SHARE = 0.1  # an interval schedule's jitter is at most this sha
 
 
 def home_now(store: SyncStore) -> float:
-    return float(store.read(lambda c: timebase.now(c, time.time())))
+    return float(store.read(stamp.now))
 
 
 def _agent(cfg: Config, goal: Goal) -> AgentConfig:

@@ -3,7 +3,9 @@
 A scaled clock is recorded in `meta` (speed, and one wall/simulated instant pair), so simulated
 time goes on while the daemon is down (an outage of 10 wall seconds at 3600× is 10 simulated
 hours), a restart continues from where it left instead of jumping back to the wall, and the CLI
-(a separate process) stamps schedules and snoozes on the same time as the daemon compares them.
+(a separate process) stamps rows and computes its views' "now" on the same time as the daemon
+(agentd/db/stamp.py reads the record inside each transaction). `--clock-start ISO` sets the
+simulated now at the start (every start it is given: the home's rows may then lie in its future).
 Serving without --clock-speed returns the home to the wall. A testing option, never production.
 """
 
@@ -12,40 +14,30 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from agentd.db import meta
+from agentd.db import meta, stamp
 
 if TYPE_CHECKING:  # the clock's sleeps import asyncio: only the daemon runs one
     from agentd.clock import ScaledClock
 
-KEY = "clock"
-
-
-def _recorded(c: Any) -> dict[str, float] | None:
-    text = meta.get_meta(c, KEY)
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-        return {k: float(value[k]) for k in ("speed", "wall0", "sim0")}
-    except (ValueError, KeyError, TypeError):
-        return None  # unreadable: the wall, as if none was recorded
+KEY = stamp.KEY
 
 
 def now(c: Any, wall_now: float) -> float:
     """The home's now: simulated if a scaled clock is recorded, else the wall's."""
-    rec = _recorded(c)
-    if rec is None:
-        return wall_now
-    return rec["sim0"] + (wall_now - rec["wall0"]) * rec["speed"]
+    return stamp.at(c, wall_now)
 
 
-def scaled(c: Any, speed: float, wall_now: float) -> ScaledClock:
-    """Record (or continue) the home's scaled clock at `speed`; time never moves back."""
+def scaled(c: Any, speed: float, wall_now: float, start: float | None = None) -> ScaledClock:
+    """Record (or continue) the home's scaled clock at `speed`; returns the daemon's clock.
+
+    Without `start`, time never moves back: it continues from the recorded clock (or the wall,
+    whichever is later). With `start` (`--clock-start`), the simulated now is `start` from here."""
     from agentd.clock import ScaledClock
 
-    start = max(now(c, wall_now), wall_now)
+    if start is None:
+        start = max(now(c, wall_now), wall_now)
     meta.set_meta(c, KEY, json.dumps({"speed": speed, "wall0": wall_now, "sim0": start}))
-    return ScaledClock(speed, start=start)
+    return ScaledClock(speed, start=start, wall0=wall_now)
 
 
 def to_wall(c: Any, wall_now: float) -> float | None:

@@ -5,7 +5,6 @@ and the steps that suspend or end a run. Recovering an interrupted action is `re
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +12,7 @@ import structlog
 
 from agentd.actions import ActionContext, Executor
 from agentd.config import AgentConfig, BuiltinAction
-from agentd.db import accounting
+from agentd.db import accounting, stamp
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import transitions as qt
@@ -83,6 +82,7 @@ class RunJournal:
 
     async def _append(self, kind: StepKind, **kw: Any) -> Step:
         seq = len(self.steps) + 1  # the journal in memory is the run's whole journal
+        kw.setdefault("created_at", self.deps.clock.now())  # no transaction to stamp it in
         step, row = q.step_insert(self.run_id, self.epoch, kind, seq, **kw)
         try:
             await self.deps.store.insert(row)
@@ -180,7 +180,8 @@ class RunJournal:
         goal = q.get_goal(c, self.goal_id)
         if goal.status != GoalStatus.ACTIVE:  # paused (or closed) since deciding: nothing runs
             raise _Refusal(harness.Check(Verdict.DENY, f"goal {self.goal_id} is {goal.status}"))
-        acts = accounting.count_acts_since(c, self.agent_name, action, time.time() - 3600)
+        hour_ago = stamp.now(c) - 3600  # on the clock the ACT steps (the rate log) are stamped
+        acts = accounting.count_acts_since(c, self.agent_name, action, hour_ago)
         check = harness.admit(action, args, self.menu, acts, approved=approval is not None)
         if check.verdict != Verdict.ALLOW:
             raise _Refusal(check)

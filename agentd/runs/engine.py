@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Any
 
 import structlog
 
-from agentd.db import accounting
+from agentd.db import accounting, stamp
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import world as worlds
@@ -271,9 +270,8 @@ class RunDriver(Deciding, Recovery):
             ),
             lambda s: s.kind not in (StepKind.CHECK, StepKind.ACT),
         )
-        since = time.time() - 3600
-        acts = await self.deps.store.read(
-            lambda c: accounting.count_acts_since(c, self.agent_name, d.action, since)
+        acts = await self.deps.store.read(  # an hour on the clock the rate log is stamped with
+            lambda c: accounting.count_acts_since(c, self.agent_name, d.action, stamp.now(c) - 3600)
         )
         facts = harness.Facts(tuple(earlier), acts, denials)
         known = d.action in self.agent.actions  # else removed from the config since deciding

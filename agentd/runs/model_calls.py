@@ -69,7 +69,8 @@ class ModelCalls(RunJournal):
         budget = self.agent.budget
         if budget == Budget():
             return None
-        midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        now = datetime.fromtimestamp(self.deps.clock.now(), UTC)  # the day of the steps' times
+        midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
 
         def read(c: Any) -> tuple[JSON, JSON]:
             return (

@@ -207,7 +207,8 @@ class AgentdRun:
         for _ in range(sc.goals):
             goal_id = q.add_goal(c, title=sc.title, why=sc.why, agent="default",
                                  criteria=sc.criteria, deadline=sc.deadline)  # fmt: skip
-            # `add_goal` stamps wall time; the daemon's clock here is the simulated one.
+            # `add_goal` stamps the home's clock (agentd/db/stamp.py: the wall here, as no
+            # `serve --clock-speed` recorded one); the daemon's clock here is the ManualClock.
             c.execute("UPDATE goals SET created_at = ?, updated_at = ? WHERE goal_id = ?",
                       (now, now, goal_id))  # fmt: skip
             if sc.cadence:
