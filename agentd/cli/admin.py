@@ -8,7 +8,6 @@ import importlib.resources
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -149,6 +148,30 @@ def check_speed(speed: float | None) -> float | None:
     return speed
 
 
+CLOCK_START_EXAMPLE = "--clock-speed 3600 --clock-start 2030-01-01T09:00:00Z"
+
+
+def check_start(start: str | None, speed: float | None) -> float | None:
+    """`--clock-start ISO` as unix seconds (a time without an offset is UTC)."""
+    if start is None:
+        return None
+    if speed is None:
+        raise UsageError(
+            f"--clock-start {start}: needs --clock-speed (the simulated clock it starts), e.g. "
+            f"{CLOCK_START_EXAMPLE}; --clock-speed 1 runs at the wall's pace from that instant"
+        )
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(start.strip())
+    except ValueError:
+        raise UsageError(
+            f"--clock-start {start!r}: not an ISO 8601 date or time; give e.g. 2030-01-01 or "
+            f"2030-01-01T09:00:00Z ({CLOCK_START_EXAMPLE})"
+        ) from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
 @app.command("serve")
 def serve_cmd(
     ctx: typer.Context,
@@ -157,9 +180,22 @@ def serve_cmd(
         Opt(
             "--clock-speed",
             metavar="N",
-            help="TESTING ONLY: run the daemon's clock N times faster than the wall, starting "
-            "now (3600: one simulated hour per second). Check-ins, timers, expiries and backoff "
-            "all follow it, so days of check-ins pass in minutes.",
+            help="TESTING ONLY: run the home's clock N times faster than the wall, from where "
+            "it was (3600: one simulated hour per second). Check-ins, timers, wait timeouts, "
+            "expiries, backoff, budgets' days, rate limits' hours and every time the daemon and "
+            "the CLI write or show follow it. Not scaled (wall seconds): source polls "
+            "([agents.*.watch] interval_s), the daemon's poll_interval_s, every I/O timeout_s "
+            "(models, actions, sources, notify), run leases and log timestamps.",
+        ),
+    ] = None,
+    clock_start: Annotated[
+        str | None,
+        Opt(
+            "--clock-start",
+            metavar="ISO",
+            help="TESTING ONLY, with --clock-speed: the simulated clock starts at this instant "
+            "(ISO 8601, UTC unless it says otherwise), e.g. 2030-01-01T09:00:00Z. Given at "
+            "every start, it sets the clock again (rows written since may lie in its future).",
         ),
     ] = None,
 ) -> None:
@@ -170,15 +206,18 @@ def serve_cmd(
       agentd --home /var/lib/agentd serve
     Watch a week of check-ins in under three minutes (a throw-away home, never production):
       agentd --home /tmp/try serve --clock-speed 3600
+    The same week from a chosen Monday (tests, demos):
+      agentd --home /tmp/try serve --clock-speed 3600 --clock-start 2030-01-07T09:00:00Z
     """
     paths = paths_of(ctx)
     try:
         cfg = config.load(paths.config)  # a ConfigError exits 2: systemd does not restart it
         speed = check_speed(clock_speed)
+        start = check_start(clock_start, speed)
         from agentd.daemon import serve as daemon  # the whole daemon, once the config is good
 
         log.configure(cfg.daemon.log_level)
-        code = asyncio.run(daemon.serve(paths, cfg, clock_speed=speed))
+        code = asyncio.run(daemon.serve(paths, cfg, clock_speed=speed, clock_start=start))
     except AgentdError as e:
         if not log.to_journal(sys.stderr):
             raise
@@ -362,8 +401,8 @@ def usage_cmd(
 
     Costs come from [prices] in config.toml. Example: agentd usage --days 7 --json
     """
-    since = time.time() - days * 86400
     with open_store(ctx) as store:
+        since = operator_home.now(store).timestamp() - days * 86400  # the home's days
         rows = runs.usage(store, since)
     emit(as_json, rows, lambda: records.usage_table(rows))
 

@@ -30,11 +30,11 @@ import structlog
 from agentd import actions, config, llm, sources
 from agentd.api import openfiles
 from agentd.api.server import ApiServer
-from agentd.clock import Clock, SystemClock
+from agentd.clock import Clock
 from agentd.config import Config, Paths
-from agentd.daemon import sdnotify
+from agentd.daemon import clocks, sdnotify
 from agentd.daemon.scheduler import Scheduler
-from agentd.db import accounting, faults, meta
+from agentd.db import accounting, faults, meta, stamp
 from agentd.db import queries as q
 from agentd.db import waits as qw
 from agentd.db.artifacts import BUILD_TRIGGER
@@ -44,7 +44,6 @@ from agentd.errors import AgentdError, DaemonRunning, StateError
 from agentd.inner.driver import BuildDriver
 from agentd.llm import Model
 from agentd.notify.sender import Sender
-from agentd.outer import timebase
 from agentd.outer.service import Outer
 from agentd.outside import process
 from agentd.runs.deps import LEASE_S, Deps
@@ -132,6 +131,7 @@ async def serve(
     models: dict[str, Model] | None = None,
     clock: Clock | None = None,
     clock_speed: float | None = None,
+    clock_start: float | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (or `stop` is set); returns the exit code.
 
@@ -139,12 +139,16 @@ async def serve(
     `models` replaces providers built from the config (tests hand in SDK clients on a mock
     transport: the narrowest seam, everything else real). `clock` replaces the wall clock
     (tests); `clock_speed` runs the home's recorded simulated clock N× faster than the wall
-    (`serve --clock-speed N`, a testing option: see agentd/outer/timebase.py).
+    (`serve --clock-speed N`, a testing option: see agentd/outer/timebase.py), from the unix
+    time `clock_start` if given (`--clock-start`), else from where it was.
     """
+    if clock_start is not None and clock_speed is None:
+        raise ValueError("clock_start needs clock_speed")  # the CLI refuses it with a hint
     with home_lock(paths):
         return await _serve_locked(
-            paths, cfg, ready, stop or asyncio.Event(), models or {}, clock, clock_speed
-        )
+            paths, cfg, ready, stop or asyncio.Event(), models or {}, clock,
+            (clock_speed, clock_start),
+        )  # fmt: skip
 
 
 async def _serve_locked(
@@ -154,7 +158,7 @@ async def _serve_locked(
     stop: asyncio.Event,
     models: dict[str, Model],
     clock: Clock | None,
-    clock_speed: float | None,
+    scaled: tuple[float | None, float | None],
 ) -> int:
     started = time.monotonic()
     openfiles.raise_limit()  # systemd's soft 1,024 is for select(); connections need more
@@ -192,7 +196,7 @@ async def _serve_locked(
         await store.write(lambda c: accounting.set_rate_limits(c, limited))
         deps.db_id = await store.write(meta.db_id)
         await store.write(lambda c: meta.set_loaded_config(c, config_sha))
-        deps.clock = clock or await _home_clock(store, clock_speed)
+        deps.clock = clock or await clocks.home_clock(store, *scaled)
         outer = Outer(deps, engine.launch)  # its pace follows the clock
         api.on_poke = outer.wake
         reloading = asyncio.Lock()
@@ -235,23 +239,6 @@ async def _serve_locked(
         await store.close()
     log.info("daemon.stopped", exit_code=1 if failures else 0)
     return 1 if failures else 0
-
-
-async def _home_clock(store: Store, speed: float | None) -> Clock:
-    """The wall, or the home's simulated clock at `speed` (continued from its last run)."""
-    wall = time.time()
-    if speed is not None:
-        clock = await store.write(lambda c: timebase.scaled(c, speed, wall))
-        log.warning("daemon.clock_scaled", speed=speed, now=clock.now(), note="testing only")
-        return clock
-    reached = await store.write(lambda c: timebase.to_wall(c, wall))
-    if reached is not None and reached > wall:
-        log.warning(
-            "daemon.clock_reset",
-            note="this home ran on a simulated clock; times it recorded may lie in the future",
-            ahead_s=round(reached - wall),
-        )
-    return SystemClock()
 
 
 async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> None:
@@ -422,11 +409,12 @@ def needs_restart(old: Config, new: Config) -> list[str]:
 
 
 async def _retention(deps: Deps, stop: asyncio.Event) -> None:
-    """Apply `journal_retention_days` once an hour: finished runs' steps, old snapshots."""
+    """Apply `journal_retention_days` once a wall hour: finished runs' steps, old snapshots.
+    The days are the home's (agentd/db/stamp.py): under --clock-speed, simulated days."""
     keep_s = deps.config.daemon.journal_retention_days * 86400
     while not stop.is_set():
         try:
-            pruned = await deps.store.write(lambda c: meta.prune(c, time.time() - keep_s))
+            pruned = await deps.store.write(lambda c: meta.prune(c, stamp.now(c) - keep_s))
         except StateError as e:  # a lock held too long: prune at the next hour
             log.error("journal.prune_failed", error=str(e))
             pruned = 0
