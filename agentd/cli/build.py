@@ -26,8 +26,8 @@ from agentd.errors import UsageError
 from agentd.inner import spec as build_spec
 from agentd.inner.calls import unfit_model
 from agentd.inner.start import start
-from agentd.models import utcnow
 from agentd.operator import artifacts, goals
+from agentd.operator import home as home_time
 from agentd.views import build as render_build
 
 artifact_app = sub_app(help="What builds made: every version, with the judge's verdict.")
@@ -116,7 +116,8 @@ def artifact_list(
     """List artifacts (one per build), newest first, with the latest verdict."""
     with open_store(ctx) as store:
         rows = artifacts.listed(store, goal, limit)
-    emit(as_json, rows, lambda: render_build.artifacts_table(rows, utcnow()))
+        now = home_time.now(store)  # the home's clock, as the versions were stamped
+    emit(as_json, rows, lambda: render_build.artifacts_table(rows, now))
 
 
 @artifact_app.command("show")
@@ -134,14 +135,15 @@ def artifact_show(
     """
     with open_store(ctx) as store:
         run, art, of, request, reqs = artifacts.shown(store, artifact, version)
+        now = home_time.now(store)
     width = shutil.get_terminal_size((120, 40)).columns
     if art is None:  # planned (or asking) but no draft yet: say what it is waiting for
         pending = {"artifact": artifact, "versions": 0, "run_status": run.status,
                    "wait": run.wait, "request": request, "requirements": reqs}  # fmt: skip
-        emit(as_json, pending, lambda: render_build.pending_view(run, request, reqs, utcnow()))
+        emit(as_json, pending, lambda: render_build.pending_view(run, request, reqs, now))
         return
     out = {**art, "versions": of, "request": request, "requirements": reqs}
-    emit(as_json, out, lambda: render_build.artifact_view(art, reqs, request, of, utcnow(), width))
+    emit(as_json, out, lambda: render_build.artifact_view(art, reqs, request, of, now, width))
 
 
 @artifact_app.command("diff")

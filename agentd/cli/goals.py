@@ -24,8 +24,9 @@ from agentd.cli.root import (
     sub_app,
 )
 from agentd.errors import Unchanged, UsageError
-from agentd.models import GoalStatus, utcnow
+from agentd.models import GoalStatus
 from agentd.operator import goals, inbox
+from agentd.operator import home as home_time
 from agentd.operator import schedules as plan
 from agentd.operator.home import HomeStore
 from agentd.operator.parse import pick_agent
@@ -206,7 +207,8 @@ def goal_list(
     """List goals, oldest first."""
     with open_store(ctx) as store:
         found = goals.list_goals(store, status)
-    emit(as_json, found, lambda: records.goals_table(found, utcnow()))
+        now = home_time.now(store)  # the home's clock, as the goals were stamped
+    emit(as_json, found, lambda: records.goals_table(found, now))
 
 
 @goal_app.command("show")
@@ -220,6 +222,7 @@ def goal_show(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) ->
     with open_store(ctx) as store:
         goal, runs, spend = goals.details(store, goal_id)
         outlook = plan.outlook(store, cfg, goal_id)
+        now = home_time.now(store)
     data = {
         **jsonable(goal), "runs": runs, "spend": spend,
         "checkin": render_outer.as_json(outlook),
@@ -228,8 +231,7 @@ def goal_show(ctx: typer.Context, goal_id: GoalId, as_json: JsonFlag = False) ->
         as_json,
         data,
         lambda: (
-            f"{records.goal_view(goal, runs, spend, utcnow())}\n\n"
-            f"{render_outer.outlook_view(outlook)}"
+            f"{records.goal_view(goal, runs, spend, now)}\n\n{render_outer.outlook_view(outlook)}"
         ),
     )
 

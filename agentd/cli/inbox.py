@@ -21,8 +21,8 @@ from agentd.cli.root import (
     paths_of,
     sub_app,
 )
-from agentd.models import utcnow
 from agentd.operator import evidence, goals, inbox, liveness
+from agentd.operator import home as home_time
 from agentd.operator import schedules as plan
 from agentd.operator.parse import parse_object
 from agentd.text import compact, jsonable, safe
@@ -50,7 +50,8 @@ def inbox_list(
     """List open inbox items (--all: every item)."""
     with open_store(ctx) as store:
         items = inbox.items(store, show_all=show_all)
-    emit(as_json, items, lambda: records.items_table(items, utcnow(), with_status=show_all))
+        now = home_time.now(store)  # the home's clock, as the items were stamped
+    emit(as_json, items, lambda: records.items_table(items, now, with_status=show_all))
 
 
 @inbox_app.command("show")
@@ -72,8 +73,9 @@ def inbox_show(
         goal_id = item.goal_id
         goal = None if goal_id is None else goals.get_goal(store, goal_id)
         summary = evidence.of_item(store, item)
+        now = home_time.now(store)
     emit(as_json, {**jsonable(item), "evidence": summary}, lambda: records.item_view(
-        item, goal, utcnow(), summary, world=world, width=terminal_width()
+        item, goal, now, summary, world=world, width=terminal_width()
     ))  # fmt: skip
 
 

@@ -26,8 +26,9 @@ from agentd.cli.root import (
     sub_app,
 )
 from agentd.errors import NotFound, UsageError
-from agentd.models import RunStatus, utcnow
+from agentd.models import RunStatus
 from agentd.operator import goals
+from agentd.operator import home as home_time
 from agentd.operator import runs as operator_runs
 from agentd.operator.home import HomeStore
 from agentd.text import screen
@@ -85,7 +86,8 @@ def runs_list(
     """List runs, newest first."""
     with open_store(ctx) as store:
         runs = operator_runs.list_runs(store, goal_id=goal, status=status, limit=limit)
-    emit(as_json, runs, lambda: records.runs_table(runs, utcnow()))
+        now = home_time.now(store)  # the home's clock, as the runs were stamped
+    emit(as_json, runs, lambda: records.runs_table(runs, now))
 
 
 def terminal_width() -> int:
@@ -123,7 +125,7 @@ def runs_show(
             _follow(store, run_id, terminal_width())
             return
         run, goal, steps = goals.run_details(store, run_id)
-    now = utcnow()
+        now = home_time.now(store)
     if step is not None:
         one = next((s for s in steps if s.seq == step), None)
         if one is None:
@@ -144,7 +146,7 @@ def runs_show(
 def _follow(store: HomeStore, run_id: int, width: int) -> None:
     """The header, then each entry of the timeline once it is settled, until the run ends."""
     run, goal, steps = goals.run_details(store, run_id)
-    header = render_runs.run_header(run, goal, utcnow(), steps, width)
+    header = render_runs.run_header(run, goal, home_time.now(store), steps, width)
     typer.echo(screen(header) + "\n")
     printed, heading = 0, None
     try:
@@ -153,7 +155,7 @@ def _follow(store: HomeStore, run_id: int, width: int) -> None:
             if not run.status.finished and shown and not shown[-1].settled:
                 shown = shown[:-1]  # its check or result is still to come
             lines, heading = render_runs.entries_lines(
-                shown[printed:], utcnow(), width, FOLLOW_SEQ_W, heading
+                shown[printed:], home_time.now(store), width, FOLLOW_SEQ_W, heading
             )
             if lines:
                 typer.echo(screen("\n".join(lines)))

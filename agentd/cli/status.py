@@ -13,7 +13,6 @@ import typer
 from agentd.cli.root import JsonFlag, app, config_of, daemon_pid, emit, open_store, paths_of
 from agentd.config import Config
 from agentd.errors import ConfigError
-from agentd.models import utcnow
 from agentd.operator import liveness
 from agentd.operator.overview import at_a_glance, gather
 from agentd.text import safe, urls_shown
@@ -52,7 +51,7 @@ def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 def _text(data: dict[str, Any], alive: liveness.Daemon) -> str:
     """The status view; for a daemon that holds the home without answering, its `daemon:` line
     says so (the view knows only up and down)."""
-    text = records.status_view(data, utcnow())
+    text = records.status_view(data, data["now"])  # the home's now, as its rows were stamped
     if not alive.silent:
         return text
     lines = text.split("\n")

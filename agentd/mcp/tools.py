@@ -10,7 +10,6 @@ elicitation, and records the decision as theirs. A client without elicitation is
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Protocol, TypeVar
@@ -75,6 +74,12 @@ async def _call(home: Home, fn: Callable[..., T], *args: Any) -> T | JSON:
         return {"changed": False, "note": str(e)}
     except AgentdError as e:
         raise ToolError(str(e)) from None
+
+
+def _usage(store: HomeStore, days: int) -> list[JSON]:
+    """`agentd usage --days` on the store's thread: the days are the home's (a simulated
+    clock's under `serve --clock-speed`), as the model calls were stamped."""
+    return runs.usage(store, plan.home_now(store) - days * 86400)
 
 
 def _item(value: Any) -> JSON:
@@ -152,8 +157,7 @@ def register(mcp: MCPServer[Any], home: Home) -> None:
         """Model calls, tokens and cost by goal, model and UTC day, as `agentd usage --json`."""
         if not 1 <= days <= 36500:
             raise ToolError(f"days is {days}; give 1 or more")
-        since = time.time() - days * 86400
-        return await home.db(runs.usage, home.store, since)
+        return await home.db(_usage, home.store, days)
 
 
 # ── approvals: the person at the client, through elicitation ──────────────────────────────────

@@ -1,13 +1,15 @@
 """The home's database as a surface holds it: `HomeStore`, the handle the web inbox and the MCP
 server open (`open_store`) and pass to every operator function, and the change counter they poll
-to notice another process's commit. Also what makes the home's API token strong enough, which the
-web's login and the CLI's poke share."""
+to notice another process's commit, and the home's now every view measures from (the simulated
+clock of `serve --clock-speed`, or the wall). Also what makes the home's API token strong enough,
+which the web's login and the CLI's poke share."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
-from agentd.db import poke
+from agentd.db import poke, stamp
 from agentd.db.store import SyncStore
 
 HomeStore = SyncStore  # short transactions on one connection, one thread at a time
@@ -19,6 +21,12 @@ def open_store(path: Path, *, poke: bool = True) -> HomeStore:
     """The store of the database at `path`. `poke=False` inside the daemon, whose writers tell it
     of their commits directly instead of over its own socket."""
     return SyncStore(path, poke=poke)
+
+
+def now(store: HomeStore) -> datetime:
+    """The home's now (agentd/db/stamp.py): what a view's "5m ago" counts from, on the clock its
+    rows were stamped with — never the wall next to a simulated time."""
+    return datetime.fromtimestamp(store.read(stamp.now), UTC)
 
 
 def data_version(store: HomeStore) -> int:
