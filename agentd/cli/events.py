@@ -11,8 +11,9 @@ import typer
 from agentd import config
 from agentd.cli.root import JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
 from agentd.errors import ConfigError, UsageError, require_utf8
-from agentd.models import JSON, utcnow
+from agentd.models import JSON
 from agentd.operator import events as operator_events
+from agentd.operator import home as operator_home
 from agentd.operator.parse import parse_object
 from agentd.text import jsonable, screen
 from agentd.views import records
@@ -99,4 +100,5 @@ def event_list(ctx: typer.Context, limit: Limit = 50, as_json: JsonFlag = False)
     """List recent events, newest first."""
     with open_store(ctx) as store:
         events = operator_events.recent(store, limit)
-    emit(as_json, events, lambda: records.events_table(events, utcnow()))
+        now = operator_home.now(store)  # the clock the events were stamped on
+    emit(as_json, events, lambda: records.events_table(events, now))

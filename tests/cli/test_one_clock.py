@@ -79,9 +79,11 @@ def test_rows_carry_the_simulated_time_the_daemon_and_the_cli_wrote(served: Cloc
 @pytest.mark.parametrize("served", [("--clock-start", FUTURE)], indirect=True, ids=["future"])
 def test_no_view_prints_a_wall_time_beside_a_simulated_one(served: ClockHome) -> None:
     item_id = _work(served)
+    served.cli("event", "send", "deploy")  # stamped by the CLI on the home's clock
     wall_year = str(datetime.now(UTC).year)
     for args in (
         ("status",),
+        ("event", "list"),
         ("goal", "show", "1"),
         ("inbox", "list", "--all"),
         ("inbox", "show", str(item_id)),
