@@ -90,8 +90,11 @@ ol.tl{list-style:none;padding:0;margin:.3rem 0;border-left:2px solid #d0d0d8}
 # `data-key` (just logged in): keep the key, end this browser's previous session, go on;
 # `data-forget` (logged out): drop it. On a change the daemon reports, <main> is fetched again —
 # unless a form has been touched or the edit form opened, then a banner asks for a reload
-# (typing is never thrown away). `toggle` does not bubble: it is heard on its way down; only a
-# fold marked `data-keep` (the edit form) counts, not one a page arrives with open (the filters).
+# (typing is never thrown away, not even typing done while the page was being fetched). The
+# stream's `hello` (each connection's first event) loads the page once more: a change made
+# between the page's fetch and the stream's start sends no `change` event. `toggle` does not
+# bubble: it is heard on its way down; only a fold marked `data-keep` (the edit form) counts,
+# not one a page arrives with open (the filters).
 SCRIPT = """
 const S='agentd-key',b=document.body.dataset;let key=localStorage.getItem(S),dirty=false;
 const H=()=>({headers:{'X-Agentd-Key':key}});
@@ -103,23 +106,27 @@ else if(!key)login();else load().then(listen,()=>{document.getElementById('boot'
   'agentd does not answer: reload the page to try again.'});
 function login(){localStorage.removeItem(S);const at=location.pathname+location.search;
   location.replace(at==='/'?'/login':'/login?next='+encodeURIComponent(at))}
-async function load(){
+async function load(again){
   const r=await fetch(location.href,H());if(r.status===401)return login();
+  if(again&&dirty)return stale();  // typed into while it was fetched: kept, and said
   if(r.redirected)history.replaceState(null,'',r.url);  // an old /inbox/ID link
   const doc=new DOMParser().parseFromString(await r.text(),'text/html'),n=doc.querySelector('nav');
   const m=doc.querySelector('main')||Object.assign(document.createElement('main'),
     {textContent:doc.body.textContent});  // not one of our pages: its text, inert
   document.title=doc.title||document.title;if(n)document.querySelector('nav').replaceWith(n);
+  document.querySelectorAll('main details[open][id]').forEach(d=>{  // a fold opened stays open
+    const o=m.querySelector('#'+CSS.escape(d.id));if(o)o.open=true});
   (document.querySelector('main')||document.getElementById('boot')).replaceWith(m);
   b.version=(+b.version||0)+1;return true}
 async function listen(ok){
   while(ok){try{const r=await fetch('/events',H());if(r.status===401)return login();
     const rd=r.body.getReader(),dec=new TextDecoder();let buf='',i;
     for(;;){const {value,done}=await rd.read();if(done)break;buf+=dec.decode(value,{stream:true});
-      while((i=buf.indexOf('\\n\\n'))>=0){if(/^event: change/m.test(buf.slice(0,i)))changed();
-        buf=buf.slice(i+2)}}
+      while((i=buf.indexOf('\\n\\n'))>=0){const e=buf.slice(0,i);buf=buf.slice(i+2);
+        if(/^event: change/m.test(e))changed();else if(/^event: hello/m.test(e)&&!dirty)load(true)}}
   }catch(e){}await new Promise(f=>setTimeout(f,2000))}}
-function changed(){if(dirty)document.getElementById('stale').style.display='block';else load()}
+function stale(){document.getElementById('stale').style.display='block';return true}
+function changed(){if(dirty)stale();else load(true)}
 document.addEventListener('input',()=>{dirty=true});
 document.addEventListener('toggle',e=>{if(e.target.open&&e.target.dataset.keep!==undefined)dirty=true},true);
 document.addEventListener('submit',e=>{const f=e.target;  // never a GET form: the URL keeps no key
