@@ -118,13 +118,11 @@ def _achieved(c: Any, item: InboxItem, text: str, now: float) -> None:
 
 
 def approve(
-    store: SyncStore, config: Config, item_id: int, edit: JSON | None = None, note: str = ""
+    store: SyncStore, config: Config | None, item_id: int, edit: JSON | None = None, note: str = ""
 ) -> InboxItem:
     """Grant an approval for exactly its action and arguments — or for edited arguments, which
-    are validated against the action's schema and bound by a new digest."""
-    from agentd.harness import policy as harness  # the action menu's modules: only to edit
-    from agentd.harness.menu import Menu
-
+    are validated against the action's schema and bound by a new digest (only they need the
+    `config`: a plain grant is checked by the daemon's policy when the action runs)."""
     check_text("the note", note, required=False)
 
     def work(c: Any) -> InboxItem:
@@ -143,6 +141,12 @@ def approve(
             )
         if edit is None:
             return qi.resolve(c, item_id, InboxStatus.APPROVED, answer=note or "approved")
+        if config is None:
+            raise UsageError("--edit needs the config (the action's schema); none was loaded")
+        # The action menu's modules (pydantic, the actions): only an edit pays their import.
+        from agentd.harness import policy as harness
+        from agentd.harness.menu import Menu
+
         agent = config.agents.get(q.get_run(c, item.run_id).agent) if item.run_id else None
         if agent is None or item.action is None:
             raise Refused(f"inbox item {item_id}: its agent is no longer configured; cannot edit")

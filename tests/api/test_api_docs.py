@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +71,18 @@ def holds(got: Any, shown: Any, where: str = "") -> list[str]:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Any:
-    """The home at ~/.local/share/agentd of tmp_path/user, where the page's commands look."""
-    h = Home(tmp_path / "user" / ".local" / "share" / "agentd")
+def user(tmp_path: Path) -> Iterator[Path]:
+    """A user's HOME short enough for `~/.local/share/agentd/api.sock` to fit AF_UNIX's 108
+    bytes (pytest's tmp_path under an xdist worker does not)."""
+    root = Path(tempfile.mkdtemp(prefix="agentd-doc-", dir="/tmp"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def home(user: Path) -> Any:
+    """The home at ~/.local/share/agentd of `user`, where the page's commands look."""
+    h = Home(user / ".local" / "share" / "agentd")
     yield h
     h.close()
 
@@ -120,13 +131,13 @@ async def bash(script: str, user_home: Path) -> tuple[int, str, str]:
     ("command", "shown"), examples(), ids=[REQUEST.findall(c)[0][1] for c, _ in examples()]
 )
 async def test_api_docs_decision_runs_as_written(
-    home: Home, serve: Any, tmp_path: Path, command: str, shown: str
+    home: Home, serve: Any, user: Path, command: str, shown: str
 ) -> None:
     ((page_id, verb),) = REQUEST.findall(command)
     item_id = await arrange(home, serve, verb)
     ours = re.compile(rf"\b{page_id}\b")
     script = f"{setup_lines()}\necho '{CUT}'\n{ours.sub(str(item_id), command)}"
-    code, out, err = await bash(script, tmp_path / "user")
+    code, out, err = await bash(script, user)
     assert code == 0 and not err, err
     listed, _, decided = out.partition(f"{CUT}\n")
     assert item_id in [i["item_id"] for i in json.loads(listed)]  # the setup's GET /api/inbox

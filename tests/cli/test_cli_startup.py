@@ -21,6 +21,7 @@ from agentd import config
 from agentd.cli import app
 from agentd.cli.root import COMMANDS
 from agentd.db import items as qi
+from agentd.db.store import SyncStore
 from agentd.models import InboxKind
 
 # What a read command must not import: the daemon (which pulls everything below), the MCP SDK, the
@@ -108,6 +109,29 @@ def test_list_commands_import_no_pydantic_logging_loop_or_http(
     )
 
     assert imported(home.root, costly, *args) == []
+
+
+def test_a_plain_approve_imports_neither_the_harness_nor_the_configs_models(home: Any) -> None:
+    # the decision every page asks for: granting the exact action stored needs no action menu
+    # (only --edit validates arguments against its schema), so it starts as `inbox list` does
+    home.write_config(CONFIG, [])
+    goal_id = home.add_goal()
+    run_id = home.start_run(goal_id)
+    item_id = home.store.write(
+        lambda c: qi.post(
+            c, InboxKind.APPROVAL, title="restart?", goal_id=goal_id, run_id=run_id, seq=1,
+            action="restart", args={"unit": "checkout"}, digest="d1",
+        )
+    )  # fmt: skip
+    home.close()
+    costly = (*HEAVY, "agentd.harness", "agentd.actions", "pydantic", "agentd.config.file")
+
+    assert imported(home.root, costly, "inbox", "approve", str(item_id)) == []
+    store = SyncStore(home.paths.db)
+    try:
+        assert store.read(lambda c: qi.get_item(c, item_id)).status == "approved"
+    finally:
+        store.close()
 
 
 def test_version_imports_no_command_nor_the_configs_models(home: Any) -> None:
