@@ -113,15 +113,18 @@ class RunningDaemon:
 
 
 @pytest.fixture
-async def serve(home: Home) -> AsyncIterator[Callable[[], Any]]:
+async def serve(home: Home) -> AsyncIterator[Callable[..., Any]]:
     """Start an in-process daemon on the home (after its config is written); stopped at teardown."""
     started: list[RunningDaemon] = []
 
-    async def start() -> RunningDaemon:
+    async def start(**options: Any) -> RunningDaemon:
+        # options: daemon.serve's keywords (clock_speed, clock_start, models, …)
         cfg = config.load(home.paths.config)
         stop = asyncio.Event()
         ready = asyncio.Event()
-        task = asyncio.create_task(daemon.serve(home.paths, cfg, ready=ready.set, stop=stop))
+        task = asyncio.create_task(
+            daemon.serve(home.paths, cfg, ready=ready.set, stop=stop, **options)
+        )
         waiter = asyncio.create_task(ready.wait())
         done, _ = await asyncio.wait({task, waiter}, timeout=10, return_when="FIRST_COMPLETED")
         if task in done:

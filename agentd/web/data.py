@@ -13,6 +13,7 @@ from agentd.operator import evidence as operator_evidence
 from agentd.operator import goals, inbox
 from agentd.operator import schedules as plan
 from agentd.operator.home import HomeStore
+from agentd.operator.home import now as home_now
 from agentd.text import jsonable
 from agentd.views.outer import as_json
 from agentd.views.runs import show_json
@@ -40,12 +41,11 @@ def inbox_view(store: HomeStore, keeps: Any) -> tuple[list[InboxItem], dict[int,
 def held_line(store: HomeStore) -> str:
     """What quiet hours hold back and which pages will be late, as `agentd status` says it
     ("2 held by quiet hours until 08:00 CET (nudge 9, notice 12)"); "" when nothing is."""
-    from agentd.models import utcnow
     from agentd.operator import health
     from agentd.views.held import held_summary, late_summary
 
     channels = health.channel_health(store)
-    now = utcnow()
+    now = home_now(store)  # the clock the outbox was stamped and held on
     return "; ".join(s for s in (held_summary(channels, now), late_summary(channels, now)) if s)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -19,7 +20,6 @@ from starlette.routing import Route
 
 from agentd.config import Config
 from agentd.errors import AgentdError, NotFound
-from agentd.models import utcnow
 from agentd.operator import home, sessions
 from agentd.web import auth, data, edit, flash, html
 from agentd.web import goal_page as goal_view
@@ -57,6 +57,11 @@ class Site:
                 store.close()
 
         return await asyncio.to_thread(run)
+
+    async def call_at(self, fn: Callable[..., T], *args: Any) -> tuple[T, datetime]:
+        """`call`, and the home's now read on the same store: what the page's "5m ago" counts
+        from (a simulated clock's, under `serve --clock-speed`; never the wall beside it)."""
+        return await self.call(lambda store: (fn(store, *args), home.now(store)))
 
     @property
     def secret(self) -> str:
@@ -124,11 +129,10 @@ async def inbox_page(request: Request) -> Response:
         filters = inbox_view.Filters.parse(request.query_params)
     except AgentdError as e:  # a hand-edited address: said, and the open items shown
         filters, error = inbox_view.Filters(), f"Not shown as asked: {e}"
-    items, goals = await site.call(lambda s: data.inbox_view(s, filters.keeps))
-    held = await site.call(data.held_line)
-    page = inbox_view.inbox_page(
-        items, goals, filters, utcnow(), flash=done, error=error, held=held
+    (items, goals, held), now = await site.call_at(
+        lambda s: (*data.inbox_view(s, filters.keeps), data.held_line(s))
     )
+    page = inbox_view.inbox_page(items, goals, filters, now, flash=done, error=error, held=held)
     return HTMLResponse(page)
 
 
@@ -141,10 +145,10 @@ async def item_page(request: Request) -> Response:
         item, goal = data.item_with_goal(store, item_id)
         return item, goal, edit.arg_fields(store, cfg, item), data.item_evidence(store, item)
 
-    item, goal, fields, evidence = await site.call(read)
+    (item, goal, fields, evidence), now = await site.call_at(read)
     done, error = site.notes.shown(request.query_params, request.url.path)
     body = item_view.item_page(
-        item, goal, fields, evidence, data.evidence(item), utcnow(), flash=done, error=error
+        item, goal, fields, evidence, data.evidence(item), now, flash=done, error=error
     )
     return HTMLResponse(body)
 
@@ -206,24 +210,26 @@ async def old_item_link(request: Request) -> Response:
 
 
 async def goals_page(request: Request) -> Response:
-    found = await _site(request).call(data.all_goals)
-    return HTMLResponse(goal_view.goals_page(found, utcnow()))
+    found, now = await _site(request).call_at(data.all_goals)
+    return HTMLResponse(goal_view.goals_page(found, now))
 
 
 async def goal_page(request: Request) -> Response:
     site = _site(request)
     goal_id = int(request.path_params["goal_id"])
     cfg = site.config()
-    goal, runs, outlook, open_items = await site.call(lambda s: data.goal_outlook(s, cfg, goal_id))
+    (goal, runs, outlook, open_items), now = await site.call_at(
+        lambda s: data.goal_outlook(s, cfg, goal_id)
+    )
     done, error = site.notes.shown(request.query_params, request.url.path)
-    page = goal_view.goal_page(goal, runs, outlook, open_items, utcnow(), flash=done, error=error)
+    page = goal_view.goal_page(goal, runs, outlook, open_items, now, flash=done, error=error)
     return HTMLResponse(page)
 
 
 async def run_page(request: Request) -> Response:
     run_id = int(request.path_params["run_id"])
-    run, goal, steps = await _site(request).call(lambda s: data.run_steps(s, run_id))
-    return HTMLResponse(run_view.run_page(run, goal, steps, utcnow()))
+    (run, goal, steps), now = await _site(request).call_at(lambda s: data.run_steps(s, run_id))
+    return HTMLResponse(run_view.run_page(run, goal, steps, now))
 
 
 ROUTES = [
