@@ -208,11 +208,13 @@ def channel_health(c: Conn) -> dict[str, JSON]:
 
 def _held_and_late(c: Conn) -> tuple[dict[str, list[JSON]], dict[str, list[JSON]]]:
     """Per channel, the messages held by quiet hours (soonest first), and the first messages
-    of open items whose next try comes after the item expires."""
+    of open items whose next try comes after the item expires. A message about an item closed
+    since is not held: the sender's next pass cancels it (`cancel_closed`)."""
     held: dict[str, list[JSON]] = {}
     rows = c.execute(
         "SELECT channel, item_id, stage, json_extract(message, '$.category'), held_until, held_tz"
-        " FROM outbox WHERE status = 'pending' AND held_until IS NOT NULL"
+        " FROM outbox WHERE status = 'pending' AND held_until IS NOT NULL AND (item_id IS NULL"
+        " OR EXISTS (SELECT 1 FROM inbox i WHERE i.item_id = outbox.item_id AND i.status = 'open'))"
         " ORDER BY held_until, outbox_id"
     )
     for channel, item_id, stage, category, until, tz in rows.fetchall():

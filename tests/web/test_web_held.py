@@ -11,7 +11,7 @@ from typing import Any
 
 from agentd.db import items as qi
 from agentd.db import outbox
-from agentd.models import InboxKind
+from agentd.models import InboxKind, InboxStatus
 from tests.configs import FINISH, scripted_home, with_web
 from tests.conftest import Home, closed_port, wait_for
 from tests.web.test_web import login, web
@@ -66,6 +66,12 @@ async def test_web_inbox_says_what_quiet_hours_hold_above_the_list(home: Home, s
         assert line.endswith(f"(notice {item_id})"), line
         # Above the list: before the notice it holds back.
         assert page.index('id="held"') < page.index(f'id="item-{item_id}"')
+
+        # Dismissed, the notice's message will never be sent: nothing is held any more (the
+        # sender cancels it at its next pass, which may be the quiet hours' end).
+        home.store.write(lambda c: qi.resolve(c, item_id, InboxStatus.DISMISSED, answer="seen"))
+        assert held_count(home) == 0
+        assert 'id="held"' not in (await c.get("/")).text
 
 
 async def test_web_inbox_has_no_held_line_when_quiet_hours_hold_nothing(
