@@ -55,6 +55,7 @@ def goal_page(
         f'<p class="meta">{" · ".join(meta)}</p>',
         _controls(goal, outlook),
         '<section id="next"><h2>Next check-in</h2>',
+        _failing(outlook),
         f'<p class="line">{h(render_outer.next_line(outlook), multiline=True)}</p>'.replace(
             "\n", "<br>"
         ),
@@ -87,6 +88,18 @@ def _controls(goal: Goal, outlook: Any) -> str:
         form_id="snooze-form",
     )
     return f'<div class="controls" id="goal-controls">{move}{checkin}{snooze}</div>'
+
+
+def _failing(outlook: Any) -> str:
+    """The goal's check-ins failing in a row, as `goal show` says it (agentd.operator.failures)."""
+    failing = outlook.get("failing")
+    if not failing:
+        return ""
+    tz = (outlook.get("cadence") or {}).get("tz", "UTC")
+    text = render_outer.failing_line(failing, outlook["now"], tz)
+    return f'<p class="error" id="failing">Failing: {h(text, multiline=True)}</p>'.replace(
+        "\n", "<br>"
+    )
 
 
 def _snoozed(goal_id: int, outlook: Any) -> str:

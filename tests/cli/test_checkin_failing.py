@@ -7,7 +7,7 @@ check-in model replying nonsense, the real CLI."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from typer.testing import CliRunner
@@ -110,3 +110,20 @@ async def test_the_checkins_table_and_the_notice_show_a_failing_url_by_host(make
     body = json.loads(agentd(env, "inbox", "show", str(notice["item_id"]), "--json"))["body"]
     assert "https://hooks.example.com/…" in body and "s3cr3t" not in body, body
     assert "unknown verdict kind" in table and "s3cr3t" not in table, table
+
+
+async def test_the_web_goal_page_says_its_checkins_fail(make: Make) -> None:
+    from agentd.web import data, goal_page
+
+    env = await make([BAD])
+    goal_id = goal(env)
+    rows = await fail_three(env, goal_id)
+    goal_, runs, outlook, open_items = data.goal_outlook(env.home.store, env.deps.config, goal_id)
+    now = datetime.fromtimestamp(outlook["now"], UTC)
+    page = goal_page.goal_page(goal_, runs, outlook, open_items, now)
+
+    failing = page.partition('id="failing">')[2].partition("</p>")[0]
+    assert failing.startswith("Failing: 3 check-ins in a row since "), page
+    assert f"last error (check-in {rows[-1].checkin_id}): " in failing
+    assert "unknown verdict kind" in failing and "s3cr3t" not in page
+    assert page.index('<section id="next">') < page.index('id="failing"')  # under Next check-in
