@@ -195,3 +195,11 @@ def test_a_config_error_at_start_exits_2_as_an_error_in_the_journal(tmp_path: Pa
     lines = journal.read_text().splitlines()
     assert lines[0].startswith("<3>agentd: ") and "config.toml" in lines[0], lines
     assert all(ln.startswith("<3>") for ln in lines), lines  # journald: one entry per line
+
+
+def test_the_unit_names_no_web_address_it_cannot_vouch_for() -> None:
+    # `systemctl help agentd` opens Documentation=; the project has no address of its own, and
+    # a guessed one (github.com/agentd/agentd) may be someone else's, as `pip install agentd` was
+    settings = unit_settings()
+    urls = [u for values in settings.values() for v in values for u in v.split() if "://" in u]
+    assert urls == [] and "Documentation" not in settings, urls
