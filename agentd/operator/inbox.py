@@ -118,11 +118,18 @@ def _achieved(c: Any, item: InboxItem, text: str, now: float) -> None:
 
 
 def approve(
-    store: SyncStore, config: Config | None, item_id: int, edit: JSON | None = None, note: str = ""
+    store: SyncStore,
+    config: Config | None,
+    item_id: int,
+    edit: JSON | None = None,
+    note: str = "",
+    *,
+    edit_name: str = "--edit",
 ) -> InboxItem:
     """Grant an approval for exactly its action and arguments — or for edited arguments, which
     are validated against the action's schema and bound by a new digest (only they need the
-    `config`: a plain grant is checked by the daemon's policy when the action runs)."""
+    `config`: a plain grant is checked by the daemon's policy when the action runs). An error
+    about the edit names it `edit_name`, as the caller's user wrote it (a flag, a form, JSON)."""
     check_text("the note", note, required=False)
 
     def work(c: Any) -> InboxItem:
@@ -142,7 +149,7 @@ def approve(
         if edit is None:
             return qi.resolve(c, item_id, InboxStatus.APPROVED, answer=note or "approved")
         if config is None:
-            raise UsageError("--edit needs the config (the action's schema); none was loaded")
+            raise UsageError(f"{edit_name} needs the config (the action's schema); none loaded")
         # The action menu's modules (pydantic, the actions): only an edit pays their import.
         from agentd.harness import policy as harness
         from agentd.harness.menu import Menu
@@ -153,7 +160,7 @@ def approve(
         try:
             args = Menu(config, agent).validate_args(item.action, {**(item.args or {}), **edit})
         except ModelOutputInvalid as e:
-            raise UsageError(f"--edit: {e}") from None
+            raise UsageError(f"{edit_name}: {e}") from None
         return qi.resolve(
             c,
             item_id,

@@ -119,7 +119,7 @@ def decide(
     what was done and the item as it is now."""
     done: JSON = {"item": str(item_id)}
     if verb == "approve":
-        item = inbox.approve(store, cfg, item_id, edit, text)
+        item = inbox.approve(store, cfg, item_id, edit, text, edit_name="the edited arguments")
         return {"done": "approved-edited" if edit else "approved", **done}, item
     if verb == "deny":
         return {"done": "denied", **done}, inbox.deny(store, item_id, text)

@@ -88,8 +88,11 @@ def _refusal(request: Request, secret: str, pages_on: bool) -> Response | None:
     if _bearer_path(path):
         if auth.bearer_ok(headers, secret):
             return None
-        return Response(to_json({"error": "a Bearer token is required (agentd web "
-                        "--token prints it)"}), 401, {"WWW-Authenticate": "Bearer"},
+        sent = headers.get("authorization", "").lower().startswith("bearer ")
+        why = ("this Bearer token is not the daemon's (rotated, or another home's)" if sent
+               else "a Bearer token is required")  # fmt: skip
+        return Response(to_json({"error": f"{why}; `agentd web --token` prints the current one"}),
+                        401, {"WWW-Authenticate": "Bearer"},
                         media_type="application/json")  # fmt: skip
     if not pages_on:
         return PlainTextResponse("not found: the web inbox is off ([web] enabled = false)", 404)

@@ -52,6 +52,7 @@ async def test_web_api_approve_with_an_edit(home: Home, serve: Any) -> None:
     async with bot(home) as c:
         bad = await c.post(f"/api/inbox/{item_id}/approve", json={"edit": {"message": 5}})
         assert bad.status_code == 400 and "message" in bad.json()["error"]
+        assert bad.json()["error"].startswith("the edited arguments: "), bad.json()  # no CLI flag
         r = await c.post(f"/api/inbox/{item_id}/approve", json={"edit": {"message": "edited"}})
         assert r.status_code == 200 and r.json()["done"] == "approved-edited"
     await wait_for(finished(home, run_id))
@@ -90,6 +91,10 @@ async def test_web_api_refuses_bad_requests(home: Home, serve: Any) -> None:
     async with web(home) as anonymous:
         r = await anonymous.post(f"/api/inbox/{item_id}/approve")
         assert r.status_code == 401  # no token, no decision (a page's session key is no token)
+        assert r.json()["error"].startswith("a Bearer token is required"), r.json()
+        anonymous.headers["Authorization"] = "Bearer not-the-token"
+        wrong = await anonymous.post(f"/api/inbox/{item_id}/approve")
+        assert wrong.status_code == 401 and "is not the daemon's" in wrong.json()["error"]
     async with bot(home) as c:
         assert (await c.post(f"/api/inbox/{item_id}/launch")).status_code == 400
         junk = await c.post(f"/api/inbox/{item_id}/deny", content=b"{not json")
