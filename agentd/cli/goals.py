@@ -119,7 +119,14 @@ def goal_add(
         )
     emit(as_json, goal, lambda: str(goal.goal_id))
     if not as_json:
-        hint = f"added for agent {name}; start it with `agentd runs start {goal.goal_id}`"
+        triggers = cfg.agents[name].triggers
+        start = f"`agentd runs start {goal.goal_id}`"
+        hint = (
+            f"added for agent {name}; its runs start on its triggers ({', '.join(triggers)}), "
+            f"or now with {start}"
+            if triggers
+            else f"added for agent {name}; start it with {start}"
+        )
         typer.echo(f"goal {goal.goal_id} {hint}", err=True)
     if shared:
         typer.echo(screen(f"warning: {shared}"), err=True)

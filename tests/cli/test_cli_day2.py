@@ -20,6 +20,9 @@ def test_goal_add_without_agent_warns_when_the_agents_triggers_serve_another_goa
     home.store  # noqa: B018  # creates the database
     first = agentd(home.root, "goal", "add", "Keep checkout up", "--why", "revenue")
     assert first.exit_code == 0 and "warning" not in first.stderr, first.output
+    assert "its runs start on its triggers (deploy), or now with `agentd runs start 1`" in (
+        " ".join(first.stderr.split())
+    )
     second = agentd(home.root, "goal", "add", "Keep checkout fast", "--why", "latency")
     assert second.exit_code == 0 and second.stdout.strip() == "2", second.output
     assert "warning: agent default already serves active goal 1" in second.stderr
