@@ -16,10 +16,12 @@ SCAN_EXTRA = 100  # rows read past the streak: fires recorded missed or still du
 _ENDED = frozenset(("done", "skipped", "failed"))
 
 
-def what_to_do(goal_id: int) -> str:
+def what_to_do(goal_id: int, agent: str = "NAME") -> str:
     return (
-        f"`agentd checkins --goal {goal_id}` shows each error; `agentd doctor --ping` asks each "
-        "model for a tiny reply; the next check-in tries again"
+        f"`agentd checkins --goal {goal_id}` shows each error; a reply agentd refused is the "
+        f"check-in model's (its replies, or a model too weak for the schema: set "
+        f"`[agents.{agent}.checkin] model`); `agentd doctor --ping` finds a model that does not "
+        "answer; the next check-in tries again"
     )
 
 
@@ -55,5 +57,5 @@ def of_goal(c: Any, goal: Goal) -> JSON | None:
         "last_at": last and (last.completed_at or last.fired_at),
         "last_checkin_id": last and last.checkin_id,
         "last_error": one_line_error(last.reason if last else None),
-        "what_to_do": what_to_do(goal.goal_id),
+        "what_to_do": what_to_do(goal.goal_id, goal.agent),
     }

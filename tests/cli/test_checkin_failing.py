@@ -81,6 +81,8 @@ async def test_goal_show_says_its_checkins_fail_and_what_to_do(make: Make) -> No
     assert lines[1].startswith(f"last error (check-in {rows[-1].checkin_id}): "), field
     assert "unknown verdict kind" in lines[1] and "s3cr3t" not in text
     assert lines[2].startswith("what to do: ") and "agentd doctor --ping" in lines[2], field
+    # a refused reply is the check-in model's doing, which `doctor --ping` (a tiny reply) misses
+    assert "[agents.default.checkin] model" in " ".join(lines[2:]), field
 
 
 async def test_a_checkin_that_succeeds_again_clears_the_failing_streak(make: Make) -> None:
