@@ -114,39 +114,51 @@ def remember(c: Any, row: Checkin, v: JSON, reason: str, effect: JSON, now: floa
 # ── relevance ────────────────────────────────────────────────────────────────────────────────────
 
 _STOP = frozenset(("a", "an", "the", "to", "of", "for", "on", "in", "at", "and", "or", "your",
-                   "you", "my", "with", "about", "re", "new"))  # fmt: skip
+                   "you", "my", "our", "we", "i", "me", "us", "it", "its", "is", "are", "be",
+                   "by", "from", "into", "with", "about", "re", "new"))  # fmt: skip
+# Words a rewording adds or drops without naming another need ("… soon", "please …").
+_FILLER = frozenset(("please", "soon", "today", "tonight", "now", "this", "that", "week",
+                     "asap", "still", "again", "just", "up", "out", "do", "maybe", "quickly",
+                     "yet", "time"))  # fmt: skip
 
 
 def _words(text: str | None) -> frozenset[str]:
     return frozenset(w for w in re.findall(r"[a-z0-9]+", (text or "").lower()) if w not in _STOP)
 
 
-def _names(text: str | None) -> frozenset[str]:
-    """The words of a topic that name something — a number, or a capitalised word that does not
-    start the topic ("Acme", "R2", "v3") — lowercased like `_words`."""
-    words = re.findall(r"[A-Za-z0-9]+", text or "")
-    return frozenset(
-        w.lower() for i, w in enumerate(words)
-        if w.lower() not in _STOP and (any(ch.isdigit() for ch in w) or (i > 0 and w[0].isupper()))
-    )  # fmt: skip
+def _stem(word: str) -> str:
+    """A light stem, so "invitations", "invite" and "invited" compare as one word (numbers stay
+    whole: "incident 3" and "incident 4" are two needs)."""
+    if word.isdigit() or len(word) <= 3:
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith(("ing", "ed")) and len(word) > 5:
+        word = word[: -3 if word.endswith("ing") else -2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if word.endswith("ation") and len(word) > 7:
+        word = word[:-5]
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word
+
+
+def _terms(text: str | None) -> frozenset[str]:
+    """The words of a topic that say which need it is: stop words and a rewording's fillers
+    dropped, stemmed — whatever their case ("acme" names a company as much as "Acme")."""
+    return frozenset(_stem(w) for w in _words(text) if w not in _FILLER)
 
 
 def same_topic(a: str | None, b: str | None) -> bool:
-    """Whether two nudge topics name the same need: equal word sets, one inside the other, or
-    mostly the same words (the model rephrases; the operator should not see it twice) — unless
-    each names something the other does not: "Senior Backend Engineer at Acme" and "Senior
-    Backend Engineer at Globex" are two postings, however alike the rest."""
-    wa, wb = _words(a), _words(b)
-    if not wa or not wb:
+    """Whether two nudge topics name the same need: one's terms (stemmed words less stop words
+    and fillers) all within the other's — a rewording adds or drops words ("please … soon"), it
+    does not swap them. When each topic has a term the other lacks, they are two needs, however
+    alike the rest: "apply to the acme senior backend role" and "apply to the globex senior
+    backend role" are two postings, "incident 3" and "incident 4" two incidents. (A repeat guard
+    that errs holds back a need never nudged; one that errs the other way repeats a nudge.)"""
+    ta, tb = _terms(a), _terms(b)
+    if not ta or not tb:
         return False
-    if wa <= wb or wb <= wa:
-        return True
-    na, nb = _names(a) - wb, _names(b) - wa
-    if na and nb:  # both name something the other lacks: two needs, not one reworded
-        return False
-    # Two thirds of the words in common: "senior backend engineer at X" and "staff backend
-    # engineer at Y" are different postings, a reworded topic keeps most of its words.
-    return len(wa & wb) / len(wa | wb) >= 2 / 3
+    return ta <= tb or tb <= ta
 
 
 def _args(args: JSON) -> str:

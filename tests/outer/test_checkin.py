@@ -602,6 +602,39 @@ def test_same_topic_matches_rephrasings_only() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # Lowercase names distinguish as much as capitalised ones (the old guard held one back).
+        ("apply to the acme senior backend role", "apply to the globex senior backend role"),
+        ("apply to acme senior backend engineer", "apply to globex senior backend engineer"),
+        ("renew the tls certificate for shop", "renew the tls certificate for blog"),
+        ("fix incident 3 on the web service", "fix incident 4 on the web service"),
+        ("send the invitations to the guests", "remind the guests about the party"),
+    ],
+)
+def test_same_topic_two_needs_whatever_their_case(a: str, b: str) -> None:
+    assert not verdicts.same_topic(a, b)
+    assert not verdicts.same_topic(b, a)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (
+            "apply to the acme senior backend role",
+            "please apply to the acme senior backend role soon",
+        ),
+        ("send the invitations", "Send invitations this week"),  # stems and fillers
+        ("invite the guests", "invited guests today"),
+        ("roll back deploy 1.4.2", "Roll back deploy 1.4.2 now"),
+    ],
+)
+def test_same_topic_rewordings_stay_one_need(a: str, b: str) -> None:
+    assert verdicts.same_topic(a, b)
+    assert verdicts.same_topic(b, a)
+
+
 # ── review fixes ─────────────────────────────────────────────────────────────────────────────────
 
 
