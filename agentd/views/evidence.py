@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,18 +34,30 @@ _ERROR = re.compile(
 TITLE_FIELDS = ("title", "name", "summary", "subject", "status", "state", "message")
 STATE_WORDS = {"unhealthy": "FAILING", "check_failed": "CHECK BROKEN", "healthy": "ok"}
 _SKIPPED_ACTIONS = frozenset({"sleep"})  # waiting is no action an operator weighs
+# What `!` before a quoted line means, wherever the summary is shown (`lines`, the web page).
+ERROR_MARK = "! marks an error line: one with an error word, or a failing check's output"
 
 
 # ── the JSON-able form ───────────────────────────────────────────────────────────────────────
 
 
-def summary(world: JSON, steps: Sequence[Step] = ()) -> JSON:
+def summary(
+    world: JSON, steps: Sequence[Step] = (), healthy_until: Mapping[str, str] | None = None
+) -> JSON:
     """`{"sources": [...], "actions": [...]}`: each source (failing ones first) as `name`, `kind`
     (http, log, command, mcp, other), `state` (healthy, unhealthy, check_failed or None), `since`
-    (ISO 8601), `facts` (agentd's words and numbers) and `detail` (`{"text", "error"}` lines quoted
-    from the world); each of the run's last actions as `seq`, `at`, `action`, `args`, `status`
-    (ok, failed, running, refused, denied, expired) and `outcome` (the result in words)."""
-    sources = [_source(str(name), obs) for name, obs in world.items() if isinstance(obs, dict)]
+    (ISO 8601), `healthy_until` (ISO 8601: the last look that saw a failing or broken source
+    healthy, from `healthy_until` by source name — the world's history, which
+    agentd.operator.evidence reads — else None), `facts` (agentd's words and numbers) and
+    `detail` (`{"text", "error"}` lines quoted from the world); each of the run's last actions
+    as `seq`, `at`, `action`, `args`, `status` (ok, failed, running, refused, denied, expired)
+    and `outcome` (the result in words)."""
+    until = healthy_until or {}
+    sources = [
+        _source(str(name), obs, until.get(str(name)))
+        for name, obs in world.items()
+        if isinstance(obs, dict)
+    ]
     sources.sort(key=lambda s: s["state"] not in ("unhealthy", "check_failed"))
     return {"sources": sources, "actions": _actions(steps)}
 
@@ -71,14 +83,15 @@ def _state(obs: JSON) -> str | None:
     return "healthy" if obs["ok"] else "unhealthy"
 
 
-def _source(name: str, obs: JSON) -> JSON:
+def _source(name: str, obs: JSON, healthy_until: str | None = None) -> JSON:
     kind, state = kind_of(obs), _state(obs)
+    until = healthy_until if state in ("unhealthy", "check_failed") else None
     facts: list[str] = []
     detail: list[JSON] = []
     if state == "check_failed":
         before = {True: "the service was healthy before", False: "unhealthy before"}
-        if isinstance(obs.get("last_healthy"), bool):
-            facts.append(before[obs["last_healthy"]])
+        if isinstance(obs.get("last_healthy"), bool) and not (until and obs["last_healthy"]):
+            facts.append(before[obs["last_healthy"]])  # a time, if known, says it better
         detail.append(_line(obs.get("error"), error=True))
     elif kind == "http":
         facts, detail = _http(obs, state)
@@ -94,13 +107,14 @@ def _source(name: str, obs: JSON) -> JSON:
         detail.append(_line(compact(obs)))
     if state is not None and state != "healthy" and isinstance(obs.get("streak"), int):
         facts.insert(min(1, len(facts)), _looks(obs["streak"]))  # after the code it is about
-    if state == "unhealthy" and isinstance(obs.get("episode"), int):
+    if state == "unhealthy" and isinstance(obs.get("episode"), int) and until is None:
         # A failing stretch after the first followed a healthy one (a broken check between
-        # them is looked through: agentd.sources.with_history).
+        # them is looked through: agentd.sources.with_history); when that look is still in
+        # the history, its time says more (headline_parts).
         facts.append("healthy before then" if obs["episode"] > 1 else "never seen healthy")
     since = obs.get("since") if isinstance(obs.get("since"), str) else None
-    return {"name": name, "kind": kind, "state": state, "since": since, "facts": facts,
-            "detail": [d for d in detail if d["text"]]}  # fmt: skip
+    return {"name": name, "kind": kind, "state": state, "since": since, "healthy_until": until,
+            "facts": facts, "detail": [d for d in detail if d["text"]]}  # fmt: skip
 
 
 def _line(text: object, *, error: bool = False) -> JSON:
@@ -240,13 +254,38 @@ def headline(source: JSON, now: datetime | None) -> str:
 
 
 def headline_parts(source: JSON, now: datetime | None) -> list[str]:
+    """The headline's parts: the state word with `since …`, then `fact_parts`."""
+    word, since = state_word(source), since_part(source, now)
+    lead = [f"{word} {since}" if since else word] if word else []
+    return lead + fact_parts(source, now)
+
+
+def state_word(source: JSON) -> str | None:
+    """The word that leads a source's headline (FAILING, CHECK BROKEN, ok), or None where no
+    state is said: a source that reports no health, and a log read healthy — a log read is no
+    health, its line counts say it (`ok` would read as "no errors"). The one decision every
+    surface follows: the CLI prints the word, the web shows it as the source's badge."""
     state = source.get("state")
-    word = STATE_WORDS.get(str(state), "seen") if state else source["kind"]
-    if source.get("since") and state != "healthy":
-        word += f" since {_when(source['since'], now)}"
-    # A log read is no health: its line counts say it (`ok` would read as "no errors").
-    parts = [] if source["kind"] == "log" and state == "healthy" else [word]
+    if not state or (source["kind"] == "log" and state == "healthy"):
+        return None
+    return STATE_WORDS.get(str(state), "seen")
+
+
+def since_part(source: JSON, now: datetime | None) -> str | None:
+    """`since Dec 2 12:33:19 UTC (4m ago)` after a state word that has a start (not `ok`)."""
+    if state_word(source) is None or source.get("state") == "healthy" or not source.get("since"):
+        return None
+    return safe(f"since {_when(source['since'], now)}")
+
+
+def fact_parts(source: JSON, now: datetime | None) -> list[str]:
+    """What follows the state word: the kind of a source with no health, the facts, and the
+    last healthy look of a failing source (`healthy until 12:31:40 UTC (9m ago)`)."""
+    parts = [] if source.get("state") else [source["kind"]]
     parts += source["facts"]
+    if until := source.get("healthy_until"):
+        said = "healthy until" if source.get("state") == "unhealthy" else "last seen healthy"
+        parts.append(f"{said} {_when(until, now)}")
     return [safe(p) for p in parts]
 
 

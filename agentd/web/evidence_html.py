@@ -1,7 +1,9 @@
 """The evidence summary of an item's page, as agentd made it from the world and the run's
-journal (agentd/views/evidence.py, never the model): a line per source — its state, since when,
-its codes and streak — with the lines it quotes (errors marked), then the run's last actions and
-what came of them. A few lines read in seconds; the raw world stays folded below."""
+journal (agentd/views/evidence.py, never the model): a line per source — its state word as a
+badge where the CLI says one, since when, its codes, streak and last healthy look — with the
+lines it quotes (error lines marked, and the mark explained), then, under their own heading, the
+run's last actions and what came of them. On a phone a long quote shows its first lines and
+folds the rest, so the page stays short; the raw world stays folded below."""
 
 from __future__ import annotations
 
@@ -16,34 +18,61 @@ from agentd.web.html import badge, h
 STATE_CSS = {"unhealthy": "failed", "check_failed": "expired", "healthy": "succeeded"}
 ACTION_CSS = {"ok": "succeeded", "running": "open", "failed": "failed", "refused": "failed",
               "denied": "denied", "expired": "expired"}  # fmt: skip
+SHOWN = 3  # a source's quoted lines shown before the rest fold (on a narrow screen: html.STYLE)
 
 
 def summary(evidence: JSON | None, now: datetime) -> str:
-    """The section `#evidence`, or "" when there is nothing to show (a home-wide notice)."""
+    """The section `#evidence` (sources in `#sources`, actions in `#actions`), or "" when there
+    is nothing to show (a home-wide notice)."""
     if not evidence:
         return ""
-    lines = [_source(s, now) for s in evidence.get("sources") or []]
-    for a in evidence.get("actions") or []:
-        try:
-            when = relative(datetime.fromisoformat(str(a["at"]).replace("Z", "+00:00")), now)
-        except ValueError:
-            when = ""
-        lines.append(
-            f"<li><strong>{h(a['action'])}</strong> {badge(a['status'], ACTION_CSS.get(a['status'], ''))}"
-            f' {h(one_line(a["outcome"], 160))} <span class="meta">{h(when)}</span></li>'
-        )
-    if not lines:
+    sources = evidence.get("sources") or []
+    actions = evidence.get("actions") or []
+    if not sources and not actions:
         return ""
-    return f'<section id="evidence"><h2>Evidence</h2><ul class="ev">{"".join(lines)}</ul></section>'
+    parts = ["<h2>Evidence</h2>"]
+    if sources:
+        parts.append(
+            f'<ul class="ev" id="sources">{"".join(_source(s, now) for s in sources)}</ul>'
+        )
+        if any(d["error"] for s in sources for d in s.get("detail") or []):
+            parts.append(f'<p class="hint" id="mark">{h(ev.ERROR_MARK)}</p>')
+    if actions:
+        parts.append("<h3>Last actions</h3>")
+        parts.append(
+            f'<ul class="ev" id="actions">{"".join(_action(a, now) for a in actions)}</ul>'
+        )
+    return f'<section id="evidence">{"".join(parts)}</section>'
+
+
+def _action(action: JSON, now: datetime) -> str:
+    try:
+        when = relative(datetime.fromisoformat(str(action["at"]).replace("Z", "+00:00")), now)
+    except ValueError:
+        when = ""
+    status = badge(action["status"], ACTION_CSS.get(action["status"], ""))
+    return (
+        f"<li><strong>{h(action['action'])}</strong> {status}"
+        f' {h(one_line(action["outcome"], 160))} <span class="meta">{h(when)}</span></li>'
+    )
 
 
 def _source(source: JSON, now: datetime) -> str:
-    state = source.get("state")
-    parts = ev.headline_parts(source, now)
-    head = " · ".join(h(p) for p in parts)
-    mark = badge(str(state).replace("_", " "), STATE_CSS.get(str(state), "")) if state else ""
-    quoted = "".join(
-        f"<br><code>{'! ' if d['error'] else ''}{h(one_line(d['text'], 160))}</code>"
+    # The state word and whether there is one are the CLI's (views/evidence.py state_word).
+    word = ev.state_word(source)
+    lead = badge(word, STATE_CSS.get(str(source.get("state")), "")) if word else ""
+    since = ev.since_part(source, now)
+    head = " · ".join(h(p) for p in [*([since] if since else []), *ev.fact_parts(source, now)])
+    lines = [
+        f'<code class="{"q err" if d["error"] else "q"}">'
+        f"{'! ' if d['error'] else ''}{h(one_line(d['text'], 160))}</code>"
         for d in source.get("detail") or []
-    )
-    return f"<li><strong>{h(source['name'])}</strong> {mark} {head}{quoted}</li>"
+    ]
+    quoted = "".join(lines[:SHOWN])
+    if len(lines) > SHOWN:
+        # Folded on a phone only: on a wide screen the rest shows open (the style's media rule).
+        quoted += (
+            f'<details class="more"><summary>{len(lines) - SHOWN} more lines</summary>'
+            f"{''.join(lines[SHOWN:])}</details>"
+        )
+    return f"<li><strong>{h(source['name'])}</strong> {lead} {head}{quoted}</li>"

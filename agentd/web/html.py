@@ -61,6 +61,11 @@ summary.button{list-style:none;color:#1d1d1f;display:inline-flex;align-items:cen
 .who{font-size:.72rem;color:#5f6368;text-transform:uppercase;letter-spacing:.03em;margin:0}
 .words p{margin:.1rem 0;overflow-wrap:anywhere} .ev{margin:.2rem 0;padding-left:1.1rem}
 .ev li{margin:.1rem 0}
+.ev code.q{display:block;overflow-wrap:anywhere;padding-left:.35rem;border-left:3px solid transparent}
+.ev code.err{border-left-color:#b42318;background:#fdf0ee;color:#8c1d12}
+details.more{margin:0} details.more>summary{font-size:.85rem}
+@media(min-width:32rem){details.more>summary{display:none}
+ details.more::details-content{content-visibility:visible}}
 ul.cards{list-style:none;padding:0;margin:0}
 .cards li{border-bottom:1px solid #e3e3e8;padding:.45rem 0;display:flex;gap:.5rem}
 .cards a.t{font-weight:600;overflow-wrap:anywhere;color:#1d1d1f;text-decoration:none}
