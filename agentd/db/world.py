@@ -33,3 +33,18 @@ def get_snapshot(c: Conn, snapshot_id: int) -> JSON:
     if row is None:
         raise NotFound(f"no world snapshot {snapshot_id}")
     return dict(json.loads(row[0]))
+
+
+def last_healthy_at(c: Conn, agent: str, source: str, before: float) -> float | None:
+    """When `agent` last saw `source` healthy (`ok` and no broken check) in a look taken before
+    `before` (epoch seconds); None when no such look is kept. Walks back from `before` by time."""
+    if '"' in source or "\\" in source:
+        return None  # a name a JSON path cannot quote: no answer rather than a wrong one
+    at = f'$."{source}"'
+    row = c.execute(
+        "SELECT taken_at FROM world WHERE agent = ? AND taken_at < ?"
+        " AND (data ->> ?) = 1 AND coalesce(data ->> ?, 0) = 0"
+        " ORDER BY taken_at DESC LIMIT 1",
+        (agent, before, f"{at}.ok", f"{at}.check_failed"),
+    ).fetchone()
+    return None if row is None else float(row[0])
