@@ -144,7 +144,12 @@ def schedules_table(out: JSON) -> str:
         for s in out["schedules"]
     ]
     headers = ("id", "kind", "when", "tz", "misfire", "max late", "next fire")
-    return table(headers, rows, {"when": 30, "next fire": 50}, "none (the cadence alone decides)")
+    # Narrow terminals keep the spec and the next fire readable; the lateness and misfire
+    # policy go first (`goal show --json` has them).
+    return table(
+        headers, rows, {"when": 30, "next fire": 50}, "none (the cadence alone decides)",
+        floors={"when": 20, "next fire": 30}, drop=("max late", "misfire"),
+    )  # fmt: skip
 
 
 def memory_lines(entries: Sequence[JSON], now: float | None = None) -> str:
@@ -217,4 +222,9 @@ def checkins_table(rows: Sequence[JSON], now: float) -> str:
     ]
     headers = ("id", "goal", "by", "due", "when", "status", "model", "tokens", "outcome")
     hint = "no check-ins yet; a goal's first look comes a few hours after it is added"
-    return table(headers, cells, {"model": 24, "outcome": 70}, hint)
+    # Narrow terminals keep the outcome readable: the tokens go first, then the due time (`when`
+    # says it relative), then the model, never cut (`anthrop…` names none): `--json` has all.
+    return table(
+        headers, cells, {"model": 24, "outcome": 70}, hint,
+        floors={"model": 24, "outcome": 24}, drop=("tokens", "due", "model"),
+    )  # fmt: skip

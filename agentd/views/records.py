@@ -92,7 +92,13 @@ def runs_table(runs: Sequence[Run], now: datetime) -> str:
     ]
     headers = ("id", "goal", "status", "trigger", "steps", "waiting for", "updated", "summary")
     hint = "no runs; start one with `agentd runs start GOAL_ID`"
-    return table(headers, rows, {"waiting for": 36, "summary": 50}, hint)
+    # Narrow terminals: the summary (what happened) keeps a readable width; the step count goes
+    # first, then the trigger, which is never cut (`state:health.u…` says nothing) — both are in
+    # `agentd runs show`.
+    return table(
+        headers, rows, {"waiting for": 36, "summary": 50}, hint,
+        floors={"waiting for": 14, "summary": 24}, drop=("steps", "trigger"),
+    )  # fmt: skip
 
 
 # ── status ───────────────────────────────────────────────────────────────────────────────────
@@ -146,13 +152,16 @@ def failing_text(data: JSON) -> str:
         for x in data["failing_checkins"]
     ]  # fmt: skip
     headers = ("goal", "in a row", "since", "last error", "title")
-    lines = [table(headers, rows, {"last error": 60, "title": 30})]
+    # The last error is what to read; at narrow widths the title goes (the goal id names it).
+    lines = [table(headers, rows, {"last error": 60, "title": 30}, floors={"last error": 30},
+                   drop=("title",))]  # fmt: skip
     if (more := data["failing_goals"] - len(rows)) > 0:
         lines.append(f"… and {more} more goal{'s' if more > 1 else ''}")
-    lines.append(
+    hint = (
         "see `agentd goal show ID` and `agentd checkins --goal ID` for each error; "
         "`agentd doctor --ping` asks each model for a tiny reply"
     )
+    lines += textwrap.wrap(hint, terminal_width() or len(hint), break_on_hyphens=False)
     return "\n".join(lines)
 
 
@@ -173,9 +182,13 @@ def next_checkins_text(data: JSON) -> str:
     if not looks:
         return head
     pad = " " * head.index("AT")  # the reason starts under the time
+    room = max((terminal_width() or 0) - len(pad) - len("why: "), 20)
     out = [head]
     for line, x in zip(lines, looks, strict=True):
-        out += [line, f"{pad}why: {safe(x['why'])}"]
+        # Wrapped under itself, never cut, as `goal show` wraps the same reason.
+        why = textwrap.wrap(safe(x["why"]), room) if terminal_width() else [safe(x["why"])]
+        out += [line, f"{pad}why: {why[0] if why else ''}"]
+        out += [f"{pad}     {part}" for part in why[1:]]
     return "\n".join(out)
 
 
