@@ -33,7 +33,9 @@ CRON_EXAMPLES = (
 
 
 def _usage(option: str, err: ValueError, example: str) -> UsageError:
-    return UsageError(f"{option}: {err}; {example}")
+    said = str(err)
+    # the parser's own message may already show examples: one set is enough
+    return UsageError(f"{option}: {said}" if "e.g." in said else f"{option}: {said}; {example}")
 
 
 def _shown(as_json: bool, out: JSON, note: str = "") -> None:
@@ -229,7 +231,7 @@ def goal_snooze(
 
     Example: agentd goal snooze 3 2d
     """
-    seconds = duration("DUR", for_, allow_zero=True)
+    seconds = duration("the snooze", for_, allow_zero=True)
     cfg = config_of(ctx)
     with open_store(ctx) as store:
         out = plan.snooze(store, cfg, goal_id, seconds)

@@ -201,7 +201,7 @@ def _goal_line(
     if deadline is not None and not isinstance(deadline, str):
         raise UsageError('"deadline" is a string, e.g. "2026-03-01" or "7d"')
     name = pick_agent(cfg, wanted, cfg_path)
-    when = goals.parse_deadline(deadline, now) if deadline is not None else None
+    when = goals.parse_deadline(deadline, now, '"deadline"') if deadline is not None else None
     return goals.checked(obj["title"], obj["why"], name, criteria, when)
 
 

@@ -54,20 +54,21 @@ def check_text(what: str, value: str, max_chars: int, example: str) -> str:
     return text
 
 
-def parse_deadline(value: str, now: datetime) -> datetime:
+def parse_deadline(value: str, now: datetime, option: str = "--deadline") -> datetime:
     """A deadline: ISO 8601 (a date or time without a zone is read in the local zone) or a delay
-    from `now` (90m, 12h, 3d, 2w). One in the past is refused: it could never be met."""
+    from `now` (90m, 12h, 3d, 2w). One in the past is refused: it could never be met. Errors
+    name it `option`, as the user wrote it (a flag, or a key of `goal add --from`'s lines)."""
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
-        when = parse_when(value, now)  # a delay, or a usage error with examples
+        when = parse_when(value, now, option)  # a delay, or a usage error with examples
     try:  # no zone: the local one (TZ, else the system's), as the person typing means it
         when = when.astimezone(UTC)
     except (OverflowError, OSError, ValueError):
-        raise UsageError(f"--deadline {value.strip()!r} is out of range") from None
+        raise UsageError(f"{option} {value.strip()!r} is out of range") from None
     if when <= now:
         raise UsageError(
-            f"--deadline {value.strip()!r} is in the past ({when:%Y-%m-%d %H:%M} UTC); give a "
+            f"{option} {value.strip()!r} is in the past ({when:%Y-%m-%d %H:%M} UTC); give a "
             "future time (a time without a zone is local) or a delay like 3d"
         )
     return when

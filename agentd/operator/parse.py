@@ -28,6 +28,10 @@ WHEN_HELP = (
 def parse_when(value: str, now: datetime, option: str = "--deadline") -> datetime:
     """A future time typed on the command line: a delay from now (90m, 12h, 3d, 2w) or ISO 8601
     (a date or a datetime; without a zone it is read in the local zone). In UTC."""
+    if _DELAY.match(value.strip().lower().removeprefix("-")) and value.strip().startswith("-"):
+        raise UsageError(
+            f"{option} {value!r} is a negative delay: a delay counts forward from now, e.g. 3d"
+        )
     try:
         if m := _DELAY.match(value.strip().lower()):
             when = now + timedelta(seconds=float(m[1]) * _UNIT_S[m[2]])

@@ -52,14 +52,17 @@ def test_one_bad_line_stores_nothing_and_every_bad_line_is_named(home: Path) -> 
         '{"title": "t", "why": "w", "agnt": "default"}\n'
         '{"title": "t", "why": "w", "agent": "nope"}\n'
         '{"title": "t", "why": "w", "deadline": "yesterday-ish"}\n'
+        '{"title": "t", "why": "w", "deadline": "-1d"}\n'
     )
     result = run(home, "goal", "add", "--from", str(path))
     assert result.exit_code == 2, result.output
     said = result.stderr
-    assert "nothing added: 5 of 6 lines are not goals" in said
+    assert "nothing added: 6 of 7 lines are not goals" in said
     for n, fragment in [(2, '"why" is missing'), (3, "not JSON"), (4, "unknown key 'agnt'"),
-                        (5, "no agent 'nope'"), (6, "")]:  # fmt: skip
+                        (5, "no agent 'nope'"), (6, '"deadline" \'yesterday-ish\' is not a time'),
+                        (7, '"deadline" \'-1d\' is a negative delay')]:  # fmt: skip
         assert f"{path}:{n}: {fragment}" in said
+    assert "--deadline" not in said  # the file's key, not the flag
     assert listed(home) == []  # not even the good first line
 
 
@@ -77,7 +80,13 @@ def test_duration_messages_say_what_is_wrong(home: Path) -> None:
     assert run(home, "goal", "add", "t", "--why", "w").exit_code == 0
     negative = run(home, "goal", "snooze", "1", "-1d")
     assert negative.exit_code == 2
-    assert "DUR '-1d' is negative; a duration is how long from now" in negative.stderr
+    assert "the snooze '-1d' is negative; a duration is how long from now" in negative.stderr
+    assert "DUR" not in negative.stderr  # the metavar is no word for a person
+    past = run(home, "goal", "add", "t", "--why", "w", "--deadline", "-1d")
+    assert past.exit_code == 2 and "--deadline '-1d' is a negative delay" in past.stderr
+    cron = run(home, "goal", "schedule", "1", "--cron", "0 0 9 * * 1")
+    assert cron.exit_code == 2 and "has 6 fields" in cron.stderr
+    assert cron.stderr.count("e.g.") == 1, cron.stderr  # one set of examples
     zero = run(home, "goal", "schedule", "1", "--every", "0")
     assert zero.exit_code == 2 and "--every '0' is zero; it must be longer" in zero.stderr
     assert run(home, "goal", "snooze", "1", "0").exit_code == 0  # 0 still ends a snooze
