@@ -216,7 +216,9 @@ def test_goal_snooze_pushes_the_next_look_past_it_and_0_ends_it(cli_home: Any) -
 
 
 def test_goal_snooze_bad_duration_exits_2(cli_home: Any) -> None:
-    usage_error(agentd(cli_home.root, "goal", "snooze", "1", "a while"), "the snooze 'a while'", "e.g.")
+    usage_error(
+        agentd(cli_home.root, "goal", "snooze", "1", "a while"), "the snooze 'a while'", "e.g."
+    )
 
 
 # ── goal show, the journal ──────────────────────────────────────────────────────────────────
