@@ -149,6 +149,7 @@ def check_speed(speed: float | None) -> float | None:
 
 
 CLOCK_START_EXAMPLE = "--clock-speed 3600 --clock-start 2030-01-01T09:00:00Z"
+CLOCK_START_YEARS = (1971, 2999)  # a simulated clock started there stays in datetime's range
 
 
 def check_start(start: str | None, speed: float | None) -> float | None:
@@ -169,7 +170,15 @@ def check_start(start: str | None, speed: float | None) -> float | None:
             f"--clock-start {start!r}: not an ISO 8601 date or time; give e.g. 2030-01-01 or "
             f"2030-01-01T09:00:00Z ({CLOCK_START_EXAMPLE})"
         ) from None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    # Every view prints the home's time: one near year 9999 (or before 1970) leaves the home's
+    # dates out of Python's range as its clock runs on.
+    if not CLOCK_START_YEARS[0] <= when.astimezone(UTC).year <= CLOCK_START_YEARS[1]:
+        raise UsageError(
+            f"--clock-start {start!r}: give a time from {CLOCK_START_YEARS[0]} to "
+            f"{CLOCK_START_YEARS[1]} ({CLOCK_START_EXAMPLE})"
+        )
+    return when.timestamp()
 
 
 @app.command("serve")

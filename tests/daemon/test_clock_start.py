@@ -71,3 +71,14 @@ def test_clock_start_without_clock_speed_is_refused(home: ClockHome) -> None:
     result = _serve(home.root, "--clock-start", "2030-01-01")
     assert result.exit_code == 2, result.output
     assert "needs --clock-speed" in result.stderr and "--clock-speed 1" in result.stderr
+
+
+@pytest.mark.parametrize("start", ["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "1969-07-20"])
+def test_clock_start_out_of_range_is_refused_before_it_breaks_the_home(
+    home: ClockHome, start: str
+) -> None:
+    # a clock started near year 9999 runs past datetime's range: every command would crash
+    result = _serve(home.root, "--clock-speed", "3600", "--clock-start", start)
+    assert result.exit_code == 2, result.output
+    assert "give a time from 1971 to 2999" in result.stderr, result.stderr
+    assert "Traceback" not in result.output
