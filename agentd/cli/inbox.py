@@ -27,6 +27,7 @@ from agentd.operator import schedules as plan
 from agentd.operator.parse import parse_object
 from agentd.text import compact, jsonable, safe
 from agentd.views import records
+from agentd.views.inbox_status import shown_status
 from agentd.views.tables import terminal_width
 
 inbox_app = sub_app(help="The operator inbox: questions, approvals and notices from the agents.")
@@ -47,11 +48,14 @@ def inbox_list(
     show_all: Annotated[bool, Opt("--all", help="Closed items too.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """List open inbox items (--all: every item)."""
+    """List open inbox items (--all: every item). An item closed because no one needed it any
+    more (the service recovered, its run ended) shows as withdrawn: in --json its `status` stays
+    `expired` and `status_shown` says `withdrawn`."""
     with open_store(ctx) as store:
         items = inbox.items(store, show_all=show_all)
         now = home_time.now(store)  # the home's clock, as the items were stamped
-    emit(as_json, items, lambda: records.items_table(items, now, with_status=show_all))
+    shown = [{**jsonable(i), "status_shown": shown_status(i)} for i in items]
+    emit(as_json, shown, lambda: records.items_table(items, now, with_status=show_all))
 
 
 @inbox_app.command("show")
@@ -74,7 +78,8 @@ def inbox_show(
         goal = None if goal_id is None else goals.get_goal(store, goal_id)
         summary = evidence.of_item(store, item)
         now = home_time.now(store)
-    emit(as_json, {**jsonable(item), "evidence": summary}, lambda: records.item_view(
+    shown = {**jsonable(item), "status_shown": shown_status(item), "evidence": summary}
+    emit(as_json, shown, lambda: records.item_view(
         item, goal, now, summary, world=world, width=terminal_width()
     ))  # fmt: skip
 

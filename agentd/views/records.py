@@ -17,6 +17,7 @@ from agentd.text import CONTINUATION, canonical, compact, safe, single_line
 from agentd.views import evidence as ev
 from agentd.views import outer
 from agentd.views.held import held_summary, late_summary
+from agentd.views.inbox_status import shown_status
 from agentd.views.tables import field_lines, table, terminal_width
 from agentd.views.times import local, relative, stamp
 
@@ -233,7 +234,7 @@ def items_table(items: Sequence[InboxItem], now: datetime, *, with_status: bool)
     ]
     if with_status:
         headers += ("status",)
-        rows = [(*row, i.status) for row, i in zip(rows, items, strict=True)]
+        rows = [(*row, shown_status(i)) for row, i in zip(rows, items, strict=True)]
     hint = "no inbox items" if with_status else "nothing open in the inbox"
     return table(headers, rows, {"title": 50}, hint)
 
@@ -253,7 +254,7 @@ def item_view(
     execute. With a `width`, lines fit it: written text wraps, evidence is cut (the raw world is
     one flag away), the authoritative block breaks long lines with ↵ and loses nothing."""
     pairs: list[tuple[str, object]] = [
-        ("item", f"{item.item_id}  {item.kind}  [{item.status}]"),
+        ("item", f"{item.item_id}  {item.kind}  [{shown_status(item)}]"),
         ("title", safe(item.title)),
         ("goal", f"{goal.goal_id}: {safe(goal.title)}" if goal else "-"),
         ("run", f"{item.run_id} (agentd runs show {item.run_id})" if item.run_id else "-"),
