@@ -50,10 +50,12 @@ def _action(action: JSON, now: datetime) -> str:
         when = relative(datetime.fromisoformat(str(action["at"]).replace("Z", "+00:00")), now)
     except ValueError:
         when = ""
-    status = badge(action["status"], ACTION_CSS.get(action["status"], ""))
+    # The outcome is the CLI's words and starts with the status (`ok · exit 0`, `refused: …`):
+    # the status colours it, rather than saying it again as a badge.
+    css = ACTION_CSS.get(action["status"], "")
     return (
-        f"<li><strong>{h(action['action'])}</strong> {status}"
-        f' {h(one_line(action["outcome"], 160))} <span class="meta">{h(when)}</span></li>'
+        f'<li><strong>{h(action["action"])}</strong> <span class="o-{css}">'
+        f'{h(one_line(action["outcome"], 160))}</span> <span class="meta">{h(when)}</span></li>'
     )
 
 

@@ -62,6 +62,7 @@ summary.button{list-style:none;color:#1d1d1f;display:inline-flex;align-items:cen
 .words p{margin:.1rem 0;overflow-wrap:anywhere} .ev{margin:.2rem 0;padding-left:1.1rem}
 .ev li{margin:.1rem 0}
 .ev code.q{display:block;overflow-wrap:anywhere;padding-left:.35rem;border-left:3px solid transparent}
+.o-succeeded{color:#1e5b1a;font-weight:600} .o-failed,.o-denied,.o-expired{color:#8c1d12;font-weight:600}
 .ev code.err{border-left-color:#b42318;background:#fdf0ee;color:#8c1d12}
 details.more{margin:0} details.more>summary{font-size:.85rem}
 @media(min-width:32rem){details.more>summary{display:none}

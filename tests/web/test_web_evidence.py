@@ -30,9 +30,9 @@ EVIDENCE: JSON = {
     ],
     "actions": [
         {"seq": 3, "at": "2026-12-02T12:38:00Z", "action": "fetch_logs", "args": {},
-         "status": "ok", "outcome": "exit 0"},
+         "status": "ok", "outcome": "ok · exit 0 · 11 ms"},
         {"seq": 5, "at": "2026-12-02T12:39:00Z", "action": "restart", "args": {},
-         "status": "ok", "outcome": "exit 0"},
+         "status": "failed", "outcome": "failed · exit 1 · 40 ms"},
     ],
 }  # fmt: skip
 
@@ -64,7 +64,9 @@ def test_web_evidence_lists_last_actions_under_their_own_heading() -> None:
     assert "fetch_logs" not in "".join(source_items(html))
     actions = html[html.index("<h3>Last actions</h3>") :]
     assert re.match(r'<h3>Last actions</h3><ul class="ev" id="actions"><li>', actions)
-    assert "fetch_logs" in actions and "restart" in actions
+    fetch, restart = re.findall(r"<li>(.*?)</li>", actions)
+    assert text_of(fetch) == "fetch_logs ok · exit 0 · 11 ms 2m ago"  # its status said once
+    assert 'class="o-failed">failed · exit 1' in restart  # and coloured
 
 
 def test_web_evidence_marks_error_lines_and_explains_the_mark() -> None:

@@ -1,10 +1,12 @@
 """The web inbox's pages as an on-call engineer sees them, in a real headless Chromium at 1280 and
 390 px: one `agentd serve` process and one browser for the whole module. The approval comes from a
-real service: an HTTP source on 127.0.0.1 answering 503, the watch's run proposing a restart that
-the policy gates. Each page is checked where it matters — the decision and the evidence inside
-the first screen (bounding boxes), nothing wider than the screen — and kept as a screenshot in the
-folder printed at the start (test-artifacts/, or $AGENTD_ARTIFACTS). docs/img/approval-390.png and
-docs/img/inbox-1280.png are copies of two of them. Skipped loudly without Chromium/Playwright."""
+normal setup: an HTTP source on 127.0.0.1 (healthy, then answering 503), a 10-line log tail with
+errors and a command source; the watch's run takes two actions, then proposes a restart that the
+policy gates. Each page is checked where it matters — the decision and the failing source's
+headline inside the first screen (bounding boxes), nothing wider than the screen — and kept as a
+screenshot in the folder printed at the start (test-artifacts/, or $AGENTD_ARTIFACTS).
+docs/img/approval-390.png and docs/img/inbox-1280.png are copies of two of them. Skipped loudly
+without Chromium/Playwright."""
 
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.llm.runbook import VOCABULARY
 from agentd.models import GoalStatus, InboxItem, InboxKind, InboxStatus, StepKind
-from agentd.web import keys
+from agentd.views import evidence as ev
+from agentd.web import evidence_html, keys
 from tests import browser_support
 from tests.web.test_web_browser import free_port
 
@@ -43,21 +46,39 @@ WIDTHS = {"desk": (1280, 800), "phone": (390, 844)}
 BODY = b'{"status":"down","error":"db pool exhausted: 0 of 20 connections free"}'
 
 
+HEALTHY_S = 1.5  # the service answers 200 this long after its first look, then 503
+# The service's log as the agent tails it: ten lines, five with an error word.
+LOG = "\n".join(
+    f"2026-12-02T16:4{n // 2}:{n % 2 * 30:02d}Z "
+    + ("ERROR db pool exhausted, request timed out" if n % 2 else f"INFO GET /cart 200 {n}ms")
+    for n in range(10)
+)
+
+
 class Failing(BaseHTTPRequestHandler):
-    """The checkout service: /health answers 503 with a JSON error."""
+    """The checkout service: /health answers 200 for its first HEALTHY_S seconds (the watch sees
+    it healthy), then 503 with a JSON error."""
+
+    first: float | None = None
 
     def do_GET(self) -> None:
-        self.send_response(503)
+        now = time.monotonic()
+        Failing.first = Failing.first or now
+        healthy = now - Failing.first < HEALTHY_S
+        body = b'{"status":"ok"}' if healthy else BODY
+        self.send_response(200 if healthy else 503)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(BODY)))
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(BODY)
+        self.wfile.write(body)
 
     def log_message(self, *args: Any) -> None:
         pass
 
 
 def config_text(service: str, port: int) -> str:
+    """A normal on-call setup: an HTTP check, the service's log tail, a command that says the
+    deployed version; two actions the run may take alone, a restart it must ask for."""
     argv = json.dumps(["restart-service", "{service}"])  # home/bin/, on the daemon's PATH
     return f"""
 [daemon]
@@ -78,14 +99,31 @@ type = "http"
 url = "{service}/health"
 timeout_s = 2.0
 
+[sources.service_log]
+type = "file_tail"
+path = "checkout.log"
+lines = 10
+
+[sources.version]
+type = "command"
+argv = ["echo", "checkout v2.14.1 deployed 16:31"]
+
+[actions.fetch_logs]
+type = "command"
+argv = ["echo", "fetched 200 lines"]
+
+[actions.pool_stats]
+type = "command"
+argv = ["echo", "pool: 20 of 20 connections busy"]
+
 [actions.restart]
 type = "command"
 argv = {argv}
 params = {{ service = {{ pattern = "^[a-z-]+$" }} }}
 
 [agents.oncall]
-sources = ["checkout"]
-actions = ["restart", "finish"]
+sources = ["checkout", "service_log", "version"]
+actions = ["fetch_logs", "pool_stats", "restart", "finish"]
 triggers = ["checkout.unhealthy"]
 watch = {{ interval_s = 0.2 }}
 policy = {{ rules = {{ restart = "approve" }}, expire = {{ approval = {{ after_s = 3600 }} }} }}
@@ -96,6 +134,8 @@ min_s = 86400
 """
 
 
+FETCH_LOGS = {"reason": "read the recent log", "action": {"kind": "fetch_logs"}}
+POOL_STATS = {"reason": "see the db pool", "action": {"kind": "pool_stats"}}
 RESTART = {
     "reason": "checkout /health answers 503 (db pool exhausted) since the last look; a restart "
     "frees the pool and is safe at this hour",
@@ -149,7 +189,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     script.parent.mkdir()
     script.write_text(f'#!/bin/sh\necho "$1" >> {out}\n')
     script.chmod(0o755)
-    (root / "replies.json").write_text(json.dumps([RESTART, FINISH]))
+    (root / "replies.json").write_text(json.dumps([FETCH_LOGS, POOL_STATS, RESTART, FINISH]))
+    (root / "checkout.log").write_text(LOG + "\n")
     store = SyncStore(paths.db)
     goal_id = store.write(lambda c: q.add_goal(c, title="Keep checkout up", why="revenue",
                                                agent="oncall", criteria=[], deadline=None))  # fmt: skip
@@ -328,15 +369,32 @@ def test_web_pages_item_shows_the_world_once(site: Site, pages: Any, artifacts: 
 def test_web_pages_approval_decision_and_evidence_on_the_first_screen(
     site: Site, pages: Any, artifacts: Path
 ) -> None:
+    """A normal setup's approval (an HTTP check, a 10-line log tail, a command, two actions the
+    run took first): the decision — what will execute, Approve / Deny / Edit, why — and the
+    failing source's headline on the first screen, at 390x844 too; the long log folded there."""
     item_id = site.approval.item_id
     for name, tab in pages.items():
         open_page(tab, f"{site.base}/items/{item_id}", "#execute")
         for part in ("#execute", "#approve-form button", "#deny-form button", "#edit summary",
-                     "#why", "#evidence"):  # fmt: skip
+                     "#why", "#evidence h2", "#sources > li:first-child > strong"):  # fmt: skip
             on_first_screen(tab, part)
         fits(tab)
-        assert "503" in tab.inner_text("#evidence")  # the service's own answer
-        assert "db pool exhausted" in tab.inner_text("#evidence")
+        evidence = tab.inner_text("#evidence")
+        assert "503" in evidence  # the service's own answer
+        assert "db pool exhausted" in evidence
+        assert "healthy until" in evidence  # the watch saw it healthy first
+        assert "HEALTHY" not in evidence.upper().replace("HEALTHY UNTIL", "")  # no log badge
+        assert "fetch_logs" in tab.inner_text("#actions") and "pool_stats" in evidence
+        assert "fetch_logs" not in tab.inner_text("#sources")  # actions are no sources
+        assert "marks an error line" in tab.inner_text("#mark")
+        log = tab.locator("#sources > li", has_text="service_log")
+        folded = log.locator("details.more")
+        if name == "phone":  # its first lines, the others one tap away
+            more = ev.LOG_LINES - evidence_html.SHOWN
+            assert folded.locator("summary").inner_text() == f"{more} more lines"
+            assert not folded.locator("code").first.is_visible()
+        else:  # room enough: all shown
+            assert folded.locator("code").last.is_visible()
         assert "the model's words" in tab.inner_text("#why").lower()
         assert "checkout" in tab.inner_text("#execute")  # the bound argument
         assert not tab.locator("#world").evaluate("d => d.open")  # the raw world: folded
@@ -409,7 +467,8 @@ def test_web_pages_goal_controls_and_run_timeline(site: Site, pages: Any, artifa
     tab.wait_for_selector("#timeline")
     kinds = [k.upper() for k in tab.locator("#timeline .kind").all_inner_texts()]
     assert {"START", "OBSERVE", "WAIT", "WAKE", "ACT"} <= set(kinds), kinds
-    assert kinds.index("WAIT") < kinds.index("WAKE") < kinds.index("ACT"), kinds
+    last_act = max(n for n, kind in enumerate(kinds) if kind == "ACT")  # two ran before it
+    assert kinds.index("WAIT") < kinds.index("WAKE") < last_act, kinds
     assert tab.locator("main pre").count() == 0  # a timeline, not terminal text
     for name, other in pages.items():
         open_page(other, tab.url, "#timeline")
