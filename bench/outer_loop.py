@@ -9,6 +9,14 @@ many, gains_source) and seed, agentd runs on the real database and the real chec
 model and the same scripted user. Prints a table per scenario, one `RESULT {json}` line per
 scenario and policy, PASS/FAIL per target for agentd, and a SUMMARY line. `--max-days` cuts every
 scenario short (smoke tests); `many` (200 goals) runs on at most SEED_CAP["many"] seeds.
+
+Needs met, the same needs for every policy: per scenario and seed, the needs counted are those the
+scenario draws from its seed as relevant, not declined, and due inside the run
+(`Scenario.counted`) — never a set that depends on who nudged first. A decline is a property of
+the need and the user (the job-seeker, not looking yet, turns down the first three postings that
+suit them, whichever policy nudges about them): no policy could meet it, so none is judged on it.
+A need is met when the user accepts a nudge about it between its opening and its deadline. The
+table and the per-scenario targets print met/counted and the percentage.
 """
 
 from __future__ import annotations
@@ -133,13 +141,19 @@ COLUMNS = (
     ("looks", lambda t: str(t["looks"])),
     ("no-model", lambda t: _pct(t["looks_free"], t["looks"])),
     ("idle→no-model (all)", lambda t: _idle(t)),
-    ("needs met", lambda t: f"{t['needs_met']}/{t['needs_total']}"),
+    ("needs met (same needs)", lambda t: _met(t)),
     ("quiet fires+nudges", lambda t: f"{t['quiet_fires']}+{t['quiet_nudges']}"),
     ("dup<24h", lambda t: str(t["duplicates"])),
     ("catch-up/outage (max)", lambda t: f"{_f(t['catchups'] / max(t['outages'], 1))} ({t['catchups_max']})"),
     ("drops", lambda t: str(t["silent_drops"])),
     ("nudges acc/dis", lambda t: f"{t['nudges']}: {t['accepted']}/{t['dismissed']}"),
 )  # fmt: skip
+
+
+def _met(t: dict[str, Any]) -> str:
+    if not t.get("needs_total"):
+        return "-"
+    return f"{t['needs_met']}/{t['needs_total']} = {_pct(t['needs_met'], t['needs_total'])}"
 
 
 def _idle(t: dict[str, Any]) -> str:
@@ -255,15 +269,15 @@ def print_targets(
         mine_s = by_policy.get("agentd", {})
         if not mine_s.get("needs_total"):
             continue
-        rate = mine_s["needs_met"] / mine_s["needs_total"]
-        rivals = {p: t["needs_met"] / t["needs_total"] for p, t in by_policy.items()
-                  if p != "agentd" and t.get("needs_total")}  # fmt: skip
-        best = max(rivals.items(), key=lambda kv: kv[1], default=("none", 0.0))
-        targets.append((f"{name}: ≥ 98 % of needs met and ≥ the best baseline",
-                        rate >= 0.98 and rate >= best[1] - 1e-9,
-                        f"agentd {mine_s['needs_met']}/{mine_s['needs_total']} = "
-                        f"{_pct(mine_s['needs_met'], mine_s['needs_total'])}; best baseline "
-                        f"{best[0]} {best[1]:.1%}"))  # fmt: skip
+        # Every policy is judged on the same needs (`Scenario.counted`): compare counts.
+        rivals = {p: t for p, t in by_policy.items() if p != "agentd" and t.get("needs_total")}
+        assert all(t["needs_total"] == mine_s["needs_total"] for t in rivals.values()), name
+        best = max(rivals.items(), key=lambda kv: kv[1]["needs_met"], default=None)
+        met, total = mine_s["needs_met"], mine_s["needs_total"]
+        rival = f"{best[0]} {_met(best[1])}" if best else "none"
+        targets.append((f"{name}: ≥ 98 % of needs met and ≥ the best baseline (same needs)",
+                        met >= 0.98 * total and (best is None or met >= best[1]["needs_met"]),
+                        f"agentd {_met(mine_s)}; best baseline {rival}"))  # fmt: skip
     if checks.get("party"):
         bad = [c["seed"] for c in checks["party"] if not c["ok"]]
         least = min(c["days_with_looks"] for c in checks["party"])

@@ -126,7 +126,17 @@ class SimModel:
         for need in seen:
             if need.key not in gone and need.key not in out:
                 out[need.key] = need
-        return [Cand(n, n.label) for n in sorted(out.values(), key=lambda n: n.deadline)]
+        return [Cand(n, self.topic(n)) for n in sorted(out.values(), key=lambda n: n.deadline)]
+
+    def topic(self, need: Need) -> str:
+        """The nudge's topic: the need's label, or — in half the seeds (a model's style holds
+        for a run) and for a fifth of the postings in the others — the posting's task in
+        lowercase ("apply to acme senior backend engineer"): models do not always capitalise
+        names, and the repeat guard must tell two postings apart either way."""
+        lower = _hash01(f"{self.sc.seed}:case") < 0.5
+        if need.key.startswith("p") and (lower or _hash01(f"{self.sc.seed}:{need.key}") < 0.2):
+            return need.task
+        return need.label
 
     def _handled(self, facts: JSON, memory: list[JSON]) -> set[str]:
         keys = set()

@@ -10,6 +10,7 @@ spring, odd seeds in autumn.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from dataclasses import dataclass, field
@@ -67,7 +68,10 @@ def wake_after(t: float, tz: str) -> float:
 class Need:
     """Something the user needs done by a deadline; met when the user accepts a nudge about it
     (opens ≤ accepted ≤ deadline). Irrelevant needs are things a model may nudge about that the
-    user does not want (they dismiss them); they are not counted."""
+    user does not want (they dismiss them); they are not counted. A declined need is one this
+    user turns down whenever asked ("not now": the job-seeker is not looking yet when the first
+    postings that suit them appear) — drawn with the scenario from its seed, the same for every
+    policy, and not counted either: no policy could meet it."""
 
     key: str  # "venue", "p3", "incident 4"
     label: str  # the canonical nudge topic
@@ -76,6 +80,7 @@ class Need:
     deadline: float
     relevant: bool = True
     message: str = ""
+    declined: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,8 @@ class Scenario:
     schedules: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, spec, tz)
     question: str | None = None  # what a sensible model asks first, if the goal is vague
     answers: dict[str, str] = field(default_factory=dict)  # hidden: keyword → the user's answer
-    dismiss_first: int = 0  # the user dismisses this many nudges in a row, whatever they say
+    # The user turns down the first this-many relevant needs to open (`Need.declined`).
+    dismiss_first: int = 0
     goals: int = 1  # copies of the goal on the one agent (each checked in on its own)
     # The agent's sources are seen for the first time after the goals exist (a first boot): the
     # initial world is the poller's first look at start, not a look from before the goals.
@@ -129,6 +135,11 @@ class Scenario:
         if self.tz_change is not None and t >= self.tz_change[0]:
             return self.tz_change[1]
         return TZ0
+
+    def counted(self) -> list[Need]:
+        """The needs every policy is judged on, the same set for each: relevant, not declined,
+        and due inside the run (a deadline after its end cannot be missed yet, nor shown met)."""
+        return [n for n in self.needs if n.relevant and not n.declined and n.deadline <= self.end]
 
     def need_of(self, text: str) -> Need | None:
         """Which need a nudge is about, from its words (the user's reading, and the model's of
@@ -219,6 +230,7 @@ COMPANIES = (  # unique: a posting is told by its company's name
 LEVELS = ("Junior", "Mid-level", "Senior", "Senior", "Staff")
 AREAS = ("Backend", "Backend", "Backend", "Frontend", "Data")
 PLACES = ("remote", "Berlin", "Berlin", "Munich on-site")
+NOT_LOOKING = 3  # the first postings that suit the job-seeker, declined: not looking yet
 
 
 def job(seed: int) -> Scenario:
@@ -242,6 +254,9 @@ def job(seed: int) -> Scenario:
         needs.append(Need(key, label, task, t, closes, relevant,
                           f"{company} posted a {title} role; apply with the current CV."))  # fmt: skip
         openings.append((t, closes, {"id": key, "title": title, "company": company}))
+    # Not looking yet: the first three postings that suit them they let go, whoever asks.
+    first = sorted((n for n in needs if n.relevant), key=lambda n: n.opens)[:NOT_LOOKING]
+    needs = [dataclasses.replace(n, declined=n in first) for n in needs]
     for moment in sorted({x for o in openings for x in o[:2] if x < end}):
         listed = [p for a, b, p in openings if a <= moment < b]
         world.append(WorldEvent(moment, "set", "jobs", {"ok": True, "open": listed}))
@@ -254,7 +269,7 @@ def job(seed: int) -> Scenario:
         schedules=[("cron", "0 9 * * mon", TZ0)],
         question="What kind of backend role: seniority, location or remote, and stack?",
         answers={"role": "Senior or staff backend roles, remote or in Berlin; Python or Go."},
-        dismiss_first=3,
+        dismiss_first=NOT_LOOKING,
     )  # fmt: skip
 
 

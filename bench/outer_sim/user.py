@@ -3,9 +3,15 @@ what arrives 5–90 minutes later when awake, or soon after 07:00 when it arrive
 
 On reading: a clarifying question is answered from the scenario's hidden table; "achieved?" is
 confirmed once the goal's deadline has passed; a nudge is accepted only if it is new (no nudge on the
-same need was accepted before), relevant (a need the user has, its time come and not gone) — else
-dismissed, with a reason. The job-seeker dismisses their first three nudges whatever they say. The
-user acts through an `Inbox`: agentd's real inbox functions, or a baseline's list.
+same need was accepted before), relevant (a need the user has, its time come and not gone) and not one
+they decline — else dismissed, with a reason. Declines belong to the need and the user, not to who
+asked first: the job-seeker is not looking yet and turns down the first three postings that suit
+them ("not now"), whichever policy nudges about them, whenever. The user acts through an `Inbox`:
+agentd's real inbox functions, or a baseline's list.
+
+Needs met (the same denominator for every policy, `Scenario.counted`): of the scenario's relevant
+needs that the user does not decline and whose deadline falls inside the run, those the user
+accepted a nudge about between the need's opening and its deadline.
 """
 
 from __future__ import annotations
@@ -43,9 +49,8 @@ class Inbox(Protocol):
 class User:
     sc: Scenario
     rng: random.Random
-    dismiss_left: int = 0
     accepted: dict[str, float] = field(default_factory=dict)  # need key → when accepted
-    declined: set[str] = field(default_factory=set)  # needs dismissed in the "not now" streak
+    declined: set[str] = field(default_factory=set)  # declined needs the user was nudged about
     n_accepted: int = 0
     n_dismissed: int = 0
     responses: list[float] = field(default_factory=list)  # when the user answered anything
@@ -54,7 +59,7 @@ class User:
 
     @classmethod
     def of(cls, sc: Scenario, policy: str) -> User:
-        return cls(sc, random.Random(f"user:{sc.name}:{sc.seed}:{policy}"), sc.dismiss_first)
+        return cls(sc, random.Random(f"user:{sc.name}:{sc.seed}:{policy}"))
 
     def read_at(self, posted: float) -> float:
         """When the user reads an item delivered at `posted`."""
@@ -99,10 +104,8 @@ class User:
     def _judge(self, item: Item, now: float) -> tuple[Need | None, str | None]:
         """(the need, None) to accept; (…, a reason) to dismiss."""
         need = self.sc.need_of(item.text)
-        if self.dismiss_left > 0:
-            self.dismiss_left -= 1
-            if need is not None:
-                self.declined.add(need.key)
+        if need is not None and need.declined:
+            self.declined.add(need.key)
             return need, "not now"
         if need is None or not need.relevant:
             return need, "not relevant to me"
@@ -115,15 +118,7 @@ class User:
         return need, None
 
     def needs_met(self) -> tuple[int, int]:
-        """(met, counted): relevant needs, less those the user declined in the "not now" streak
-        and those still open when the run ends; met if accepted by the deadline."""
-        met = counted = 0
-        for need in self.sc.needs:
-            if not need.relevant or need.key in self.declined:
-                continue
-            ok = need.key in self.accepted and self.accepted[need.key] <= need.deadline
-            if not ok and need.deadline > self.sc.end:
-                continue
-            counted += 1
-            met += ok
-        return met, counted
+        """(met, counted) over `Scenario.counted()`: met if accepted by the deadline."""
+        counted = self.sc.counted()
+        met = sum(1 for n in counted if self.accepted.get(n.key, n.deadline + 1) <= n.deadline)
+        return met, len(counted)
