@@ -246,8 +246,11 @@ def reload_cmd(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     runs. The daemon answers over its socket: applied (exit 0), or refused and why (exit 1,
     the config it ran before is kept). Then it warns about changed settings that apply only at
     a restart ([daemon], [api], [web] on a new port) and about checks `agentd doctor` would
-    FAIL under the new config. A daemon that cannot be asked on its socket gets SIGHUP (the pid
-    from the home's lock, never a stale one). Under systemd, `systemctl reload agentd` signals.
+    FAIL under the new config: every one but its looks at HTTP, command and MCP sources (they
+    need the network or a child process; run `agentd doctor`). A file_tail source's log is
+    read, so a missing or unreadable file is warned of. A daemon that cannot be asked on its
+    socket gets SIGHUP (the pid from the home's lock, never a stale one). Under systemd,
+    `systemctl reload agentd` signals.
 
     \b
     Example:
@@ -304,8 +307,8 @@ def _signal_reload(paths: Paths, pid: int) -> None:
 def _reload_warnings(
     ctx: typer.Context, paths: Paths, pid: int, verdict: dict[str, object]
 ) -> list[str]:
-    """What the operator should know after an applied reload: settings waiting for a restart,
-    and every check doctor would FAIL now (sources are not looked at: `agentd doctor` does)."""
+    """After an applied reload: settings waiting for a restart, and every check doctor would
+    FAIL now (of sources, only the local reads of `doctor.LOCAL_SOURCES`: no probe here)."""
     if not verdict.get("applied"):
         return []
     restart = verdict.get("restart")
@@ -318,7 +321,11 @@ def _reload_warnings(
     from agentd.cli import doctor  # the model adapters and source classes: only this needs them
 
     console_logging(ctx)
-    failing = [c for c in doctor.examine(paths, pid).checks if c.required and not c.ok]
+    report = doctor.examine(paths, pid)
+    checks = report.checks
+    if report.config is not None:
+        checks = checks + asyncio.run(doctor.check_sources(report.config, doctor.LOCAL_SOURCES))
+    failing = [c for c in checks if c.required and not c.ok]
     lines += [f"doctor would FAIL {c.name}: {c.message}" for c in failing]
     return lines
 

@@ -39,6 +39,9 @@ from agentd.operator import liveness
 from agentd.text import url_shown
 from agentd.views.records import Check
 
+# Sources whose look is a bounded local read (the tail of a file: no network, no child process),
+# so cheap that `agentd reload` looks at them too.
+LOCAL_SOURCES = frozenset({"file_tail"})
 LOADED_CONFIG_KEY = "loaded_config_sha256"  # written by the daemon at start and each reload
 SOURCE_GRACE_S = 5.0  # on top of a source's own timeout
 EVENTS_LOOKED_AT = 1000
@@ -271,8 +274,13 @@ async def _nothing() -> list[Check]:
     return []
 
 
-async def check_sources(cfg: Config) -> list[Check]:
-    built = {n: sources.build(n, s, config.base_env()) for n, s in cfg.sources.items()}
+async def check_sources(cfg: Config, types: frozenset[str] | None = None) -> list[Check]:
+    """Look at each source once (only those of `types`, when given) and say what doctor says."""
+    built = {
+        n: sources.build(n, s, config.base_env())
+        for n, s in cfg.sources.items()
+        if types is None or s.type in types
+    }
 
     _actions, in_use = used(cfg)
 

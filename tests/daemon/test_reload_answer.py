@@ -103,3 +103,36 @@ def test_reload_is_not_served_on_the_tcp_port(daemon: Daemon) -> None:
     assert answer.status == 403 and b"unix socket" in body
     assert daemon.logs().count('"config.reloaded"') == before
     assert daemon.terminate(proc)[0] == 0
+
+
+def test_reload_warns_of_a_file_tail_source_whose_file_does_not_exist(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    # doctor FAILs it (its look finds no file); reload reads the tail too: a local read, no probe
+    daemon.write([FINISH])
+    out = configure(daemon, "allow")
+    proc = daemon.serve()
+    missing = tmp_path / "gone" / "checkout.log"  # absolute, as the config resolves every path
+    readable = tmp_path / "present.log"
+    readable.write_text("started\n")
+    text = CONFIG.format(out=out, rule="allow").replace(
+        "[agents.default]\n", '[agents.default]\nsources = ["app_log", "other_log"]\n'
+    ) + (
+        f'\n[sources.app_log]\ntype = "file_tail"\npath = "{missing}"\n'
+        f'\n[sources.other_log]\ntype = "file_tail"\npath = "{readable}"\n'
+    )
+    daemon.paths.config.write_text(text)
+
+    reloaded = cli(daemon.home, "reload")
+    as_json = cli(daemon.home, "reload", "--json")
+
+    assert reloaded.returncode == 0, reloaded.stderr
+    warnings = [ln for ln in reloaded.stderr.splitlines() if ln.startswith("warning: ")]
+    assert [ln for ln in warnings if "source" in ln] == [
+        f"warning: doctor would FAIL source app_log: check failed, the look cannot be made: "
+        f"no such file: {missing}"
+    ], reloaded.stderr
+    assert any("source app_log" in w for w in json.loads(as_json.stdout)["warnings"])
+    doctor = cli(daemon.home, "doctor").stdout.splitlines()  # the same finding, in its words
+    assert any(ln.startswith("FAIL") and f"no such file: {missing}" in ln for ln in doctor)
+    assert daemon.terminate(proc)[0] == 0
