@@ -34,8 +34,9 @@ CRON_EXAMPLES = (
 
 def _usage(option: str, err: ValueError, example: str) -> UsageError:
     said = str(err)
-    # the parser's own message may already show examples: one set is enough
-    return UsageError(f"{option}: {said}" if "e.g." in said else f"{option}: {said}; {example}")
+    # a cron parser message that already shows crontab examples needs no second set
+    shown = example == CRON_EXAMPLES and "e.g." in said
+    return UsageError(f"{option}: {said}" if shown else f"{option}: {said}; {example}")
 
 
 def _shown(as_json: bool, out: JSON, note: str = "") -> None:

@@ -128,6 +128,17 @@ def _jitter(s: JSON) -> str:
     return f", incl. {int(j // 60)} min jitter" if j >= 60 else f", incl. {j:.0f} s jitter"
 
 
+def _next_fire(s: JSON, now: float) -> str:
+    """When the schedule's next check-in runs (the planner's `runs_at`: after a snooze and
+    the quiet hours), and its nominal fire when that is not the same instant."""
+    runs = s.get("runs_at") or s["next_fire_at"]
+    text = f"{local(runs, s['tz'], now)} ({relative(runs, now)}){_jitter(s)}"
+    fires = s["next_fire_at"]
+    if fires is not None and abs(runs - fires) >= 1:
+        text += f"; fires {local(fires, s['tz'], now)}, runs when quiet hours or a snooze end"
+    return text
+
+
 def schedules_table(out: JSON) -> str:
     rows = [
         (
@@ -137,9 +148,7 @@ def schedules_table(out: JSON) -> str:
             s["tz"],
             s["misfire"] + (f" (cap {s['misfire_cap']})" if s["misfire"] == "all" else ""),
             duration(s["max_lateness_s"]),
-            s.get("error")
-            or f"{local(s['next_fire_at'], s['tz'], out['now'])} "
-            f"({relative(s['next_fire_at'], out['now'])}){_jitter(s)}",
+            s.get("error") or _next_fire(s, out["now"]),
         )
         for s in out["schedules"]
     ]

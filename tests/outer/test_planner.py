@@ -139,6 +139,10 @@ async def test_next_checkin_is_one_answer_on_every_surface(
     assert render_outer.local(expected, "UTC", now) in row
     assert render_outer.relative(expected, now) in row
     assert reason.strip() == f"why: {why}", board
+    # goal show's schedules table says when the winning schedule's check-in runs, as above
+    table = text.partition("schedules:\n")[2].split("\n\n")[0]
+    (sched,) = [r for r in table.splitlines()[1:] if r.split()[0] == by.split()[1]]
+    assert render_outer.local(expected, "UTC", now) in sched, table
 
 
 # ── the planner alone (pure) ─────────────────────────────────────────────────────────────────
