@@ -16,7 +16,8 @@ scenario draws from its seed as relevant, not declined, and due inside the run
 the need and the user (the job-seeker, not looking yet, turns down the first three postings that
 suit them, whichever policy nudges about them): no policy could meet it, so none is judged on it.
 A need is met when the user accepts a nudge about it between its opening and its deadline. The
-table and the per-scenario targets print met/counted and the percentage.
+table and the per-scenario targets print met/counted and the percentage; the line under each table
+says how many relevant needs were declined or fall due after the run (not counted, for anyone).
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ def run_seed(name: str, seed: int, root: str, max_days: float | None) -> dict[st
     agentd = mine[0]
     keys = ("suppressed", "suppressed_wrongly", "ignored", "missed_rows")
     out["extra"] = {k: agentd.extra[k] for k in keys} | {"doubled": agentd.doubled}
+    relevant = [n for n in sc.needs if n.relevant]
+    later = [n for n in relevant if not n.declined and n.deadline > sc.end]
+    out["extra"] |= {"needs_relevant": len(relevant), "needs_later": len(later),
+                     "needs_declined": sum(1 for n in relevant if n.declined)}  # fmt: skip
     if name == "party":
         out["check"] = metrics.party_spread(sc, agentd)
     elif name == "job":
@@ -191,6 +196,11 @@ def print_table(
           f"{extra.get('ignored', 0)} times unanswered nudges backed the cadence off, "
           f"{extra.get('missed_rows', 0)} fires recorded as missed (not run), "
           f"{extra.get('doubled', 0)} scheduled fires run twice")  # fmt: skip
+    if extra.get("needs_relevant"):
+        counted = extra["needs_relevant"] - extra["needs_declined"] - extra["needs_later"]
+        print(f"needs (the same for every policy): {counted} counted of {extra['needs_relevant']} "
+              f"relevant — {extra['needs_declined']} declined by the user whoever asks, "
+              f"{extra['needs_later']} due after the run ends")  # fmt: skip
 
 
 def many_target(by_policy: dict[str, dict[str, Any]], seeds: int) -> tuple[str, bool, str]:
