@@ -46,6 +46,8 @@ def healthy_until(c: Conn, agent: str, world: JSON) -> dict[str, str]:
     for name, obs in world.items():
         if not isinstance(obs, dict) or state_of(obs) not in (UNHEALTHY, CHECK_FAILED):
             continue
+        if state_of(obs) == UNHEALTHY and obs.get("episode") == 1:
+            continue  # the first stretch ever seen: no healthy look to find (a whole-history walk)
         try:
             since = datetime.fromisoformat(str(obs.get("since")).replace("Z", "+00:00"))
         except ValueError:
