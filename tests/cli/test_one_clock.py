@@ -84,6 +84,8 @@ def test_no_view_prints_a_wall_time_beside_a_simulated_one(served: ClockHome) ->
     for args in (
         ("status",),
         ("event", "list"),
+        ("runs", "list"),
+        ("checkins",),
         ("goal", "show", "1"),
         ("inbox", "list", "--all"),
         ("inbox", "show", str(item_id)),
@@ -94,3 +96,5 @@ def test_no_view_prints_a_wall_time_beside_a_simulated_one(served: ClockHome) ->
         assert not far, f"agentd {' '.join(args)} counts from another clock: {far}\n{text}"
         # A view prints the year only when it is not the year of its now: 2030 here.
         assert wall_year not in text and "2030" not in text, f"agentd {' '.join(args)}:\n{text}"
+    usage = served.cli("usage").stdout  # its DAY column is a date: the simulated day's
+    assert "2030-01-" in usage and wall_year not in usage, usage
