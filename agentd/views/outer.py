@@ -230,7 +230,7 @@ def checkins_table(rows: Sequence[JSON], now: float) -> str:
         for x in rows
     ]
     headers = ("id", "goal", "by", "due", "when", "status", "model", "tokens", "outcome")
-    hint = "no check-ins yet; a goal's first look comes a few hours after it is added"
+    hint = "no check-ins yet; `agentd goal show ID` says when a goal's next look is planned"
     # Narrow terminals keep the outcome readable: the tokens go first, then the due time (`when`
     # says it relative), then the model, never cut (`anthrop…` names none): `--json` has all.
     return table(
