@@ -214,6 +214,12 @@ def _outcome(x: JSON) -> str:
     return x.get("reason") or reasons or ""
 
 
+def _ran_at(x: JSON) -> float:
+    """When a check-in ran (ended), else when it is due."""
+    done = x.get("completed_at")
+    return float(done) if done is not None and x["status"] != "missed" else float(x["due_at"])
+
+
 def checkins_table(rows: Sequence[JSON], now: float) -> str:
     cells = [
         (
@@ -221,7 +227,7 @@ def checkins_table(rows: Sequence[JSON], now: float) -> str:
             x["goal_id"],
             "cadence" if x["schedule_id"] is None else f"schedule {x['schedule_id']}",
             local(x["due_at"], None, now),
-            relative(x["due_at"], now),
+            relative(_ran_at(x), now),  # when it ran: a fire due in quiet hours runs at their end
             x["status"],
             x["model"] or "-",
             f"{x['tokens_in']}/{x['tokens_out']}" if x["tokens_in"] or x["tokens_out"] else "-",
@@ -232,7 +238,8 @@ def checkins_table(rows: Sequence[JSON], now: float) -> str:
     headers = ("id", "goal", "by", "due", "when", "status", "model", "tokens", "outcome")
     hint = "no check-ins yet; `agentd goal show ID` says when a goal's next look is planned"
     # Narrow terminals keep the outcome readable: the tokens go first, then the due time (`when`
-    # says it relative), then the model, never cut (`anthrop…` names none): `--json` has all.
+    # says when it ran, or is due), then the model, never cut (`anthrop…` names none): `--json`
+    # has all.
     return table(
         headers, cells, {"model": 24, "outcome": 70}, hint,
         floors={"model": 24, "outcome": 24}, drop=("tokens", "due", "model"),
