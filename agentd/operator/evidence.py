@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agentd.config import CHECK_FAILED, UNHEALTHY
 from agentd.db import queries as q
 from agentd.db import world as worlds
 from agentd.db.conn import Conn
 from agentd.db.store import SyncStore
 from agentd.errors import NotFound
 from agentd.models import JSON, InboxItem, Step, StepKind
-from agentd.sources import state_of
 from agentd.text import iso
 from agentd.views import evidence as ev
 
@@ -42,6 +40,11 @@ def world_of(c: Conn, item: InboxItem, steps: list[Step]) -> JSON:
 def healthy_until(c: Conn, agent: str, world: JSON) -> dict[str, str]:
     """For each source `world` sees failing or broken: the time (ISO 8601) of the agent's last
     look that saw it healthy, before its stretch began; a source with none kept is left out."""
+    # Here, not at the top: `inbox list` imports this module, and the sources package (asyncio,
+    # ssl, pydantic) is only needed to show one item (tests/cli/test_cli_startup.py).
+    from agentd.config import CHECK_FAILED, UNHEALTHY
+    from agentd.sources import state_of
+
     found: dict[str, str] = {}
     for name, obs in world.items():
         if not isinstance(obs, dict) or state_of(obs) not in (UNHEALTHY, CHECK_FAILED):
