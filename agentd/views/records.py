@@ -213,6 +213,10 @@ def _notify_line(health: JSON, now: datetime) -> str:
 # ── inbox and events ─────────────────────────────────────────────────────────────────────────
 
 WRITTEN = "written by the model or taken from the world; agentd has not checked it:"
+# Items agentd posts in its own words: said so, not the above (an error they quote may still
+# carry what a model or a source said).
+OWN_RULES = frozenset({"checkin_failed", "internal_error"})
+WRITTEN_BY_AGENTD = "written by agentd (an error it quotes may hold a model's or a source's words):"
 RULE = "─" * 72
 AUTHORITATIVE = "AUTHORITATIVE —"  # starts the heading of the block the model cannot write
 
@@ -270,7 +274,8 @@ def item_view(
     parts = [field_lines(pairs, width)]
     if evidence and (shown := ev.lines(evidence, now, None if width is None else width - 2)):
         parts.append(EVIDENCE + "\n" + "\n".join("  " + line for line in shown))
-    parts.append(f"{WRITTEN}\n{_written(item, body, width)}")
+    heading = WRITTEN_BY_AGENTD if item.rule in OWN_RULES else WRITTEN
+    parts.append(f"{heading}\n{_written(item, body, width)}")
     raw = ev.raw_world(item.data.get("world"), quoted)
     if world:
         parts.append(f"the world at the time, raw (as the sources returned it):\n{raw or '-'}")

@@ -111,6 +111,9 @@ async def test_the_checkins_table_and_the_notice_show_a_failing_url_by_host(make
     (notice,) = [x for x in inbox if "failed 3 times in a row" in x["title"]]
     body = json.loads(agentd(env, "inbox", "show", str(notice["item_id"]), "--json"))["body"]
     assert "https://hooks.example.com/…" in body and "s3cr3t" not in body, body
+    shown = agentd(env, "inbox", "show", str(notice["item_id"]))
+    assert "written by agentd (an error it quotes may hold" in shown, shown  # not "by the model"
+    assert "written by the model" not in shown
     assert "unknown verdict kind" in table and "s3cr3t" not in table, table
 
 
