@@ -15,6 +15,7 @@ import typer
 
 from agentd import config, log
 from agentd.cli import init_text
+from agentd.cli.aio import run_apart
 from agentd.cli.root import (
     JsonFlag,
     Opt,
@@ -323,8 +324,8 @@ def _reload_warnings(
     console_logging(ctx)
     report = doctor.examine(paths, pid)
     checks = report.checks
-    if report.config is not None:
-        checks = checks + asyncio.run(doctor.check_sources(report.config, doctor.LOCAL_SOURCES))
+    if (cfg := report.config) is not None:
+        checks = checks + run_apart(lambda: doctor.check_sources(cfg, doctor.LOCAL_SOURCES))
     failing = [c for c in checks if c.required and not c.ok]
     lines += [f"doctor would FAIL {c.name}: {c.message}" for c in failing]
     return lines
