@@ -7,6 +7,7 @@ entry every verdict leaves. "Nothing" leaves only memory: it never reaches the o
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 from agentd.db import checkins as qc
@@ -123,7 +124,11 @@ _FILLER = frozenset(("please", "soon", "today", "tonight", "now", "this", "that"
 
 
 def _words(text: str | None) -> frozenset[str]:
-    return frozenset(w for w in re.findall(r"[a-z0-9]+", (text or "").lower()) if w not in _STOP)
+    """The words of any script, case and accents folded ("Café Zürich" is "cafe zurich";
+    "заказать торт" has two words, not none)."""
+    folded = unicodedata.normalize("NFKD", (text or "").casefold())
+    plain = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    return frozenset(w for w in re.findall(r"[^\W_]+", plain) if w not in _STOP)
 
 
 def _stem(word: str) -> str:

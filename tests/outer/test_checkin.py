@@ -693,3 +693,20 @@ def test_looks_pushed_to_the_end_of_quiet_hours_are_spread_per_goal() -> None:
     midday = end + 4 * 3600  # not pushed by quiet hours: no drift from look to look
     assert checkin.spread(cad, 3, 600, midday, None) == midday
     assert checkin.spread(cad, 3, 600, end, end + 1) == end  # never past the deadline
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("заказать торт", "Заказать торт"),  # Cyrillic: a topic with words is one with itself
+        ("ケーキを注文", "ケーキを注文"),
+        ("Café Zürich booking", "cafe zurich booking"),  # accents folded
+    ],
+)
+def test_same_topic_in_any_script(a: str, b: str) -> None:
+    # the old guard saw no words outside a-z0-9: every repeat went out again
+    assert verdicts.same_topic(a, b)
+
+
+def test_same_topic_in_another_script_still_tells_two_needs_apart() -> None:
+    assert not verdicts.same_topic("заказать торт", "заказать цветы")
