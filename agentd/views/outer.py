@@ -132,11 +132,12 @@ def _next_fire(s: JSON, now: float) -> str:
     """When the schedule's next check-in runs (the planner's `runs_at`: after a snooze and
     the quiet hours), and its nominal fire when that is not the same instant."""
     runs = s.get("runs_at") or s["next_fire_at"]
-    text = f"{local(runs, s['tz'], now)} ({relative(runs, now)}){_jitter(s)}"
     fires = s["next_fire_at"]
-    if fires is not None and abs(runs - fires) >= 1:
-        text += f"; fires {local(fires, s['tz'], now)}, runs when quiet hours or a snooze end"
-    return text
+    when = f"{local(runs, s['tz'], now)} ({relative(runs, now)})"
+    if fires is None or abs(runs - fires) < 1:
+        return when + _jitter(s)
+    # Deferred: the instant it runs is the end of quiet hours or a snooze, with no jitter in it.
+    return f"{when}; due {local(fires, s['tz'], now)}, held"
 
 
 def schedules_table(out: JSON) -> str:
@@ -156,7 +157,7 @@ def schedules_table(out: JSON) -> str:
     # Narrow terminals keep the spec and the next fire readable; the lateness and misfire
     # policy go first (`goal show --json` has them).
     return table(
-        headers, rows, {"when": 30, "next fire": 50}, "none (the cadence alone decides)",
+        headers, rows, {"when": 30, "next fire": 64}, "none (the cadence alone decides)",
         floors={"when": 20, "next fire": 30}, drop=("max late", "misfire"),
     )  # fmt: skip
 

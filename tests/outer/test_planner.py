@@ -143,6 +143,8 @@ async def test_next_checkin_is_one_answer_on_every_surface(
     table = text.partition("schedules:\n")[2].split("\n\n")[0]
     (sched,) = [r for r in table.splitlines()[1:] if r.split()[0] == by.split()[1]]
     assert render_outer.local(expected, "UTC", now) in sched, table
+    if winner == "interval":  # run at the quiet hours' end: the fire it holds, and no jitter
+        assert "; due Tue Dec 1 23:" in sched and ", held" in sched and "jitter" not in sched, table
 
 
 # ── the planner alone (pure) ─────────────────────────────────────────────────────────────────
