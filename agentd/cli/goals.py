@@ -148,6 +148,7 @@ def _add_from(ctx: typer.Context, path: Path, agent: str | None, as_json: bool) 
         raise UsageError(
             f"--from {where}: cannot read it: {getattr(e, 'strerror', None) or e}"
         ) from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as some editors on Windows write
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise UsageError(f"--from {where}: no goals in it (one JSON object a line)")

@@ -90,3 +90,11 @@ def test_duration_messages_say_what_is_wrong(home: Path) -> None:
     zero = run(home, "goal", "schedule", "1", "--every", "0")
     assert zero.exit_code == 2 and "--every '0' is zero; it must be longer" in zero.stderr
     assert run(home, "goal", "snooze", "1", "0").exit_code == 0  # 0 still ends a snooze
+
+
+def test_from_reads_a_file_with_a_byte_order_mark(home: Path) -> None:
+    path = home / "bom.jsonl"
+    path.write_bytes("\ufeff".encode() + b'{"title": "t", "why": "w"}\n')
+    result = run(home, "goal", "add", "--from", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    assert [g["title"] for g in listed(home)] == ["t"]
