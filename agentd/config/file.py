@@ -267,13 +267,15 @@ def _line_of(text: str, loc: list[str]) -> int | None:
     """Best-effort line of a dotted key: the table's own [header] when the key is a table, else
     its [table] header, then the key inside the table."""
     rows = text.splitlines()
-    own = re.compile(r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, loc)) + r"\s*\]+\s*$")
+    own = re.compile(r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, loc)) + r"\s*\]+\s*(?:#.*)?$")
     if loc and (mine := [i for i, r in enumerate(rows) if own.match(r)]):
         return mine[0] + 1
     best: int | None = None
     for depth in range(len(loc), 0, -1):
         table, key = loc[: depth - 1], loc[depth - 1]
-        header = re.compile(r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, table)) + r"\s*\]+\s*$")
+        header = re.compile(
+            r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, table)) + r"\s*\]+\s*(?:#.*)?$"
+        )
         start = 0
         if table:
             found = [i for i, r in enumerate(rows) if header.match(r)]
@@ -283,7 +285,7 @@ def _line_of(text: str, loc: list[str]) -> int | None:
             best = best or start
         key_re = re.compile(r"^\s*" + re.escape(key) + r"\s*=")
         sub_header = re.compile(
-            r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, [*table, key])) + r"\s*\]+\s*$"
+            r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, [*table, key])) + r"\s*\]+\s*(?:#.*)?$"
         )
         for i in range(start, len(rows)):
             if (

@@ -43,3 +43,16 @@ def test_config_missing_provider_says_which_values_it_may_take() -> None:
     message = error_of('[models.default]\nreplies = "r.json"\n')
     assert 'line 1, models.default: [models.default] has no "provider"; one of: ' in message
     assert "did you mean" not in message and "scripted" in message
+
+
+def test_config_error_under_a_commented_header_names_the_keys_line() -> None:
+    # `agentd init` writes headers with comments after them: the key's own line, not the
+    # agent's header two tables up (line 4 was said for line 10)
+    text = (
+        '[models.default]\nprovider = "scripted"\nreplies = "replies.json"\n\n'
+        '[agents.default]\nactions = ["finish"]\n\n'
+        "[agents.default.notify]   # which items reach the operator\n"
+        "channels = []\n"
+        'remind_after = ["3x"]\n'
+    )
+    assert "line 10, agents.default.notify.remind_after:" in error_of(text)
