@@ -19,9 +19,9 @@ from agentd.db.store import SyncStore
 from agentd.models import RunStatus, StepKind, StepStatus
 from tests.runs.test_crash import start_daemon, wait_ready
 
-# How long the grandchild works before its effect: longer than a restart on a loaded machine
-# (parallel test workers on 2 cores), so the new daemon always finds it still running.
-WORK_S = 6
+# The grandchild does its work only once the test lets it (a file appears): after the restarted
+# daemon has fenced — however long a restart takes on a loaded machine. A grandchild that
+# survived the fence would then write a second line.
 
 
 def write_home(home: Path) -> Path:
@@ -29,8 +29,10 @@ def write_home(home: Path) -> Path:
     effects = home / "effects.txt"
     effects.touch()
     # The script's work is done by a process it starts, as a curl or kubectl would be.
+    release = home / "release"
     (home / "charge.sh").write_text(
-        f"sh -c 'sleep {WORK_S}; echo \"$AGENTD_IDEMPOTENCY_KEY\" >> {effects}'\n"
+        f"sh -c 'while [ ! -e {release} ]; do sleep 0.05; done; "
+        f'echo "$AGENTD_IDEMPOTENCY_KEY" >> {effects}\'\n'
     )
     verify = f'grep -qx "$AGENTD_IDEMPOTENCY_KEY" {effects} && echo done || echo not-done'
     replies = [
@@ -88,18 +90,20 @@ def test_crash_mid_action_kills_the_commands_descendants_before_rerunning(
         while not started():
             assert time.monotonic() < deadline, (home / "daemon.log").read_text()[-2000:]
             time.sleep(0.02)
-        acted = time.monotonic()
-        time.sleep(0.5)
+        time.sleep(0.5)  # the command has started its grandchild, which waits for the release
         os.kill(daemon.pid, signal.SIGKILL)  # the daemon only: no cgroup kills the rest
         daemon.wait(5)
         daemon = start_daemon(home)
         wait_ready(home, 2)
         deadline = time.monotonic() + 30
+        while "action.fenced" not in (home / "daemon.log").read_text():
+            assert time.monotonic() < deadline, (home / "daemon.log").read_text()[-2000:]
+            time.sleep(0.05)
+        (home / "release").touch()  # a surviving grandchild would write now, beside the rerun
         while not store.read(lambda c: q.get_run(c, run_id)).status.finished:
             assert time.monotonic() < deadline, (home / "daemon.log").read_text()[-2000:]
             time.sleep(0.05)
-        # Past the time a surviving grandchild would have written its line.
-        time.sleep(max(0.0, acted + WORK_S + 0.5 - time.monotonic()))
+        time.sleep(0.5)  # a survivor's loop notices the release within 0.05 s
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(10)
