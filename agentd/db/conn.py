@@ -1,13 +1,16 @@
 """The connection every query is written against: just the DB-API calls the queries make (execute,
 executemany, the cursor's fetches, rowcount and lastrowid, and the IntegrityError a broken
-constraint raises). sqlite3's connection satisfies it today; a PostgreSQL connection behind the
-same few calls can stand in for it later.
+constraint raises), plus the engine's SQL hooks (`dialect`, db/dialect.py). The SQLite backend's
+connection (sqlite3's, with its dialect) satisfies it; a PostgreSQL one behind the same few calls
+stands in for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
+
+from agentd.db.dialect import Dialect
 
 T = TypeVar("T")
 
@@ -39,6 +42,13 @@ class Conn(Protocol):
     def IntegrityError(self) -> type[Exception]:  # DB-API's name
         """What a broken constraint raises (DB-API's optional extension: sqlite3's connection
         has it), so a query can tell one apart without importing the driver."""
+        ...
+
+    def close(self) -> None: ...
+
+    @property
+    def dialect(self) -> Dialect:
+        """The engine's forms of what its SQL does differently (db/dialect.py)."""
         ...
 
 
