@@ -1,6 +1,6 @@
 """The connection every query is written against: just the DB-API calls the queries make (execute,
-executemany, the cursor's fetches, rowcount and lastrowid, and the IntegrityError a broken
-constraint raises), plus the engine's SQL hooks (`dialect`, db/dialect.py). The SQLite backend's
+executemany, the cursor's fetches and rowcount, and the IntegrityError a broken constraint
+raises), plus the engine's SQL hooks (`dialect`, db/dialect.py). The SQLite backend's
 connection (sqlite3's, with its dialect) satisfies it; a PostgreSQL one behind the same few calls
 stands in for it.
 """
@@ -20,9 +20,6 @@ class Cursor(Protocol):
 
     @property
     def rowcount(self) -> int: ...
-
-    @property
-    def lastrowid(self) -> int | None: ...
 
     def fetchone(self) -> Any: ...
 
@@ -53,3 +50,18 @@ class Conn(Protocol):
 
 
 Work = Callable[[Conn], T]  # what a store runs in one transaction (a write) or on its reader
+
+
+def returned_id(cur: Cursor) -> int | None:
+    """The id a one-row `INSERT … RETURNING <id>` gave back; None when `ON CONFLICT DO NOTHING`
+    inserted nothing. Every row is read: an SQLite statement with rows left unread would keep
+    the transaction from committing ("SQL statements in progress")."""
+    rows = cur.fetchall()
+    return int(rows[0][0]) if rows else None
+
+
+def new_id(cur: Cursor) -> int:
+    """The id a one-row `INSERT … RETURNING <id>` (that cannot be skipped) gave back."""
+    found = returned_id(cur)
+    assert found is not None, "an INSERT without ON CONFLICT inserts its row or raises"
+    return found

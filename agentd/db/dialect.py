@@ -37,6 +37,34 @@ class Dialect:
         """The JSON number at `path` in `col`, as a float (NULL when absent)."""
         return self.jtext(col, path) if self.sqlite else f"({self.jtext(col, path)})::float8"
 
+    def jint(self, col: str, path: str) -> str:
+        """The JSON integer at `path` in `col` (NULL when absent): sums stay integers."""
+        return self.jtext(col, path) if self.sqlite else f"({self.jtext(col, path)})::bigint"
+
+    def jlen(self, col: str, key: str) -> str:
+        """The length of the JSON array under `key` in `col`; NULL when absent (or, on
+        PostgreSQL, not an array: its jsonb_array_length raises on a scalar). Coalesce it."""
+        if self.sqlite:
+            return f"json_array_length({col}, '$.{key}')"
+        item = f"{col} -> '{key}'"
+        return f"CASE WHEN jsonb_typeof({item}) = 'array' THEN jsonb_array_length({item}) END"
+
+    def jset(self, col: str, key: str) -> str:
+        """`col` with `key` set to the next parameter, a JSON text (`json.dumps(value)`: a
+        driver cannot type a bare parameter of PostgreSQL's polymorphic to_jsonb)."""
+        if self.sqlite:
+            return f"json_set({col}, '$.{key}', json(?))"
+        return f"jsonb_set({col}, '{{{key}}}', CAST(? AS jsonb))"
+
+    def has_member_but(self, col: str, text: str) -> str:
+        """Whether the JSON object in `col` has a member whose value is not the string `text`."""
+        assert text.isidentifier(), "a plain word, written into the SQL"
+        if self.sqlite:
+            return (
+                f"EXISTS (SELECT 1 FROM json_each({col}) WHERE type != 'text' OR value != '{text}')"
+            )
+        return f"EXISTS (SELECT 1 FROM jsonb_each({col}) m WHERE m.value <> '\"{text}\"'::jsonb)"
+
     def in_list(self, expr: str) -> str:
         """`expr` is one of a list passed as one parameter (`list_param`), so a statement's text
         does not depend on the list's length."""

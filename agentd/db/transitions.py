@@ -9,7 +9,7 @@ import json
 
 from agentd.clock import Clock
 from agentd.db import stamp
-from agentd.db.conn import Conn
+from agentd.db.conn import Conn, returned_id
 from agentd.db.queries import append_step
 from agentd.db.rows import json_col
 from agentd.models import JSON, RunStatus, Step, StepKind
@@ -77,17 +77,19 @@ def wake(
         row = c.execute("SELECT wait FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None or json.loads(row[0] or "null") != expect:
             return None  # it moved on (woken and parked again) since the match was made
-    now, lease_now = stamp.now(c), stamp.wall()  # the lease counts wall seconds (stamp.py)
-    cur = c.execute(
-        "UPDATE runs SET status = 'running', wait = NULL, wait_kind = NULL, wait_item_id = NULL,"
-        " wait_event = NULL, wait_after_event = NULL, next_wake_at = NULL, lease_owner = ?,"
-        " lease_expires_at = ?, lease_epoch = lease_epoch + 1, updated_at = ?"
-        " WHERE run_id = ? AND status = 'waiting'",
-        (owner, lease_now + lease_s, now, run_id),
+    # The lease counts wall seconds on the database's clock, not the home's (stamp.py).
+    epoch = returned_id(
+        c.execute(
+            "UPDATE runs SET status = 'running', wait = NULL, wait_kind = NULL,"
+            " wait_item_id = NULL, wait_event = NULL, wait_after_event = NULL,"
+            f" next_wake_at = NULL, lease_owner = ?, lease_expires_at = {c.dialect.now_sql} + ?,"
+            " lease_epoch = lease_epoch + 1, updated_at = ?"
+            " WHERE run_id = ? AND status = 'waiting' RETURNING lease_epoch",
+            (owner, lease_s, stamp.now(c), run_id),
+        )
     )
-    if cur.rowcount != 1:
+    if epoch is None:
         return None
-    epoch = int(c.execute("SELECT lease_epoch FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
     append_step(c, run_id, epoch, StepKind.WAKE, data=why)
     return epoch
 
