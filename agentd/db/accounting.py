@@ -20,6 +20,8 @@ def goal_spend(c: Conn, goal_id: int, since: float = 0.0) -> JSON:
         " WHERE goal_id = ? AND fired_at >= ?) AS spent",
         (goal_id, since, goal_id, since),
     ).fetchone()
+    # PostgreSQL sums bigints as numeric (a Decimal): counts are ints on both engines.
+    tokens_in, tokens_out = int(tokens_in), int(tokens_out)
     return {
         "tokens_in": tokens_in,
         "tokens_out": tokens_out,
@@ -52,7 +54,9 @@ def usage(c: Conn, since: float = 0.0) -> list[JSON]:
         ("?", since, "operator (%", since),
     )
     keys = ("goal_id", "model", "day", "calls", "tokens_in", "tokens_out", "tokens_cached", "usd")
-    return [dict(zip(keys, row, strict=True)) for row in rows]
+    return [
+        dict(zip(keys, (*row[:3], *map(int, row[3:7]), float(row[7])), strict=True)) for row in rows
+    ]
 
 
 def count_acts_since(c: Conn, agent: str, action: str, since: float) -> int:
