@@ -47,8 +47,12 @@ def test_postgres_runs_the_journal_of_a_run_through_a_wait(pg: PostgresConn) -> 
     goal_id = queries.add_goal(pg, title="t", why="w", agent="a", criteria=[], deadline=None)
     run_id = queries.create_run(pg, goal_id=goal_id, agent="a", trigger="cli")
     transitions.suspend(pg, run_id, 0, {"kind": "timer"}, wake_in_s=5.0)
-    assert queries.get_run(pg, run_id).status == RunStatus.WAITING
-    epoch = transitions.wake(pg, run_id, "me", {"why": "timer"}, 300.0)
+    run = queries.get_run(pg, run_id)
+    assert run.status == RunStatus.WAITING
+    assert run.wait is not None
+    stale = {**run.wait, "seq": run.wait["seq"] - 1}  # a match made against an older wait
+    assert transitions.wake(pg, run_id, "me", {"why": "timer"}, 300.0, expect=stale) is None
+    epoch = transitions.wake(pg, run_id, "me", {"why": "timer"}, 300.0, expect=run.wait)
     assert epoch == 1
     transitions.finish(pg, run_id, epoch, RunStatus.SUCCEEDED, "ok")
     kinds = [s.kind for s in queries.list_steps(pg, run_id)]
