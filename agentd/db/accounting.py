@@ -4,6 +4,7 @@ the actions that have a limit)."""
 
 from __future__ import annotations
 
+from agentd.db.checkins import calls_of
 from agentd.db.conn import Conn
 from agentd.models import JSON
 
@@ -12,13 +13,15 @@ def goal_spend(c: Conn, goal_id: int, since: float = 0.0) -> JSON:
     """Model tokens and cost used by every run and every check-in of a goal (since a time)."""
     tokens_in, tokens_out, usd = c.execute(
         "SELECT coalesce(sum(tin), 0), coalesce(sum(tout), 0), coalesce(sum(usd), 0.0) FROM ("
-        " SELECT s.tokens_in AS tin, s.tokens_out AS tout, s.data ->> 'cost_usd' AS usd"
-        " FROM steps s JOIN runs r ON r.run_id = s.run_id"
-        " WHERE r.goal_id = ?1 AND s.created_at >= ?2"
+        f" SELECT s.tokens_in AS tin, s.tokens_out AS tout, {c.dialect.jnum('s.data', 'cost_usd')}"
+        " AS usd FROM steps s JOIN runs r ON r.run_id = s.run_id"
+        " WHERE r.goal_id = ? AND s.created_at >= ?"
         " UNION ALL SELECT tokens_in, tokens_out, cost_usd FROM checkins"
-        " WHERE goal_id = ?1 AND fired_at >= ?2)",
-        (goal_id, since),
+        " WHERE goal_id = ? AND fired_at >= ?) AS spent",
+        (goal_id, since, goal_id, since),
     ).fetchone()
+    # PostgreSQL sums bigints as numeric (a Decimal): counts are ints on both engines.
+    tokens_in, tokens_out = int(tokens_in), int(tokens_out)
     return {
         "tokens_in": tokens_in,
         "tokens_out": tokens_out,
@@ -30,25 +33,30 @@ def goal_spend(c: Conn, goal_id: int, since: float = 0.0) -> JSON:
 def usage(c: Conn, since: float = 0.0) -> list[JSON]:
     """Model calls summed by goal, model and UTC day — runs' decisions and summaries, and
     check-ins (a re-asked check-in counts its calls): what `agentd usage` shows."""
+    d = c.dialect
+    model = d.jtext("s.data", "model")
+    # The unknown model's name is a parameter: a `?` inside a literal would read as a placeholder
+    # to a connection that rewrites them (PostgreSQL's), and so would the `%` of LIKE's pattern.
     rows = c.execute(
         "SELECT goal_id, model, day, sum(calls), sum(tin), sum(tout), sum(cached), sum(usd) FROM ("
-        " SELECT r.goal_id, coalesce(s.data ->> 'model', '?') AS model,"
-        " date(s.created_at, 'unixepoch') AS day, 1 AS calls, s.tokens_in AS tin,"
-        " s.tokens_out AS tout, coalesce(s.data ->> 'tokens_cached', 0) AS cached,"
-        " coalesce(s.data ->> 'cost_usd', 0.0) AS usd"
+        f" SELECT r.goal_id, coalesce({model}, ?) AS model,"
+        f" {d.day_of('s.created_at')} AS day, 1 AS calls, s.tokens_in AS tin,"
+        f" s.tokens_out AS tout, coalesce({d.jint('s.data', 'tokens_cached')}, 0) AS cached,"
+        f" coalesce({d.jnum('s.data', 'cost_usd')}, 0.0) AS usd"
         " FROM steps s JOIN runs r ON r.run_id = s.run_id"
         " WHERE s.kind IN ('decide', 'summarize', 'plan', 'generate', 'judge')"
-        " AND s.created_at >= ?1"
-        " AND coalesce(s.data ->> 'model', '') NOT LIKE 'operator (%'"
-        " UNION ALL SELECT goal_id, model, date(fired_at, 'unixepoch'),"
-        " (raw IS NOT NULL) + coalesce(json_array_length(precheck, '$.invalid'), 0),"
+        " AND s.created_at >= ?"
+        f" AND coalesce({model}, '') NOT LIKE ?"
+        f" UNION ALL SELECT goal_id, model, {d.day_of('fired_at')}, {calls_of(d)},"
         " tokens_in, tokens_out, 0, coalesce(cost_usd, 0.0)"
-        " FROM checkins WHERE model IS NOT NULL AND fired_at >= ?1)"
+        " FROM checkins WHERE model IS NOT NULL AND fired_at >= ?) AS u"
         " GROUP BY 1, 2, 3 ORDER BY 3, 1, 2",
-        (since,),
+        ("?", since, "operator (%", since),
     )
     keys = ("goal_id", "model", "day", "calls", "tokens_in", "tokens_out", "tokens_cached", "usd")
-    return [dict(zip(keys, row, strict=True)) for row in rows]
+    return [
+        dict(zip(keys, (*row[:3], *map(int, row[3:7]), float(row[7])), strict=True)) for row in rows
+    ]
 
 
 def count_acts_since(c: Conn, agent: str, action: str, since: float) -> int:

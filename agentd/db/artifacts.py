@@ -107,7 +107,7 @@ def list_artifacts(c: Conn, goal_id: int | None = None, limit: int = 50) -> list
     """Build runs, newest first, each with its latest version (if any) and the run's status."""
     sql = (
         "SELECT r.run_id, r.goal_id, r.status, r.summary, r.created_at, r.updated_at,"
-        " coalesce(s.data ->> '$.build.request',"
+        f" coalesce({c.dialect.jtext('s.data', 'build.request')},"
         " (SELECT request FROM artifacts a WHERE a.run_id = r.run_id LIMIT 1)),"
         " (SELECT max(version) FROM artifacts a WHERE a.run_id = r.run_id),"
         " (SELECT status FROM artifacts a WHERE a.run_id = r.run_id ORDER BY version DESC LIMIT 1)"

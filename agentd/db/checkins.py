@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from agentd.db.conn import Conn
+from agentd.db.conn import Conn, returned_id
+from agentd.db.dialect import Dialect
 from agentd.db.rows import json_col
 from agentd.errors import NotFound, Refused
 from agentd.models import JSON
@@ -79,12 +80,12 @@ def add_due(
     """Record a fire once (the unique index makes a repeat a no-op); None if it was recorded
     before. `status` MISSED records a fire the misfire policy skipped, with its reason."""
     cur = c.execute(
-        "INSERT OR IGNORE INTO checkins (goal_id, schedule_id, due_at, fired_at, status, reason,"
-        " completed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO checkins (goal_id, schedule_id, due_at, fired_at, status, reason,"
+        " completed_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING checkin_id",
         (goal_id, schedule_id, due_at, fired_at, status, reason,
          None if status == CheckinStatus.DUE else fired_at),
     )  # fmt: skip
-    return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
+    return returned_id(cur)
 
 
 def get(c: Conn, checkin_id: int) -> Checkin:
@@ -108,7 +109,8 @@ def open_ids(c: Conn, now: float) -> list[int]:
     any left deciding or decided by a crash."""
     rows = c.execute(
         "SELECT checkin_id FROM checkins WHERE status IN ('due', 'deciding', 'decided')"
-        " AND due_at <= ? AND coalesce(precheck ->> 'retry_at', 0) <= ? ORDER BY checkin_id",
+        f" AND due_at <= ? AND coalesce({c.dialect.jnum('precheck', 'retry_at')}, 0) <= ?"
+        " ORDER BY checkin_id",
         (now, now),
     )
     return [int(r[0]) for r in rows]
@@ -116,9 +118,9 @@ def open_ids(c: Conn, now: float) -> list[int]:
 
 def next_retry(c: Conn) -> float | None:
     """The earliest time a check-in waiting out a model backoff wants to run again."""
+    retry_at = c.dialect.jnum("precheck", "retry_at")
     row = c.execute(
-        "SELECT min(precheck ->> 'retry_at') FROM checkins WHERE status = 'due'"
-        " AND precheck ->> 'retry_at' IS NOT NULL"
+        f"SELECT min({retry_at}) FROM checkins WHERE status = 'due' AND {retry_at} IS NOT NULL"
     ).fetchone()
     return None if row[0] is None else float(row[0])
 
@@ -146,7 +148,8 @@ def advance(c: Conn, checkin_id: int, expect: str, **fields: Any) -> None:
     if add is not None:
         sets.append("tokens_in = tokens_in + ?, tokens_out = tokens_out + ?")
         sets.append(
-            "cost_usd = CASE WHEN ? IS NULL THEN cost_usd ELSE coalesce(cost_usd, 0) + ? END"
+            "cost_usd = CASE WHEN CAST(? AS DOUBLE PRECISION) IS NULL THEN cost_usd"
+            " ELSE coalesce(cost_usd, 0) + ? END"
         )
         params += [add[0], add[1], add[2], add[2]]
     cur = c.execute(
@@ -162,7 +165,7 @@ def previous(c: Conn, goal_id: int, checkin_id: int) -> Checkin | None:
     skipped because nothing moved, or whose verdict was applied."""
     row = c.execute(
         f"SELECT {COLS} FROM checkins WHERE goal_id = ? AND checkin_id < ?"
-        " AND status IN ('skipped', 'done') AND precheck ->> 'marks' IS NOT NULL"
+        f" AND status IN ('skipped', 'done') AND {c.dialect.jtext('precheck', 'marks')} IS NOT NULL"
         " ORDER BY checkin_id DESC LIMIT 1",
         (goal_id, checkin_id),
     ).fetchone()
@@ -187,10 +190,10 @@ def failed_streak(c: Conn, goal_id: int) -> int:
 def model_looks(c: Conn, goal_id: int, checkin_id: int) -> tuple[int, int | None]:
     """(earlier check-ins of the goal a model answered, the deadline stage at the last one)."""
     n, stage = c.execute(
-        "SELECT count(*), (SELECT precheck ->> 'stage' FROM checkins WHERE goal_id = ?1"
-        " AND checkin_id < ?2 AND raw IS NOT NULL ORDER BY checkin_id DESC LIMIT 1)"
-        " FROM checkins WHERE goal_id = ?1 AND checkin_id < ?2 AND raw IS NOT NULL",
-        (goal_id, checkin_id),
+        f"SELECT count(*), (SELECT {c.dialect.jint('precheck', 'stage')} FROM checkins"
+        " WHERE goal_id = ? AND checkin_id < ? AND raw IS NOT NULL ORDER BY checkin_id DESC"
+        " LIMIT 1) FROM checkins WHERE goal_id = ? AND checkin_id < ? AND raw IS NOT NULL",
+        (goal_id, checkin_id, goal_id, checkin_id),
     ).fetchone()
     return int(n), None if stage is None else int(stage)
 
@@ -199,11 +202,17 @@ def model_calls(c: Conn, goal_id: int, checkin_id: int) -> int:
     """Model replies journaled for the goal's earlier check-ins (re-asks included): the next
     request's `decision_no` is this plus one, the same after any restart."""
     row = c.execute(
-        "SELECT coalesce(sum((raw IS NOT NULL) + coalesce(json_array_length(precheck, '$.invalid'),"
-        " 0)), 0) FROM checkins WHERE goal_id = ? AND checkin_id < ?",
+        f"SELECT coalesce(sum({calls_of(c.dialect)}), 0) FROM checkins"
+        " WHERE goal_id = ? AND checkin_id < ?",
         (goal_id, checkin_id),
     ).fetchone()
     return int(row[0])
+
+
+def calls_of(d: Dialect) -> str:
+    """A check-in row's model calls: its journaled reply, and each re-asked invalid one."""
+    invalid = d.jlen("precheck", "invalid")
+    return f"CASE WHEN raw IS NOT NULL THEN 1 ELSE 0 END + coalesce({invalid}, 0)"
 
 
 IGNORED_AFTER_S = 86400.0  # a nudge open this long was ignored (not merely slept through)
@@ -212,10 +221,11 @@ IGNORED_AFTER_S = 86400.0  # a nudge open this long was ignored (not merely slep
 def ignored_nudges(c: Conn, goal_id: int, checkin_id: int, now: float) -> list[int]:
     """Nudges an earlier check-in posted that are still open a day later (a whole waking day
     to read them), not yet counted as ignored."""
+    d = c.dialect
     rows = c.execute(
         "SELECT item_id FROM inbox WHERE goal_id = ? AND rule = 'nudge' AND status = 'open'"
-        " AND data ->> 'checkin_id' < ? AND data ->> 'ignored' IS NULL"
-        " AND coalesce(data ->> 'posted_at', created_at) <= ?",
+        f" AND {d.jnum('data', 'checkin_id')} < ? AND {d.jtext('data', 'ignored')} IS NULL"
+        f" AND coalesce({d.jnum('data', 'posted_at')}, created_at) <= ?",
         (goal_id, checkin_id, now - IGNORED_AFTER_S),
     )
     return [int(r[0]) for r in rows]
@@ -223,12 +233,13 @@ def ignored_nudges(c: Conn, goal_id: int, checkin_id: int, now: float) -> list[i
 
 def mark_ignored(c: Conn, item_ids: list[int], checkin_id: int) -> int:
     """Count open nudges as ignored once (each backs the cadence off once); returns how many."""
+    d = c.dialect
     n = 0
     for item_id in item_ids:
         n += c.execute(
-            "UPDATE inbox SET data = json_set(data, '$.ignored', ?) WHERE item_id = ?"
-            " AND status = 'open' AND data ->> 'ignored' IS NULL",
-            (checkin_id, item_id),
+            f"UPDATE inbox SET data = {d.jset('data', 'ignored')} WHERE item_id = ?"
+            f" AND status = 'open' AND {d.jtext('data', 'ignored')} IS NULL",
+            (json.dumps(checkin_id), item_id),
         ).rowcount
     return n
 
@@ -236,11 +247,12 @@ def mark_ignored(c: Conn, item_ids: list[int], checkin_id: int) -> int:
 def nudges(c: Conn, goal_id: int, limit: int = 20) -> list[JSON]:
     """The goal's recent nudges (open, dismissed, accepted): what a new nudge must not repeat.
     Times are the injected clock's where the writer recorded them (`posted_at`, `resolved_at`)."""
+    d = c.dialect
     rows = c.execute(
-        "SELECT item_id, status, answer, data ->> '$.nudge.topic', data ->> '$.nudge.message',"
-        " coalesce(data ->> 'posted_at', created_at), coalesce(data ->> 'resolved_at',"
-        " resolved_at) FROM inbox WHERE goal_id = ? AND rule = 'nudge'"
-        " ORDER BY item_id DESC LIMIT ?",
+        f"SELECT item_id, status, answer, {d.jtext('data', 'nudge.topic')},"
+        f" {d.jtext('data', 'nudge.message')}, coalesce({d.jnum('data', 'posted_at')}, created_at),"
+        f" coalesce({d.jnum('data', 'resolved_at')}, resolved_at) FROM inbox"
+        " WHERE goal_id = ? AND rule = 'nudge' ORDER BY item_id DESC LIMIT ?",
         (goal_id, limit),
     )
     keys = ("item_id", "status", "answer", "topic", "message", "created_at", "resolved_at")
@@ -301,7 +313,10 @@ def cadence_row(c: Conn, goal_id: int) -> JSON | None:
 
 
 def _ensure_cadence(c: Conn, goal_id: int, now: float) -> None:
-    c.execute("INSERT OR IGNORE INTO cadences (goal_id, updated_at) VALUES (?, ?)", (goal_id, now))
+    c.execute(
+        "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (goal_id, now),
+    )
 
 
 def bump_backoff(c: Conn, goal_id: int, now: float, by: int = 1) -> int:
@@ -309,7 +324,8 @@ def bump_backoff(c: Conn, goal_id: int, now: float, by: int = 1) -> int:
     level is capped well past where every_s · 2^backoff meets any max_s."""
     _ensure_cadence(c, goal_id, now)
     c.execute(
-        "UPDATE cadences SET backoff = min(backoff + ?, 30), updated_at = ? WHERE goal_id = ?",
+        f"UPDATE cadences SET backoff = {c.dialect.least('backoff + ?', '30')}, updated_at = ?"
+        " WHERE goal_id = ?",
         (by, now, goal_id),
     )
     return int(

@@ -1,13 +1,16 @@
 """The connection every query is written against: just the DB-API calls the queries make (execute,
-executemany, the cursor's fetches, rowcount and lastrowid, and the IntegrityError a broken
-constraint raises). sqlite3's connection satisfies it today; a PostgreSQL connection behind the
-same few calls can stand in for it later.
+executemany, the cursor's fetches and rowcount, and the IntegrityError a broken constraint
+raises), plus the engine's SQL hooks (`dialect`, db/dialect.py). The SQLite backend's
+connection (sqlite3's, with its dialect) satisfies it; a PostgreSQL one behind the same few calls
+stands in for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
+
+from agentd.db.dialect import Dialect
 
 T = TypeVar("T")
 
@@ -17,9 +20,6 @@ class Cursor(Protocol):
 
     @property
     def rowcount(self) -> int: ...
-
-    @property
-    def lastrowid(self) -> int | None: ...
 
     def fetchone(self) -> Any: ...
 
@@ -41,5 +41,27 @@ class Conn(Protocol):
         has it), so a query can tell one apart without importing the driver."""
         ...
 
+    def close(self) -> None: ...
+
+    @property
+    def dialect(self) -> Dialect:
+        """The engine's forms of what its SQL does differently (db/dialect.py)."""
+        ...
+
 
 Work = Callable[[Conn], T]  # what a store runs in one transaction (a write) or on its reader
+
+
+def returned_id(cur: Cursor) -> int | None:
+    """The id a one-row `INSERT … RETURNING <id>` gave back; None when `ON CONFLICT DO NOTHING`
+    inserted nothing. Every row is read: an SQLite statement with rows left unread would keep
+    the transaction from committing ("SQL statements in progress")."""
+    rows = cur.fetchall()
+    return int(rows[0][0]) if rows else None
+
+
+def new_id(cur: Cursor) -> int:
+    """The id a one-row `INSERT … RETURNING <id>` (that cannot be skipped) gave back."""
+    found = returned_id(cur)
+    assert found is not None, "an INSERT without ON CONFLICT inserts its row or raises"
+    return found

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from agentd.db import stamp
-from agentd.db.conn import Conn
+from agentd.db.conn import Conn, new_id, returned_id
 from agentd.db.rows import json_col
 from agentd.errors import NotFound, Refused
 from agentd.models import JSON, Event, InboxItem, InboxKind, InboxStatus, from_ts
@@ -60,7 +60,8 @@ def post(
 ) -> int:
     cur = c.execute(
         "INSERT INTO inbox (kind, status, goal_id, run_id, seq, title, body, action, args, digest,"
-        " rule, data, created_at, expires_at) VALUES (?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " rule, data, created_at, expires_at) VALUES (?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING item_id",
         (
             kind,
             goal_id,
@@ -77,7 +78,7 @@ def post(
             expires_at,
         ),
     )
-    return int(cur.lastrowid or 0)
+    return new_id(cur)
 
 
 def get_item(c: Conn, item_id: int) -> InboxItem:
@@ -205,10 +206,10 @@ def add_event(
     """Store an event; None when an event with the same dedupe key already exists."""
     cur = c.execute(
         "INSERT INTO events (name, data, dedupe_key, source, created_at) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT(dedupe_key) DO NOTHING",
+        " ON CONFLICT (dedupe_key) DO NOTHING RETURNING event_id",
         (name, json_col(data), dedupe_key, source, stamp.now(c)),
     )
-    return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
+    return returned_id(cur)
 
 
 def event_by_key(c: Conn, dedupe_key: str) -> Event | None:

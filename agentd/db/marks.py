@@ -62,23 +62,24 @@ def gather(
     """What moved for the goal beyond `marks` (None: since the goal was created). Answers are
     the operator's responses to the goal's own items (nudges, clarifying and confirm questions);
     what a run asked is the run's business — its end is what a check-in notices."""
+    d = c.dialect
     m = marks or {}
     seen_items = m.get("open_items", [])
     active = m.get("active_runs", [])
     runs = c.execute(
         "SELECT run_id, status, summary FROM runs WHERE goal_id = ?"
         " AND status IN ('succeeded', 'failed', 'cancelled')"
-        " AND (run_id > ? OR run_id IN (SELECT value FROM json_each(?)))"
+        f" AND (run_id > ? OR {d.in_list('run_id')})"
         " ORDER BY run_id DESC LIMIT ?",
-        (goal_id, m.get("run", 0), json.dumps(active), MAX_LISTED),
+        (goal_id, m.get("run", 0), d.list_param(active), MAX_LISTED),
     )
     answers = c.execute(
         "SELECT item_id, kind, rule, status, title, answer FROM inbox WHERE goal_id = ?"
         " AND status IN ('answered', 'approved', 'consumed', 'denied', 'dismissed')"
         " AND run_id IS NULL AND (kind != 'notice' OR rule = 'nudge')"
-        " AND (item_id > ? OR item_id IN (SELECT value FROM json_each(?)))"
+        f" AND (item_id > ? OR {d.in_list('item_id')})"
         " ORDER BY item_id DESC LIMIT ?",
-        (goal_id, m.get("item", 0), json.dumps(seen_items), MAX_LISTED),
+        (goal_id, m.get("item", 0), d.list_param(seen_items), MAX_LISTED),
     )
     if marks is None:  # first check-in: what happened since the goal was created
         world_where, world_args = "taken_at >= ?", (created_at,)
@@ -89,14 +90,14 @@ def gather(
     # A source seen for the first time (`"new"`: first boot, a source added) is a baseline:
     # only a snapshot with a real change counts.
     world = c.execute(
-        f"SELECT changes FROM world WHERE agent = ? AND {world_where} AND EXISTS ("
-        "SELECT 1 FROM json_each(world.changes) WHERE type != 'text' OR value != 'new')"
-        " ORDER BY snapshot_id DESC", (agent, *world_args),
+        f"SELECT changes FROM world WHERE agent = ? AND {world_where}"
+        f" AND {d.has_member_but('world.changes', 'new')} ORDER BY snapshot_id DESC",
+        (agent, *world_args),
     ).fetchall()  # fmt: skip
     events = c.execute(
         f"SELECT event_id, name, data FROM events WHERE {event_where}"
-        " AND (name IN (SELECT value FROM json_each(?)) OR data ->> 'goal_id' = ?)"
-        " ORDER BY event_id DESC", (*event_args, json.dumps(triggers), goal_id),
+        f" AND ({d.in_list('name')} OR {d.jnum('data', 'goal_id')} = ?)"
+        " ORDER BY event_id DESC", (*event_args, d.list_param(triggers), goal_id),
     ).fetchall()  # fmt: skip
     reported = set(m.get("overdue", []))
     overdue = [
@@ -105,7 +106,7 @@ def gather(
             "SELECT item_id, kind, title FROM inbox WHERE goal_id = ? AND status = 'open'"
             " AND kind IN ('question', 'approval') AND coalesce(rule, '') NOT IN ("
             "'clarify', 'achieved') AND (expires_at <= ?"
-            " OR coalesce(data ->> 'posted_at', created_at) <= ?) ORDER BY item_id",
+            f" OR coalesce({d.jnum('data', 'posted_at')}, created_at) <= ?) ORDER BY item_id",
             (goal_id, now, now - overdue_after_s),
         )
         if r[0] not in reported

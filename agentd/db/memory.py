@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd.db.conn import Conn
+from agentd.db.conn import Conn, new_id
 from agentd.models import JSON
 
 MAX_ENTRIES = 40  # entries kept per goal before the oldest are folded
@@ -37,15 +37,17 @@ def remember(c: Conn, goal_id: int, kind: str, text: str, source: str, now: floa
     if len(text) > MAX_TEXT:
         text = text[: MAX_TEXT - 1] + "…"
     cur = c.execute(
-        "INSERT INTO goal_memory (goal_id, kind, text, source, at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO goal_memory (goal_id, kind, text, source, at) VALUES (?, ?, ?, ?, ?)"
+        " RETURNING entry_id",
         (goal_id, kind, text, source, now),
     )
+    entry_id = new_id(cur)
     count = int(
         c.execute("SELECT count(*) FROM goal_memory WHERE goal_id = ?", (goal_id,)).fetchone()[0]
     )
     if count > MAX_ENTRIES:
         _fold(c, goal_id, count - MAX_ENTRIES + FOLD_BATCH, now)
-    return int(cur.lastrowid or 0)
+    return entry_id
 
 
 def latest(c: Conn, goal_id: int) -> JSON | None:

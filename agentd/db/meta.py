@@ -37,6 +37,7 @@ def prune(c: Conn, older_than: float) -> int:
     run still refers to and each agent's latest —, events and closed inbox items older than it,
     and rate-limit entries older than a day of the home's time (limits look back an hour).
     Returns the rows gone."""
+    seen = c.dialect.jint("s.data", "snapshot_id")  # a snapshot an unfinished run observed
     c.execute("DELETE FROM rate_log WHERE at < ?", (stamp.now(c) - 86400,))
     steps = c.execute(
         "DELETE FROM steps WHERE run_id IN (SELECT run_id FROM runs"
@@ -46,9 +47,9 @@ def prune(c: Conn, older_than: float) -> int:
     world = c.execute(
         "DELETE FROM world WHERE taken_at < ?"
         " AND snapshot_id NOT IN (SELECT max(snapshot_id) FROM world GROUP BY agent)"
-        " AND snapshot_id NOT IN (SELECT s.data ->> 'snapshot_id' FROM steps s"
+        f" AND snapshot_id NOT IN (SELECT {seen} FROM steps s"
         " JOIN runs r ON r.run_id = s.run_id WHERE r.status IN ('running', 'waiting')"
-        " AND s.kind = 'observe' AND s.data ->> 'snapshot_id' IS NOT NULL)",
+        f" AND s.kind = 'observe' AND {seen} IS NOT NULL)",
         (older_than,),
     ).rowcount
     # Events and closed inbox items age out too; the newest event stays (cursors point at it),

@@ -145,10 +145,11 @@ def move(c: Conn, row: OutboxRow, until: float, tz: str | None, *, later: bool, 
         # The key is "{item_id}.{posted_us}:{channel}:{stage}": its head names this posting of
         # the item (an item id that SQLite reused after retention is another item).
         head = row.dedupe_key.split(":", 1)[0] + ":"
+        d = c.dialect
         c.execute(
-            "UPDATE outbox SET next_attempt_at = max(next_attempt_at + ?, ?),"
+            f"UPDATE outbox SET next_attempt_at = {d.greatest('next_attempt_at + ?', '?')},"
             " held_until = CASE WHEN held_until IS NULL THEN NULL"
-            " ELSE max(held_until + ?, ?) END"
+            f" ELSE {d.greatest('held_until + ?', '?')} END"
             " WHERE item_id = ? AND substr(dedupe_key, 1, ?) = ? AND channel = ?"
             " AND status = 'pending' AND stage > ?",
             (delta, now, delta, now, row.item_id, len(head), head, row.channel, row.stage),
@@ -168,7 +169,8 @@ def attempt_failed(c: Conn, outbox_id: int, now: float, error: str, retry_at: fl
     """Record a failed attempt; `retry_at` None gives the message up (status failed)."""
     c.execute(
         "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ?, last_error = ?,"
-        " held_until = NULL, held_tz = NULL, status = CASE WHEN ? IS NULL THEN 'failed' ELSE status END,"
+        " held_until = NULL, held_tz = NULL,"
+        " status = CASE WHEN CAST(? AS DOUBLE PRECISION) IS NULL THEN 'failed' ELSE status END,"
         " next_attempt_at = coalesce(?, next_attempt_at) WHERE outbox_id = ?",
         (now, error[:500], retry_at, retry_at, outbox_id),
     )
@@ -182,7 +184,8 @@ def channel_health(c: Conn) -> dict[str, JSON]:
     out: dict[str, JSON] = {}
     held_rows, late_rows = _held_and_late(c)
     rows = c.execute(
-        "SELECT channel, sum(status = 'pending'), sum(status = 'failed'), max(sent_at)"
+        "SELECT channel, count(*) FILTER (WHERE status = 'pending'),"
+        " count(*) FILTER (WHERE status = 'failed'), max(sent_at)"
         " FROM outbox GROUP BY channel ORDER BY channel"
     )
     for channel, pending, failed, last_sent in rows.fetchall():
@@ -212,8 +215,8 @@ def _held_and_late(c: Conn) -> tuple[dict[str, list[JSON]], dict[str, list[JSON]
     since is not held: the sender's next pass cancels it (`cancel_closed`)."""
     held: dict[str, list[JSON]] = {}
     rows = c.execute(
-        "SELECT channel, item_id, stage, json_extract(message, '$.category'), held_until, held_tz"
-        " FROM outbox WHERE status = 'pending' AND held_until IS NOT NULL AND (item_id IS NULL"
+        f"SELECT channel, item_id, stage, {c.dialect.jtext('message', 'category')}, held_until,"
+        " held_tz FROM outbox WHERE status = 'pending' AND held_until IS NOT NULL AND (item_id IS NULL"
         " OR EXISTS (SELECT 1 FROM inbox i WHERE i.item_id = outbox.item_id AND i.status = 'open'))"
         " ORDER BY held_until, outbox_id"
     )
@@ -222,7 +225,8 @@ def _held_and_late(c: Conn) -> tuple[dict[str, list[JSON]], dict[str, list[JSON]
                                              "category": category, "until": until, "tz": tz})  # fmt: skip
     late: dict[str, list[JSON]] = {}
     rows = c.execute(
-        "SELECT o.channel, o.item_id, json_extract(o.message, '$.category'), o.next_attempt_at,"
+        f"SELECT o.channel, o.item_id, {c.dialect.jtext('o.message', 'category')},"
+        " o.next_attempt_at,"
         " i.expires_at, o.held_tz FROM outbox o JOIN inbox i ON i.item_id = o.item_id"
         " WHERE o.status = 'pending' AND o.stage = 0 AND i.status = 'open'"
         " AND i.expires_at IS NOT NULL AND o.next_attempt_at > i.expires_at"

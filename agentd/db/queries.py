@@ -11,7 +11,7 @@ from typing import Any
 
 from agentd.clock import SYSTEM
 from agentd.db import stamp
-from agentd.db.conn import Conn
+from agentd.db.conn import Conn, new_id
 from agentd.db.rows import (
     GOAL_COLS,
     RUN_COLS,
@@ -51,10 +51,10 @@ def add_goal(
     now = stamp.now(c)
     cur = c.execute(
         "INSERT INTO goals (title, why, agent, status, criteria, deadline, created_at, updated_at)"
-        " VALUES (?, ?, ?, 'active', ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, 'active', ?, ?, ?, ?) RETURNING goal_id",
         (title, why, agent, json.dumps(criteria), deadline, now, now),
     )
-    return int(cur.lastrowid or 0)
+    return new_id(cur)
 
 
 def get_goal(c: Conn, goal_id: int) -> Goal:
@@ -101,10 +101,10 @@ def create_run(c: Conn, *, goal_id: int, agent: str, trigger: str, data: JSON | 
     now = stamp.now(c)
     cur = c.execute(
         "INSERT INTO runs (goal_id, agent, status, trigger, created_at, updated_at)"
-        " VALUES (?, ?, 'running', ?, ?, ?)",
+        " VALUES (?, ?, 'running', ?, ?, ?) RETURNING run_id",
         (goal_id, agent, trigger, now, now),
     )
-    run_id = int(cur.lastrowid or 0)
+    run_id = new_id(cur)
     c.execute(
         "INSERT INTO steps (run_id, seq, kind, status, data, created_at, completed_at)"
         " VALUES (?, 1, 'start', 'done', ?, ?, ?)",

@@ -1,5 +1,5 @@
 """Queries for check-in schedules (`schedules`), the operator's cadence overrides (`cadences`) and
-recording fires: each due time of a schedule becomes one `checkins` row (INSERT OR IGNORE on
+recording fires: each due time of a schedule becomes one `checkins` row (ON CONFLICT DO NOTHING on
 (goal, schedule, due_at), so a fire is recorded once whatever crashes or restarts), together with
 the schedule's `last_fired_at` — the durable point catch-up after an outage counts from.
 
@@ -8,14 +8,13 @@ A removed schedule is disabled, not deleted: the check-ins it fired keep pointin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentd.db import checkins as qc
 from agentd.db.checkins import CheckinStatus
-from agentd.db.conn import Conn
+from agentd.db.conn import Conn, new_id
 from agentd.errors import NotFound, Refused
 
 
@@ -68,11 +67,11 @@ def add(
     cur = c.execute(
         "INSERT INTO schedules (goal_id, kind, spec, tz, misfire, misfire_cap, max_lateness_s,"
         " jitter_s, created_at, last_fired_at, next_fire_at, enabled)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) RETURNING schedule_id",
         (goal_id, kind, spec, tz, misfire, misfire_cap, max_lateness_s, jitter_s, now, now,
          next_fire_at),
     )  # fmt: skip
-    return int(cur.lastrowid or 0)
+    return new_id(cur)
 
 
 def get(c: Conn, schedule_id: int) -> Schedule:
@@ -140,9 +139,9 @@ def record_fires(
             c, sched.goal_id, due_at, now, sched.schedule_id, CheckinStatus.MISSED, reason
         ) is not None  # fmt: skip
     newest = max([*run, *(t for t, _ in missed)], default=None)
+    latest = c.dialect.greatest("coalesce(last_fired_at, 0)", "coalesce(?, 0)")
     c.execute(
-        "UPDATE schedules SET last_fired_at = max(coalesce(last_fired_at, 0), coalesce(?, 0)),"
-        " next_fire_at = ? WHERE schedule_id = ?",
+        f"UPDATE schedules SET last_fired_at = {latest}, next_fire_at = ? WHERE schedule_id = ?",
         (newest, next_fire_at, sched.schedule_id),
     )
     return new_due, written
@@ -172,7 +171,10 @@ def set_overrides(c: Conn, goal_id: int, now: float, **fields: Any) -> None:
     default). Unknown fields are a programming error."""
     unknown = set(fields) - set(OVERRIDES)
     assert not unknown, f"not cadence overrides: {unknown}"
-    c.execute("INSERT OR IGNORE INTO cadences (goal_id, updated_at) VALUES (?, ?)", (goal_id, now))
+    c.execute(
+        "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (goal_id, now),
+    )
     if fields:
         sets = ", ".join(f"{k} = ?" for k in fields)
         c.execute(
@@ -218,17 +220,18 @@ def due_looks(c: Conn, now: float) -> list[tuple[int, float]]:
 def next_wake(c: Conn, agents: list[str], skip_schedules: Sequence[int] = ()) -> float | None:
     """The earliest time anything of the outer loop is due for goals of `agents`: a look not yet
     recorded, a schedule's fire, or a check-in waiting out a model backoff."""
+    d = c.dialect
     row = c.execute(
         "SELECT min(t) FROM ("
         " SELECT min(k.next_at) AS t FROM cadences k JOIN goals g ON g.goal_id = k.goal_id"
-        "  WHERE g.status = 'active' AND g.agent IN (SELECT value FROM json_each(?1))"
+        f"  WHERE g.status = 'active' AND {d.in_list('g.agent')}"
         "  AND NOT EXISTS (SELECT 1 FROM checkins x WHERE x.goal_id = k.goal_id"
         "   AND coalesce(x.schedule_id, 0) = 0 AND x.due_at = k.next_at)"
         " UNION ALL SELECT min(s.next_fire_at) FROM schedules s JOIN goals g"
         "  ON g.goal_id = s.goal_id WHERE s.enabled = 1 AND g.status = 'active'"
-        "  AND g.agent IN (SELECT value FROM json_each(?1))"
-        "  AND s.schedule_id NOT IN (SELECT value FROM json_each(?2)))",
-        (json.dumps(agents), json.dumps(list(skip_schedules))),
+        f"  AND {d.in_list('g.agent')}"
+        f"  AND NOT ({d.in_list('s.schedule_id')})) AS due",
+        (d.list_param(agents), d.list_param(agents), d.list_param(skip_schedules)),
     ).fetchone()
     retry = qc.next_retry(c)
     times = [t for t in (row[0], retry) if t is not None]

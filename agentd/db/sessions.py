@@ -4,11 +4,10 @@ the token in force (`token_mark`); ended by logout, by the operator, or when the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.db.conn import Conn
+from agentd.db.conn import Conn, new_id
 
 COLS = "session_id, client, created_at, seen_at, expires_at, token_mark"
 LIVE = "ended_at IS NULL AND expires_at > ? AND token_mark = ?"
@@ -38,11 +37,10 @@ def open_session(
     )
     cur = c.execute(
         "INSERT INTO web_sessions (key_hash, token_mark, client, created_at, seen_at, expires_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?) RETURNING session_id",
         (key_hash, token_mark, client, now, now, expires_at),
     )
-    assert cur.lastrowid is not None
-    return cur.lastrowid
+    return new_id(cur)
 
 
 def live_by_key(c: Conn, key_hash: str, token_mark: str, now: float) -> WebSession | None:
@@ -71,8 +69,8 @@ def end(c: Conn, session_ids: list[int] | None, why: str, now: float) -> int:
     if session_ids is None:
         where, params = "", []
     else:
-        where = " AND session_id IN (SELECT value FROM json_each(?))"
-        params = [json.dumps(session_ids)]
+        where = f" AND {c.dialect.in_list('session_id')}"
+        params = [c.dialect.list_param(session_ids)]
     cur = c.execute(
         f"UPDATE web_sessions SET ended_at = ?, ended_why = ? WHERE ended_at IS NULL{where}",
         (now, why, *params),

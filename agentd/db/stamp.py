@@ -4,7 +4,9 @@ A home runs on the wall, or on the simulated clock of `agentd serve --clock-spee
 records in `meta` (agentd/outer/timebase.py). Every query that writes a time calls `now(c)`, so the
 daemon, the CLI, the MCP server and the web inbox stamp rows on one clock with none handed around;
 the run loop stamps its journal with its own clock's reading, which the daemon builds from the same
-record. Only run leases stay on the wall (`wall()`): they say how long a live process holds a run.
+record. Only run leases stay on the wall: they say how long a live process holds a run, so the
+database's clock stamps them (`c.dialect.now_sql`: one clock for every daemon sharing a database);
+`wall()` is this process's wall, for what else counts real seconds.
 """
 
 from __future__ import annotations

@@ -1,31 +1,19 @@
 """The two stores over the database: SyncStore, the CLI's short transactions on one connection, and
 Store, the daemon's, which writes through one Writer (group-committed on its own thread) and reads
-on another connection. Both hand their work functions a `Conn`.
+on another connection. Both hand their work functions a `Conn`, and reach the engine only through
+a Backend (db/backend.py): the database file at `path` unless one is given.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from agentd.db import faults, safety
-from agentd.db.conn import Work
-from agentd.db.meta import get_meta
-from agentd.db.sqlite.connection import (
-    begin_write,
-    connect,
-    data_version,
-    is_empty,
-    open_migrated,
-    translate,
-    use_wal,
-)
-from agentd.db.sqlite.safety import unwell
-from agentd.db.sqlite.schema import MIGRATIONS, migrate
-from agentd.db.sqlite.schema import version as schema_version
+from agentd.db import safety
+from agentd.db.backend import Backend, open_backend
+from agentd.db.conn import Conn, Work
 from agentd.errors import StateError
 
 # The daemon's Store alone needs asyncio, a thread pool and the writer thread (which logs, so
@@ -46,16 +34,24 @@ class SyncStore:
     reads a read-only copy (a backup on a read-only mount) through a read-only connection.
     """
 
-    def __init__(self, path: Path, *, migrate_schema: bool = True, poke: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        migrate_schema: bool = True,
+        poke: bool = True,
+        backend: Backend | None = None,
+    ) -> None:
         self.path = path
+        self.backend = backend or open_backend(path)
         self.poke = poke  # False inside the daemon, for a writer that tells it directly
-        safety.check_not_lost(path)
-        self.read_only = faults.read_only_reason(path) if path.exists() else None
-        if not path.exists() and migrate_schema:
-            self.conn = open_migrated(path)
+        exists = self.backend.exists()
+        self.read_only = self.backend.read_only_reason()
+        if not exists and migrate_schema:
+            self.conn = self.backend.open_migrated()
             self._pending = self._first_write = False
             return
-        self.conn = connect(path, readonly=self.read_only is not None, wal=False)
+        self.conn = self.backend.connect(readonly=self.read_only is not None, wal=False)
         self._pending = migrate_schema  # migrated by the first write
         self._first_write = True
 
@@ -65,48 +61,43 @@ class SyncStore:
     def _writable(self) -> None:
         if self.read_only is not None:
             raise StateError(
-                f"{self.path}: read-only: {self.read_only}; this command changes the database, "
-                "so run it on a writable home (read commands work here)"
+                f"{self.backend.label}: read-only: {self.read_only}; this command changes the "
+                "database, so run it on a writable home (read commands work here)"
             )
+        if not (self._first_write or self._pending):
+            return
         try:
-            if self._first_write:
-                use_wal(self.conn)
-                self._first_write = False
-            if self._pending:
-                safety.check_not_lost(self.path)
-                migrate(self.conn)
-                safety.mark(self.path, get_meta(self.conn, "db_id", "not yet assigned"))
-                self._pending = False
-        except sqlite3.Error as e:
-            raise translate(e, self.path) from None
+            self.backend.prepare_writes(self.conn, migrate=self._pending)
+            self._first_write = self._pending = False
+        except self.backend.Error as e:
+            raise self.backend.translate(e) from None
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[Conn]:
         self._writable()
         try:
-            begin_write(self.conn)
-        except sqlite3.Error as e:
-            raise translate(e, self.path) from None
+            self.backend.begin_write(self.conn)
+        except self.backend.Error as e:
+            raise self.backend.translate(e) from None
         try:
             yield self.conn
             self.conn.execute("COMMIT")
-        except sqlite3.Error as e:
+        except self.backend.Error as e:
             self._rollback()
-            raise translate(e, self.path) from None
+            raise self.backend.translate(e) from None
         except BaseException:
             self._rollback()
             raise
         if self.poke:
             from agentd.db import poke  # http.client: only a command that wrote pays it
 
-            poke.poke(
-                self.path.parent / poke.API_SOCK_NAME
-            )  # the daemon acts on it now (best-effort)
+            # the daemon acts on it now (best-effort)
+            poke.poke(self.backend.home / poke.API_SOCK_NAME)
 
     def _rollback(self) -> None:
         # A full disk or an I/O error may have rolled the transaction back already: a bare
         # ROLLBACK would then raise "no transaction is active" over the error that matters.
-        if self.conn.in_transaction:
+        if self.backend.in_transaction(self.conn):
             self.conn.execute("ROLLBACK")
 
     def write(self, work: Work[T]) -> T:
@@ -118,31 +109,32 @@ class SyncStore:
             if self._pending:
                 self._readable()
             return work(self.conn)
-        except sqlite3.Error as e:
-            err = translate(e, self.path)
-            have = schema_version(self.conn) if self._pending else len(MIGRATIONS)
-            if have < len(MIGRATIONS):  # read as it is, never upgraded here: say what upgrades it
+        except self.backend.Error as e:
+            err = self.backend.translate(e)
+            latest = self.backend.latest
+            have = self.backend.schema_version(self.conn) if self._pending else latest
+            if have < latest:  # read as it is, never upgraded here: say what upgrades it
                 raise StateError(
-                    f"{err}; the database is at schema version {have} of {len(MIGRATIONS)}: "
+                    f"{err}; the database is at schema version {have} of {latest}: "
                     "a command that writes, or `agentd serve`, upgrades it"
                 ) from None
             raise err from None
 
     def data_version(self) -> int:
         """Changes whenever another connection commits: cheap to poll."""
-        return self.read(data_version)
+        return self.read(self.backend.data_version)
 
     def _readable(self) -> None:
         """An unmigrated database is read as it is, never upgraded; an empty one is refused."""
-        have = schema_version(self.conn)
-        if have == 0 and is_empty(self.conn):
+        have = self.backend.schema_version(self.conn)
+        if have == 0 and self.backend.is_empty(self.conn):
             raise StateError(
-                f"{self.path}: the database is empty (no agentd schema in it); a command that "
-                f"only reads never creates one: run `agentd --home {self.path.parent} init` for "
-                f"a new home, or {safety.RESTORE_HINT}"
+                f"{self.backend.label}: the database is empty (no agentd schema in it); a command "
+                f"that only reads never creates one: run `agentd --home {self.backend.home} init` "
+                f"for a new home, or {safety.RESTORE_HINT}"
             )
-        if have > len(MIGRATIONS):
-            migrate(self.conn)  # raises the "newer than this agentd" error, changing nothing
+        if have > self.backend.latest:
+            self.backend.migrate(self.conn)  # raises "newer than this agentd", changing nothing
 
 
 class Store:
@@ -152,17 +144,16 @@ class Store:
     the database errors callers saw, which the daemon's watchdog reads.
     """
 
-    def __init__(self, path: Path, *, check: bool = False) -> None:
+    def __init__(self, path: Path, *, check: bool = False, backend: Backend | None = None) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from agentd.db.sqlite.writer import SQLiteWriter
-
         self.path = path
+        self.backend = backend or open_backend(path)
         self.check = check
-        self.errors = safety.ErrorRate(path, unwell)
-        self._writer: Writer = SQLiteWriter(path, check=check, errors=self.errors)
+        self.errors = self.backend.error_rate()
+        self._writer: Writer = self.backend.writer(check=check, errors=self.errors)
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="agentd-reader")
-        self._rconn: sqlite3.Connection | None = None
+        self._rconn: Conn | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
 
@@ -181,7 +172,7 @@ class Store:
 
         self._loop = asyncio.get_running_loop()
         await self._writer.open()
-        self._rconn = await self._loop.run_in_executor(self._reader, connect, self.path)
+        self._rconn = await self._loop.run_in_executor(self._reader, self.backend.connect)
 
     async def close(self) -> None:
         """Commit what is queued (callers were promised durability), then close."""
@@ -196,7 +187,7 @@ class Store:
     async def write(self, work: Work[T]) -> T:
         """Run `work` inside a write transaction; returns once it is committed (durable)."""
         if self._closing or self._loop is None:
-            raise StateError(f"{self.path}: the store is closed; not writing")
+            raise StateError(f"{self.backend.label}: the store is closed; not writing")
         fut: asyncio.Future[T] = self._loop.create_future()
         self._writer.submit(work, fut)
         return await fut
@@ -204,7 +195,7 @@ class Store:
     async def insert(self, row: Insert) -> None:
         """Insert one fenced row; returns once it is committed (durable)."""
         if self._closing or self._loop is None:
-            raise StateError(f"{self.path}: the store is closed; not writing")
+            raise StateError(f"{self.backend.label}: the store is closed; not writing")
         fut: asyncio.Future[None] = self._loop.create_future()
         self._writer.submit(row, fut)
         await fut
@@ -219,12 +210,12 @@ class Store:
         def run() -> T:
             try:
                 return work(conn)
-            except sqlite3.Error as e:
+            except self.backend.Error as e:
                 self.errors.record(e)
-                raise translate(e, self.path) from None
+                raise self.backend.translate(e) from None
 
         return await loop.run_in_executor(self._reader, run)
 
     async def data_version(self) -> int:
         """Changes whenever another connection (the CLI, our writer) commits: cheap to poll."""
-        return await self.read(data_version)
+        return await self.read(self.backend.data_version)

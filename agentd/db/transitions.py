@@ -9,9 +9,10 @@ import json
 
 from agentd.clock import Clock
 from agentd.db import stamp
-from agentd.db.conn import Conn
+from agentd.db.conn import Conn, returned_id
 from agentd.db.queries import append_step
 from agentd.db.rows import json_col
+from agentd.errors import Refused
 from agentd.models import JSON, RunStatus, Step, StepKind
 
 
@@ -41,10 +42,10 @@ def suspend(
     if wait["kind"] == "timer":
         wait = {**wait, "until": wake_at}
     step = append_step(c, run_id, epoch, StepKind.WAIT, data=wait, created_at=at)
-    c.execute(
+    parked = c.execute(
         "UPDATE runs SET status = 'waiting', wait = ?, wait_kind = ?, wait_item_id = ?,"
         " wait_event = ?, wait_after_event = ?, next_wake_at = ?, lease_owner = NULL,"
-        " updated_at = ? WHERE run_id = ?",
+        " updated_at = ? WHERE run_id = ? AND lease_epoch = ? AND status = 'running'",
         # The WAIT step's seq makes each wait unique, so a wake matched against an older wait
         # of the same shape can never land on this one (see `wake(expect=...)`).
         (
@@ -56,8 +57,10 @@ def suspend(
             wake_at,
             at,
             run_id,
+            epoch,
         ),
-    )
+    ).rowcount
+    _held(parked, run_id, epoch)
     return step
 
 
@@ -73,21 +76,28 @@ def wake(
 
     Returns the new lease epoch. Called by the daemon only, after it matched the wait condition.
     """
+    same_wait = ""
+    wait_params: list[object] = []
     if expect is not None:
         row = c.execute("SELECT wait FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None or json.loads(row[0] or "null") != expect:
             return None  # it moved on (woken and parked again) since the match was made
-    now, lease_now = stamp.now(c), stamp.wall()  # the lease counts wall seconds (stamp.py)
-    cur = c.execute(
-        "UPDATE runs SET status = 'running', wait = NULL, wait_kind = NULL, wait_item_id = NULL,"
-        " wait_event = NULL, wait_after_event = NULL, next_wake_at = NULL, lease_owner = ?,"
-        " lease_expires_at = ?, lease_epoch = lease_epoch + 1, updated_at = ?"
-        " WHERE run_id = ? AND status = 'waiting'",
-        (owner, lease_now + lease_s, now, run_id),
+        if "seq" in expect:  # and the write says so too: each wait is its WAIT step's
+            same_wait = f" AND {c.dialect.jint('wait', 'seq')} = ?"
+            wait_params.append(expect["seq"])
+    # The lease counts wall seconds on the database's clock, not the home's (stamp.py).
+    epoch = returned_id(
+        c.execute(
+            "UPDATE runs SET status = 'running', wait = NULL, wait_kind = NULL,"
+            " wait_item_id = NULL, wait_event = NULL, wait_after_event = NULL,"
+            f" next_wake_at = NULL, lease_owner = ?, lease_expires_at = {c.dialect.now_sql} + ?,"
+            " lease_epoch = lease_epoch + 1, updated_at = ?"
+            f" WHERE run_id = ? AND status = 'waiting'{same_wait} RETURNING lease_epoch",
+            (owner, lease_s, stamp.now(c), run_id, *wait_params),
+        )
     )
-    if cur.rowcount != 1:
+    if epoch is None:
         return None
-    epoch = int(c.execute("SELECT lease_epoch FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
     append_step(c, run_id, epoch, StepKind.WAKE, data=why)
     return epoch
 
@@ -96,9 +106,18 @@ def finish(c: Conn, run_id: int, epoch: int, status: RunStatus, summary: str) ->
     step = append_step(
         c, run_id, epoch, StepKind.FINISH, data={"status": str(status), "summary": summary}
     )
-    c.execute(
+    finished = c.execute(
         "UPDATE runs SET status = ?, summary = ?, lease_owner = NULL, next_wake_at = NULL,"
-        " updated_at = ? WHERE run_id = ?",
-        (status, summary, stamp.now(c), run_id),
-    )
+        " updated_at = ? WHERE run_id = ? AND lease_epoch = ? AND status = 'running'",
+        (status, summary, stamp.now(c), run_id, epoch),
+    ).rowcount
+    _held(finished, run_id, epoch)
     return step
+
+
+def _held(rowcount: int, run_id: int, epoch: int) -> None:
+    """Every UPDATE of a run under its lease carries the epoch in its WHERE (DESIGN §7: lock what
+    you read, or put the predicate in the write): on SQLite, BEGIN IMMEDIATE and the step's fence
+    already make this hold; on PostgreSQL a new owner's epoch bump may land in between."""
+    if rowcount != 1:
+        raise Refused(f"run {run_id}: lease lost (epoch {epoch}) or not running; not writing")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from agentd.db import stamp
-from agentd.db.conn import Conn
+from agentd.db.conn import Conn, returned_id
+from agentd.errors import NotFound
 from agentd.models import JSON
 
 # ── leases ───────────────────────────────────────────────────────────────────────────────────────
@@ -20,18 +20,14 @@ def claim_running(c: Conn, owner: str, lease_s: float) -> list[tuple[int, int]]:
     """Take the lease on every `running` run (recovery); returns (run_id, new epoch) pairs.
 
     Bumping the epoch fences any late write from a previous owner of the same run. Leases count
-    wall seconds whatever the home's clock (agentd/db/stamp.py).
+    wall seconds on the database's clock, whatever the home's clock (agentd/db/stamp.py).
     """
-    now = stamp.wall()
-    c.execute(
-        "UPDATE runs SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1"
-        " WHERE status = 'running'",
-        (owner, now + lease_s),
-    )
     rows = c.execute(
-        "SELECT run_id, lease_epoch FROM runs WHERE status = 'running' ORDER BY run_id"
+        f"UPDATE runs SET lease_owner = ?, lease_expires_at = {c.dialect.now_sql} + ?,"
+        " lease_epoch = lease_epoch + 1 WHERE status = 'running' RETURNING run_id, lease_epoch",
+        (owner, lease_s),
     ).fetchall()
-    return [(int(r[0]), int(r[1])) for r in rows]
+    return sorted((int(r[0]), int(r[1])) for r in rows)
 
 
 def running_run_ids(c: Conn) -> list[int]:
@@ -51,12 +47,16 @@ def claim_unowned(c: Conn, owner: str, lease_s: float) -> list[tuple[int, int]]:
 
 def claim_run(c: Conn, run_id: int, owner: str, lease_s: float) -> int:
     """Take the lease on one running run; returns its new epoch."""
-    c.execute(
-        "UPDATE runs SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1"
-        " WHERE run_id = ?",
-        (owner, stamp.wall() + lease_s, run_id),
+    epoch = returned_id(
+        c.execute(
+            f"UPDATE runs SET lease_owner = ?, lease_expires_at = {c.dialect.now_sql} + ?,"
+            " lease_epoch = lease_epoch + 1 WHERE run_id = ? RETURNING lease_epoch",
+            (owner, lease_s, run_id),
+        )
     )
-    return int(c.execute("SELECT lease_epoch FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+    if epoch is None:
+        raise NotFound(f"no run {run_id}")
+    return epoch
 
 
 # ── what the daemon's waker matches ─────────────────────────────────────────────────────────────

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from agentd.db import stamp
-from agentd.db.conn import Conn
+from agentd.db.conn import Conn, new_id
 from agentd.db.rows import json_col
 from agentd.errors import NotFound
 from agentd.models import JSON
@@ -22,10 +22,11 @@ def last_snapshot(c: Conn, agent: str) -> tuple[int, JSON] | None:
 
 def add_snapshot(c: Conn, agent: str, run_id: int | None, data: JSON, changes: JSON) -> int:
     cur = c.execute(
-        "INSERT INTO world (agent, run_id, taken_at, data, changes) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO world (agent, run_id, taken_at, data, changes) VALUES (?, ?, ?, ?, ?)"
+        " RETURNING snapshot_id",
         (agent, run_id, stamp.now(c), json_col(data), json_col(changes)),
     )
-    return int(cur.lastrowid or 0)
+    return new_id(cur)
 
 
 def get_snapshot(c: Conn, snapshot_id: int) -> JSON:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agentd.db import safety
 from agentd.db.conn import Conn
+from agentd.db.dialect import SQLITE, Dialect
 from agentd.db.meta import get_meta
 from agentd.db.sqlite import faults
 from agentd.db.sqlite import safety as sqlite_safety
@@ -21,6 +22,13 @@ from agentd.db.sqlite.schema import migrate
 from agentd.errors import StateError
 
 BUSY_TIMEOUT_MS = 5000
+
+
+class SQLiteConnection(sqlite3.Connection):
+    """sqlite3's connection with the dialect the queries read (`c.dialect`): a class attribute,
+    so the hot path calls sqlite3 itself, with no wrapper in between."""
+
+    dialect: Dialect = SQLITE
 
 
 def uri(path: Path, *, readonly: bool = False, immutable: bool = False) -> str:
@@ -40,7 +48,7 @@ def _create_private(path: Path) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
-def connect(path: Path, *, readonly: bool = False, wal: bool = True) -> sqlite3.Connection:
+def connect(path: Path, *, readonly: bool = False, wal: bool = True) -> SQLiteConnection:
     """Open `path` with agentd's pragmas: WAL, synchronous=FULL, foreign keys, busy timeout.
     `wal=False` leaves the journal mode as it is (switching writes the file: a reader must not)."""
     sqlite_safety.check_sqlite_version()
@@ -57,6 +65,7 @@ def connect(path: Path, *, readonly: bool = False, wal: bool = True) -> sqlite3.
             uri=True,
             isolation_level=None,
             check_same_thread=False,
+            factory=SQLiteConnection,
         )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if wal and not readonly:
@@ -94,7 +103,7 @@ def translate(e: sqlite3.Error, path: Path) -> StateError:
     return StateError(faults.sentence(e, path))
 
 
-def open_migrated(path: Path, *, check: bool = False) -> sqlite3.Connection:
+def open_migrated(path: Path, *, check: bool = False) -> SQLiteConnection:
     """Open for writing and bring the schema up to date. `check` runs `PRAGMA quick_check` first
     (the daemon, at start). Refuses a lost database in a home that had one (safety.check_not_lost)
     and, once the schema is in place, leaves the marker that makes that refusal possible."""
@@ -114,7 +123,7 @@ def open_migrated(path: Path, *, check: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def begin_write(conn: Conn) -> None:
+def begin_write(conn: sqlite3.Connection) -> None:
     """Begin a write transaction that takes the write lock at once (waiting up to the busy
     timeout), so it never fails halfway through on a read lock it cannot upgrade."""
     conn.execute("BEGIN IMMEDIATE")

@@ -30,7 +30,7 @@ def check_sqlite_version(found: tuple[int, int, int] | None = None) -> None:
         )
 
 
-def quick_check(conn: Conn, path: Path) -> None:
+def quick_check(conn: Conn | sqlite3.Connection, path: Path) -> None:
     """`PRAGMA quick_check`: refuse a corrupt database with the first problems it names."""
     try:
         rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]

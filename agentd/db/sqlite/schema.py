@@ -297,7 +297,7 @@ MIGRATIONS: list[str] = [
 ]
 
 
-def version(conn: Conn) -> int:
+def version(conn: Conn | sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 

@@ -18,7 +18,7 @@ import structlog
 
 from agentd.db import safety
 from agentd.db.conn import Conn, Work
-from agentd.db.sqlite.connection import begin_write, open_migrated, translate
+from agentd.db.sqlite.connection import SQLiteConnection, begin_write, open_migrated, translate
 from agentd.db.writer import Insert
 from agentd.errors import AgentdError, StateError
 
@@ -72,7 +72,7 @@ class SQLiteWriter:
         self.path = path
         self.check = check
         self.errors = errors
-        self._conn: sqlite3.Connection | None = None
+        self._conn: SQLiteConnection | None = None
         self._queue: collections.deque[Request] = collections.deque()
         self._ready = threading.Event()  # set when the queue may hold work (or we are closing)
         self._thread: threading.Thread | None = None

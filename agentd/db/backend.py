@@ -1,0 +1,102 @@
+"""The seam between the stores and a database engine: a Backend opens connections and the writer,
+migrates, begins write transactions, and turns the driver's errors into messages. The stores
+(db/store.py) hold no engine's code; `open_backend` picks the engine (SQLite today: db/sqlite/).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from agentd.db.conn import Conn
+from agentd.db.dialect import Dialect
+from agentd.errors import StateError
+
+if TYPE_CHECKING:
+    from agentd.db.safety import ErrorRate
+    from agentd.db.writer import Writer
+
+
+class Backend(Protocol):
+    """One database, on one engine. `label` names it in messages (a file, a URL without its
+    password); `home` is the folder of the home it serves (the daemon's socket is there)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def latest(self) -> int:
+        """The schema version this agentd migrates to."""
+        ...
+
+    @property
+    def Error(self) -> type[Exception]:  # DB-API's name, as on the Conn
+        """The driver's base error: what `translate` takes."""
+        ...
+
+    def exists(self) -> bool:
+        """Whether the database exists already (a new one is made and migrated at once)."""
+        ...
+
+    def read_only_reason(self) -> str | None:
+        """Why this process cannot write the database, or None when it can."""
+        ...
+
+    def connect(self, *, readonly: bool = False, wal: bool = True) -> Conn:
+        """A connection with agentd's session settings, not migrated. `wal=False`: a reader that
+        must not change the database's journal mode (SQLite's WAL switch writes the file)."""
+        ...
+
+    def open_migrated(self, *, check: bool = False) -> Conn:
+        """A connection to a database brought up to date; `check` looks for corruption first."""
+        ...
+
+    def prepare_writes(self, conn: Conn, *, migrate: bool) -> None:
+        """Before a connection opened by `connect` first writes: what writing needs (SQLite: WAL),
+        and with `migrate` the schema brought up to date."""
+        ...
+
+    def begin_write(self, conn: Conn) -> None:
+        """Begin a write transaction that cannot fail halfway on a lock it must upgrade."""
+        ...
+
+    def in_transaction(self, conn: Conn) -> bool: ...
+
+    def schema_version(self, conn: Conn) -> int: ...
+
+    def migrate(self, conn: Conn) -> None:
+        """Bring the schema up to date; refuses a schema newer than this agentd knows."""
+        ...
+
+    def is_empty(self, conn: Conn) -> bool:
+        """Whether the database holds no schema at all."""
+        ...
+
+    def data_version(self, conn: Conn) -> int:
+        """A number that changes whenever another connection commits: cheap to poll."""
+        ...
+
+    def translate(self, error: Exception) -> StateError:
+        """A driver error (`Error`) as a message that says what went wrong and what to do."""
+        ...
+
+    def error_rate(self) -> ErrorRate:
+        """The daemon's count of errors that say this database is unwell."""
+        ...
+
+    def writer(self, *, check: bool, errors: ErrorRate) -> Writer:
+        """The daemon's one writer of this database (not opened yet)."""
+        ...
+
+
+def open_backend(path: Path) -> Backend:
+    """The backend of the database at `path`: an SQLite file (the only engine so far)."""
+    from agentd.db.sqlite.backend import SQLiteBackend
+
+    return SQLiteBackend(path)

@@ -1,0 +1,95 @@
+"""The few places where SQLite's and PostgreSQL's SQL differ, as small hooks over one SQL text.
+
+Queries keep `?` placeholders (a PostgreSQL connection rewrites them once per statement) and are
+written in the subset both engines share (`RETURNING`, `ON CONFLICT DO NOTHING`, `count(*) FILTER`);
+what is left differs by engine: JSON paths, list parameters, scalar greatest/least, a day from an
+epoch, the database's clock. A query reaches its engine's hooks as `c.dialect`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One engine's forms of what differs. Every hook returns a SQL fragment (or a parameter)."""
+
+    engine: str  # "sqlite" | "postgres"
+    now_sql: str  # the database clock: epoch seconds as a float (leases read it, not the hosts')
+
+    @property
+    def sqlite(self) -> bool:
+        return self.engine == "sqlite"
+
+    def jtext(self, col: str, path: str) -> str:
+        """The JSON value at `path` (dotted: "nudge.topic") in the column `col`, as SQL text on
+        PostgreSQL (SQLite's `->>` gives the value's own type: compare with `jnum` for numbers)."""
+        keys = path.split(".")
+        if self.sqlite:
+            return f"{col} ->> '{path}'" if len(keys) == 1 else f"{col} ->> '$.{path}'"
+        return f"{col} ->> '{path}'" if len(keys) == 1 else f"{col} #>> '{{{','.join(keys)}}}'"
+
+    def jnum(self, col: str, path: str) -> str:
+        """The JSON number at `path` in `col`, as a float (NULL when absent)."""
+        return self.jtext(col, path) if self.sqlite else f"({self.jtext(col, path)})::float8"
+
+    def jint(self, col: str, path: str) -> str:
+        """The JSON integer at `path` in `col` (NULL when absent): sums stay integers."""
+        return self.jtext(col, path) if self.sqlite else f"({self.jtext(col, path)})::bigint"
+
+    def jlen(self, col: str, key: str) -> str:
+        """The length of the JSON array under `key` in `col`; NULL when absent (or, on
+        PostgreSQL, not an array: its jsonb_array_length raises on a scalar). Coalesce it."""
+        if self.sqlite:
+            return f"json_array_length({col}, '$.{key}')"
+        item = f"{col} -> '{key}'"
+        return f"CASE WHEN jsonb_typeof({item}) = 'array' THEN jsonb_array_length({item}) END"
+
+    def jset(self, col: str, key: str) -> str:
+        """`col` with `key` set to the next parameter, a JSON text (`json.dumps(value)`: a
+        driver cannot type a bare parameter of PostgreSQL's polymorphic to_jsonb)."""
+        if self.sqlite:
+            return f"json_set({col}, '$.{key}', json(?))"
+        return f"jsonb_set({col}, '{{{key}}}', CAST(? AS jsonb))"
+
+    def has_member_but(self, col: str, text: str) -> str:
+        """Whether the JSON object in `col` has a member whose value is not the string `text`."""
+        assert text.isidentifier(), "a plain word, written into the SQL"
+        if self.sqlite:
+            return (
+                f"EXISTS (SELECT 1 FROM json_each({col}) WHERE type != 'text' OR value != '{text}')"
+            )
+        return f"EXISTS (SELECT 1 FROM jsonb_each({col}) m WHERE m.value <> '\"{text}\"'::jsonb)"
+
+    def in_list(self, expr: str) -> str:
+        """`expr` is one of a list passed as one parameter (`list_param`), so a statement's text
+        does not depend on the list's length."""
+        return f"{expr} IN (SELECT value FROM json_each(?))" if self.sqlite else f"{expr} = ANY(?)"
+
+    def list_param(self, values: Iterable[Any]) -> Any:
+        """The parameter `in_list` reads: a JSON array for SQLite, a list (an array) for psycopg."""
+        return json.dumps(list(values)) if self.sqlite else list(values)
+
+    def greatest(self, *exprs: str) -> str:
+        """The largest of non-NULL expressions (SQLite's scalar max() is NULL if any one is NULL,
+        PostgreSQL's greatest() skips NULLs: give it none)."""
+        return f"{'max' if self.sqlite else 'greatest'}({', '.join(exprs)})"
+
+    def least(self, *exprs: str) -> str:
+        """The smallest of non-NULL expressions (see `greatest`)."""
+        return f"{'min' if self.sqlite else 'least'}({', '.join(exprs)})"
+
+    def day_of(self, epoch: str) -> str:
+        """The UTC day ('YYYY-MM-DD') of an epoch-seconds expression."""
+        if self.sqlite:
+            return f"date({epoch}, 'unixepoch')"
+        return f"to_char(to_timestamp({epoch}) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+
+
+# SQLite 3.40 has no unixepoch('subsec'): julianday is its sub-second clock.
+SQLITE = Dialect(engine="sqlite", now_sql="((julianday('now') - 2440587.5) * 86400.0)")
+POSTGRES = Dialect(engine="postgres", now_sql="extract(epoch from clock_timestamp())::float8")

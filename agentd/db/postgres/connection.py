@@ -1,0 +1,105 @@
+"""PostgreSQL connections: the session settings every connection gets (UTC, a lock timeout, an idle
+transaction timeout below the run lease, an application name), jsonb read back as text (rows.py
+decodes JSON itself, as on SQLite), and the Conn the queries are written against, which rewrites
+their `?` placeholders to psycopg's `%s` once per statement text.
+"""
+
+from __future__ import annotations
+
+import functools
+import urllib.parse
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.types.string import TextLoader
+
+from agentd.db.conn import Conn, Cursor
+from agentd.db.dialect import POSTGRES, Dialect
+from agentd.errors import StateError
+
+LOCK_TIMEOUT_MS = 5000  # as SQLite's busy timeout: a lock wait this long is an error, not a hang
+# A paused daemon (SIGSTOP, a frozen VM) must not hold row locks past its lease (300 s): its
+# transactions are cut off well before, so another daemon can take its runs over.
+IDLE_IN_TRANSACTION_MS = 60_000
+
+
+@functools.lru_cache(maxsize=1024)
+def placeholders(sql: str) -> str:
+    """`sql` with each `?` outside a string literal as `%s`, and every `%` doubled (psycopg reads
+    `%` as the start of a placeholder, inside literals too: LIKE 'a%')."""
+    out: list[str] = []
+    quoted = False
+    for ch in sql:
+        if ch == "'":
+            quoted = not quoted  # '' inside a literal toggles twice: still inside
+        if ch == "%":
+            out.append("%%")
+        elif ch == "?" and not quoted:
+            out.append("%s")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class PostgresConn:
+    """A psycopg connection (autocommit: the stores BEGIN and COMMIT themselves) as a Conn."""
+
+    dialect: Dialect = POSTGRES
+    IntegrityError: type[Exception] = psycopg.IntegrityError
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
+        # Without parameters psycopg reads no placeholders (and may run several statements).
+        if not parameters:
+            return self.raw.execute(sql)
+        return self.raw.execute(placeholders(sql), parameters)
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor:
+        cur = self.raw.cursor()
+        cur.executemany(placeholders(sql), parameters)
+        return cur
+
+    def close(self) -> None:
+        self.raw.close()
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+
+def label(url: str) -> str:
+    """The URL as messages name it: without its password."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
+
+
+def translate(error: Exception, url: str) -> StateError:
+    """A psycopg error as a message naming the database (never its password)."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return StateError(f"{label(url)}: {text}")
+
+
+def connect(url: str, *, application_name: str = "agentd") -> PostgresConn:
+    """A connection with agentd's session settings; raises StateError when it cannot connect."""
+    try:
+        raw = psycopg.connect(url, autocommit=True, application_name=application_name)
+    except psycopg.Error as e:
+        raise translate(e, url) from None
+    for name in ("json", "jsonb"):
+        raw.adapters.register_loader(name, TextLoader)
+    raw.execute("SET TIME ZONE 'UTC'")
+    raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+    raw.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+    return PostgresConn(raw)
+
+
+if TYPE_CHECKING:  # mypy proves the queries' protocol holds for it
+    _CONN: type[Conn] = PostgresConn
