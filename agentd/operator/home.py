@@ -23,10 +23,15 @@ def open_store(path: Path, *, poke: bool = True) -> HomeStore:
     return SyncStore(path, poke=poke)
 
 
+def now_s(store: HomeStore) -> float:
+    """The home's now in unix seconds (agentd/db/stamp.py): the clock its rows are stamped with."""
+    return float(store.read(stamp.now))
+
+
 def now(store: HomeStore) -> datetime:
-    """The home's now (agentd/db/stamp.py): what a view's "5m ago" counts from, on the clock its
-    rows were stamped with — never the wall next to a simulated time."""
-    return datetime.fromtimestamp(store.read(stamp.now), UTC)
+    """The home's now: what a view's "5m ago" counts from, on the clock its rows were stamped
+    with — never the wall next to a simulated time."""
+    return datetime.fromtimestamp(now_s(store), UTC)
 
 
 def data_version(store: HomeStore) -> int:

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from agentd.db import checkins as qc
 from agentd.db import queries as q
 from agentd.db import schedules as qs
-from agentd.db import stamp
 from agentd.db.store import SyncStore
 from agentd.errors import ConfigError, Refused
 from agentd.models import JSON, Goal, GoalStatus
+from agentd.operator.home import now_s
 from agentd.outer import cadence, schedule
 
 if TYPE_CHECKING:
@@ -27,8 +27,7 @@ if TYPE_CHECKING:
 INTERVAL_JITTER_SHARE = 0.1  # an interval schedule's jitter is at most this share of its interval
 
 
-def home_now(store: SyncStore) -> float:
-    return float(store.read(stamp.now))
+home_now = now_s  # the home's now, unix seconds (operator/home.py)
 
 
 def _agent(cfg: Config, goal: Goal) -> AgentConfig:
