@@ -20,6 +20,10 @@ class Dialect:
 
     engine: str  # "sqlite" | "postgres"
     now_sql: str  # the database clock: epoch seconds as a float (leases read it, not the hosts')
+    # What a read of the run's fence appends so that the transaction holds it until it commits:
+    # PostgreSQL's READ COMMITTED lets another owner bump the epoch between a read and a write
+    # (FOR SHARE waits for that bump and re-reads); SQLite's BEGIN IMMEDIATE serialises writers.
+    fence_lock: str
 
     @property
     def sqlite(self) -> bool:
@@ -91,5 +95,10 @@ class Dialect:
 
 
 # SQLite 3.40 has no unixepoch('subsec'): julianday is its sub-second clock.
-SQLITE = Dialect(engine="sqlite", now_sql="((julianday('now') - 2440587.5) * 86400.0)")
-POSTGRES = Dialect(engine="postgres", now_sql="extract(epoch from clock_timestamp())::float8")
+SQLITE = Dialect(
+    engine="sqlite", now_sql="((julianday('now') - 2440587.5) * 86400.0)", fence_lock=""
+)
+POSTGRES = Dialect(
+    engine="postgres", now_sql="extract(epoch from clock_timestamp())::float8",
+    fence_lock=" FOR SHARE",
+)  # fmt: skip

@@ -157,7 +157,9 @@ def count_runs(c: Conn) -> dict[str, int]:
 
 def _fence(c: Conn, run_id: int, epoch: int) -> None:
     """Raise unless we still hold the run's lease at `epoch` and it is running."""
-    row = c.execute("SELECT lease_epoch, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    row = c.execute(
+        f"SELECT lease_epoch, status FROM runs WHERE run_id = ?{c.dialect.fence_lock}", (run_id,)
+    ).fetchone()
     if row is None:
         raise NotFound(f"no run {run_id}")
     if row[0] != epoch:
@@ -171,8 +173,8 @@ def _fence(c: Conn, run_id: int, epoch: int) -> None:
 INSERT_STEP = (
     f"INSERT INTO steps ({STEP_COLS}) SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?"
     " WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_epoch = ?"
-    " AND status = 'running')"
-)  # the fence is in the statement: nothing is inserted unless we hold the lease
+    f" AND status = 'running'{Insert.FENCE})"
+)  # the fence is in the statement (locked on PostgreSQL): nothing is inserted unless we hold the lease
 
 
 def step_insert(

@@ -1,13 +1,13 @@
 """The daemon's write path as an interface: a Writer runs each request (a work function, or one
 fenced row to insert) in a write transaction and resolves its future once that is committed.
-The Store writes through one; `agentd.db.sqlite.writer` is the SQLite one.
+The Store writes through one: `agentd.db.group.GroupWriter`, on any Backend.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agentd.db.conn import Conn, Work
 
@@ -23,6 +23,8 @@ class Insert:
     journal's hot path costs one statement call per batch instead of one per step. `explain`
     raises the precise reason when the row was not inserted (lease lost, run not running).
     """
+
+    FENCE: ClassVar[str] = " /*fence*/"  # in `sql`: where the engine's fence lock goes
 
     sql: str
     params: tuple[Any, ...]

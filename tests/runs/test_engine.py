@@ -233,6 +233,8 @@ class SlowStepInserts:
 
     def __init__(self, c: Any) -> None:
         self.c = c
+        self.dialect = c.dialect
+        self.IntegrityError = c.IntegrityError
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
         if sql.startswith("INSERT INTO steps"):

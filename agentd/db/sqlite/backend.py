@@ -84,6 +84,6 @@ class SQLiteBackend:
         return safety.ErrorRate(self.path, unwell)
 
     def writer(self, *, check: bool, errors: safety.ErrorRate) -> Writer:
-        from agentd.db.sqlite.writer import SQLiteWriter  # the daemon's: threads, structlog
+        from agentd.db.group import GroupWriter  # the daemon's: threads, structlog
 
-        return SQLiteWriter(self.path, check=check, errors=errors)
+        return GroupWriter(self, check=check, errors=errors)

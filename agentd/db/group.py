@@ -1,26 +1,28 @@
-"""The SQLite Writer: one connection on one thread, committing what queued up as one group.
+"""The daemon's Writer on any Backend: one connection on one thread, committing what queued up as
+one group.
 
-Writes queue up while the previous batch commits; the next batch runs as ONE `BEGIN IMMEDIATE …
-COMMIT` (one fsync); if one request fails, the batch is rolled back and redone one request per
-transaction, so a failure never sinks its neighbours. No caller resumes before its batch is durable.
+Writes queue up while the previous batch commits; the next batch runs as ONE write transaction
+(SQLite's `BEGIN IMMEDIATE`, PostgreSQL's `BEGIN`: one fsync); if one request fails, the batch
+is rolled back and redone one request per transaction, so a failure never sinks its
+neighbours. No caller resumes before its batch is durable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import sqlite3
 import threading
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from agentd.db import safety
 from agentd.db.conn import Conn, Work
-from agentd.db.sqlite.connection import SQLiteConnection, begin_write, open_migrated, translate
 from agentd.db.writer import Insert
 from agentd.errors import AgentdError, StateError
+
+if TYPE_CHECKING:
+    from agentd.db.backend import Backend
 
 log = structlog.get_logger("agentd.db")
 
@@ -53,7 +55,9 @@ def _run_of_inserts(works: list[Any], start: int) -> int:
 
 
 def _insert_rows(conn: Conn, rows: list[Insert]) -> None:
-    inserted = conn.executemany(rows[0].sql, [r.params for r in rows]).rowcount
+    # The fence's row lock (PostgreSQL's FOR SHARE; nothing on SQLite, whose writers are serial)
+    sql = rows[0].sql.replace(Insert.FENCE, conn.dialect.fence_lock)
+    inserted = conn.executemany(sql, [r.params for r in rows]).rowcount
     if inserted != len(rows):
         if len(rows) == 1:
             rows[0].explain(conn)
@@ -64,15 +68,15 @@ class _RequestFailed(Exception):
     """One request in a group commit raised: the batch is rolled back and retried one by one."""
 
 
-class SQLiteWriter:
-    """The Writer of the daemon's Store. `check` runs `PRAGMA quick_check` before migrating (at
+class GroupWriter:
+    """The Writer of the daemon's Store. `check` looks for corruption before migrating (at
     start); `errors` counts the database errors callers saw (shared with the Store's reader)."""
 
-    def __init__(self, path: Path, *, check: bool, errors: safety.ErrorRate) -> None:
-        self.path = path
+    def __init__(self, backend: Backend, *, check: bool, errors: safety.ErrorRate) -> None:
+        self.backend = backend
         self.check = check
         self.errors = errors
-        self._conn: SQLiteConnection | None = None
+        self._conn: Conn | None = None
         self._queue: collections.deque[Request] = collections.deque()
         self._ready = threading.Event()  # set when the queue may hold work (or we are closing)
         self._thread: threading.Thread | None = None
@@ -110,7 +114,7 @@ class SQLiteWriter:
         loop = self._loop
         assert loop is not None
         try:
-            self._conn = open_migrated(self.path, check=self.check)
+            self._conn = self.backend.open_migrated(check=self.check)
         except BaseException as e:
             loop.call_soon_threadsafe(_settle, [(opened, False, e)])
             return
@@ -127,7 +131,7 @@ class SQLiteWriter:
                 try:
                     outcomes = self._commit(batch)
                 except Exception as e:  # never let the writer die: every caller gets an answer
-                    err = translate(e, self.path) if isinstance(e, sqlite3.Error) else e
+                    err = self._translated(e)
                     self.errors.record(e)
                     log.error("db.writer_failed", error=str(err), requests=len(batch))
                     outcomes = [(False, err)] * len(batch)
@@ -158,7 +162,7 @@ class SQLiteWriter:
         assert conn is not None
         outcomes: list[tuple[bool, Any]] = []
         try:
-            begin_write(conn)
+            self.backend.begin_write(conn)
             i = 0
             while i < len(works):
                 n = _run_of_inserts(works, i)
@@ -172,23 +176,29 @@ class SQLiteWriter:
                     if not isolate:
                         raise _RequestFailed from e
                     self.errors.record(e)
-                    if conn.in_transaction:  # a full disk may have rolled it back already
-                        conn.execute("ROLLBACK")
-                    failure = translate(e, self.path) if isinstance(e, sqlite3.Error) else e
-                    return [(False, failure)]
+                    self._rollback(conn)  # a full disk may have rolled it back already
+                    return [(False, self._translated(e))]
                 i += max(n, 1)
             conn.execute("COMMIT")
         except _RequestFailed:
-            if conn.in_transaction:  # an I/O error or a full disk may have rolled back already
-                conn.execute("ROLLBACK")
+            self._rollback(conn)  # an I/O error or a full disk may have rolled back already
             raise
-        except sqlite3.Error as e:
+        except self.backend.Error as e:
             self.errors.record(e)
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            err: AgentdError = translate(e, self.path)
+            self._rollback(conn)
+            err: AgentdError = self.backend.translate(e)
             log.error("db.commit_failed", error=str(err), requests=len(works))
             return [(False, err)] * len(works)
         self.batches += 1
         self.writes += len(works)
         return outcomes
+
+    def _rollback(self, conn: Conn) -> None:
+        try:
+            if self.backend.in_transaction(conn):
+                conn.execute("ROLLBACK")
+        except self.backend.Error as e:  # the connection itself is gone: the next BEGIN says so
+            log.warning("db.rollback_failed", error=str(self.backend.translate(e)))
+
+    def _translated(self, e: Exception) -> Exception:
+        return self.backend.translate(e) if isinstance(e, self.backend.Error) else e
