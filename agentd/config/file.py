@@ -17,6 +17,7 @@ from agentd.config.agents import AgentConfig
 from agentd.config.api import ApiConfig, WebConfig
 from agentd.config.models import ModelConfig, Price
 from agentd.config.sources import SOURCE_STATES, SourceConfig
+from agentd.config.store import StoreConfig
 from agentd.errors import ConfigError
 
 BUILTIN_ACTIONS = ("finish", "ask", "notify", "sleep", "wait_event", "build")
@@ -45,6 +46,7 @@ class McpConfig(_Strict):
 
 class Config(_Strict):
     daemon: DaemonConfig = DaemonConfig()
+    store: StoreConfig = StoreConfig()  # [store]: SQLite in the home, or a PostgreSQL URL
     mcp: McpConfig = McpConfig()
     api: ApiConfig = ApiConfig()
     web: WebConfig = WebConfig()

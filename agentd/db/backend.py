@@ -1,6 +1,7 @@
 """The seam between the stores and a database engine: a Backend opens connections and the writer,
 migrates, begins write transactions, and turns the driver's errors into messages. The stores
-(db/store.py) hold no engine's code; `open_backend` picks the engine (SQLite today: db/sqlite/).
+(db/store.py) hold no engine's code; `open_backend` picks the engine: db/sqlite/, or db/postgres/
+when the home's [store] names a URL.
 """
 
 from __future__ import annotations
@@ -96,7 +97,15 @@ class Backend(Protocol):
 
 
 def open_backend(path: Path) -> Backend:
-    """The backend of the database at `path`: an SQLite file (the only engine so far)."""
+    """The backend of the home whose SQLite file is at `path`: that file, or the PostgreSQL
+    database the home's config names in `[store]` (config/where.py)."""
+    from agentd.config.where import home_store_url
+
+    url = home_store_url(path.parent)
+    if url is not None:
+        from agentd.db.postgres.backend import PostgresBackend  # psycopg: only a PostgreSQL home
+
+        return PostgresBackend(url, path.parent)
     from agentd.db.sqlite.backend import SQLiteBackend
 
     return SQLiteBackend(path)
