@@ -8,6 +8,7 @@ epoch, the database's clock. A query reaches its engine's hooks as `c.dialect`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,10 +25,22 @@ class Dialect:
     # PostgreSQL's READ COMMITTED lets another owner bump the epoch between a read and a write
     # (FOR SHARE waits for that bump and re-reads); SQLite's BEGIN IMMEDIATE serialises writers.
     fence_lock: str
+    # What a SELECT of rows to claim appends so that several daemons claim disjoint rows without
+    # waiting on each other (PostgreSQL); SQLite has one writer at a time and no row locks.
+    skip_locked: str
 
     @property
     def sqlite(self) -> bool:
         return self.engine == "sqlite"
+
+    def singleton(self, c: Any, name: str) -> None:
+        """Make the caller's write transaction the only one doing `name` (retention, inbox expiry,
+        rate-limit bookkeeping, the notify queue) until it commits, across every daemon sharing
+        the database: PostgreSQL's transaction-scoped advisory lock, waited for. SQLite's BEGIN
+        IMMEDIATE already serialises writers, so nothing more is needed there."""
+        if self.sqlite:
+            return
+        c.execute("SELECT pg_advisory_xact_lock(?)", (singleton_key(name),))
 
     def jtext(self, col: str, path: str) -> str:
         """The JSON value at `path` (dotted: "nudge.topic") in the column `col`, as SQL text on
@@ -94,11 +107,19 @@ class Dialect:
         return f"to_char(to_timestamp({epoch}) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 
 
+def singleton_key(name: str) -> int:
+    """The advisory lock key of a singleton's `name`: a stable signed 64-bit number (PostgreSQL's
+    bigint), the same in every process (Python's hash() is salted per process)."""
+    digest = hashlib.blake2b(f"agentd:{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
 # SQLite 3.40 has no unixepoch('subsec'): julianday is its sub-second clock.
 SQLITE = Dialect(
-    engine="sqlite", now_sql="((julianday('now') - 2440587.5) * 86400.0)", fence_lock=""
-)
+    engine="sqlite", now_sql="((julianday('now') - 2440587.5) * 86400.0)", fence_lock="",
+    skip_locked="",
+)  # fmt: skip
 POSTGRES = Dialect(
     engine="postgres", now_sql="extract(epoch from clock_timestamp())::float8",
-    fence_lock=" FOR SHARE",
+    fence_lock=" FOR SHARE", skip_locked=" FOR UPDATE SKIP LOCKED",
 )  # fmt: skip
