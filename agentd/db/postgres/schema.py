@@ -292,6 +292,22 @@ MIGRATIONS: list[Migration] = [
     CREATE INDEX web_sessions_live ON web_sessions(expires_at) WHERE ended_at IS NULL;
     """,
     ),
+    Migration(
+        "daemons: the daemons serving this database and their renewals (SQLite's version 7)",
+        f"""
+    CREATE TABLE daemons (
+        owner       text PRIMARY KEY,
+        host        text NOT NULL,
+        pid         bigint NOT NULL,
+        version     text NOT NULL,
+        lease_s     {TIME} NOT NULL,
+        started_at  {TIME} NOT NULL,
+        renewed_at  {TIME} NOT NULL,
+        stopped_at  {TIME}
+    );
+    CREATE INDEX runs_by_owner ON runs(lease_owner) WHERE status = 'running';
+    """,
+    ),
 ]
 
 _LEDGER = """

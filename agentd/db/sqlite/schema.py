@@ -294,6 +294,22 @@ MIGRATIONS: list[str] = [
     ALTER TABLE outbox ADD COLUMN held_until REAL;  -- NULL: not held; else its next_attempt_at
     ALTER TABLE outbox ADD COLUMN held_tz TEXT;  -- the IANA zone of the quiet hours that hold it
     """,
+    # 7: the daemons serving this database, each start a new owner (host:pid:random), renewing
+    # its row with its runs' leases (db/leases.py): `agentd status` lists them; a daemon that
+    # stopped cleanly says so. Times are on the database's clock, as the leases are.
+    """
+    CREATE TABLE daemons (
+        owner       TEXT PRIMARY KEY,
+        host        TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        version     TEXT NOT NULL,
+        lease_s     REAL NOT NULL,
+        started_at  REAL NOT NULL,
+        renewed_at  REAL NOT NULL,
+        stopped_at  REAL
+    ) STRICT;
+    CREATE INDEX runs_by_owner ON runs(lease_owner) WHERE status = 'running';
+    """,
 ]
 
 
