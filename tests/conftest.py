@@ -1,5 +1,19 @@
 """Shared fixtures: a real migrated home in tmp_path, an in-process daemon, a loopback HTTP server,
-and a network guard."""
+and a network guard.
+
+The store's engine: a test that asks for `backend` (directly, or through `home`, `serve`,
+`store_url`, `backend_at`) runs on SQLite, or once per engine when it is marked
+`@pytest.mark.backends` (a module opts in with `pytestmark = pytest.mark.backends`):
+
+- `@pytest.mark.backends` — on SQLite and on PostgreSQL (a fresh database from `pg_url`, so a
+  missing PostgreSQL skips loudly, or fails under AGENTD_REQUIRE_POSTGRES=1);
+- `@pytest.mark.backends("sqlite")` — SQLite only (a test of SQLite's own: PRAGMA, file faults);
+- `@pytest.mark.backends(xfail_postgres="…")` — both, and the PostgreSQL run is a strict xfail
+  naming a product bug not fixed yet.
+
+On PostgreSQL the home's config.toml gets `[store] url = "…"` (every process that opens the
+home, the CLI and the daemon, finds the database there), and `Home.store` is opened on it even
+before a config is written."""
 
 from __future__ import annotations
 
@@ -19,12 +33,85 @@ import pytest
 from agentd import config
 from agentd.daemon import serve as daemon
 from agentd.db import queries as q
+from agentd.db.backend import Backend
 from agentd.db.store import SyncStore
 from agentd.models import RunStatus
 
 # Real-browser fixtures (`browser`, `sync_browser`, `screenshots`): Debian's Chromium via Playwright.
 # PostgreSQL fixtures (`pg_cluster`, `pg_url`): a throw-away cluster per test process.
 pytest_plugins = ["tests.browser_support", "tests.postgres"]
+
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "backends(*names, xfail_postgres=None): run the test once per store engine "
+        "(sqlite, postgres); see tests/conftest.py",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrise `backend` for a test marked `backends` (the closest mark wins: a test's own
+    over its module's); an unmarked test gets the fixture's default, SQLite."""
+    mark = metafunc.definition.get_closest_marker("backends")
+    if mark is None or "backend" not in metafunc.fixturenames:
+        return
+    names = mark.args or BACKENDS
+    unknown = set(names) - set(BACKENDS)
+    assert not unknown, f"backends: unknown engine(s) {sorted(unknown)}"
+    xfail = mark.kwargs.get("xfail_postgres")
+    params = [
+        pytest.param(
+            name,
+            id=name,
+            marks=[pytest.mark.xfail(reason=xfail, strict=True)]
+            if xfail and name == "postgres"
+            else [],
+        )
+        for name in names
+    ]
+    metafunc.parametrize("backend", params, indirect=True)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """The store engine of this test: "sqlite" unless the test is marked `backends`."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def store_url(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """The PostgreSQL URL the test's home keeps its state in (a fresh database), or None for
+    the SQLite file in the home."""
+    if backend == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return None
+
+
+def backend_of(path: Path, url: str | None) -> Backend:
+    """The Backend of the home whose SQLite file is at `path`: that file, or the database at `url`."""
+    if url is None:
+        from agentd.db.sqlite.backend import SQLiteBackend
+
+        return SQLiteBackend(path)
+    from agentd.db.postgres.backend import PostgresBackend  # psycopg: only on PostgreSQL
+
+    return PostgresBackend(url, path.parent)
+
+
+@pytest.fixture
+def backend_at(store_url: str | None) -> Callable[[Path], Backend]:
+    """Opens the Backend for a SQLite file path: that file, or (on PostgreSQL) the test's one
+    database, whatever the path (a test that makes several files shares it there)."""
+    return lambda path: backend_of(path, store_url)
+
+
+def store_table(url: str | None) -> str:
+    """The `[store]` table of a config that keeps its state at `url` ("" for the SQLite file)."""
+    return "" if url is None else f'\n[store]\nurl = "{url}"\n'
+
 
 _real_connect = socket.socket.connect
 
@@ -54,22 +141,32 @@ def no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
 class Home:
     """A throw-away agentd home: config text, replies, and a sync store for arranging/asserting."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, store_url: str | None = None) -> None:
         self.root = root
         self.paths = config.Paths(root)
+        self.store_url = store_url  # None: the SQLite file in the home
         self._store: SyncStore | None = None
+
+    def config_text(self, text: str) -> str:
+        """`text` (dedented) with this home's `[store]` table, unless it has one of its own."""
+        text = textwrap.dedent(text)
+        return text if "[store]" in text else text + store_table(self.store_url)
 
     def write_config(self, text: str, replies: list[Any] | None = None) -> config.Config:
         self.root.mkdir(parents=True, exist_ok=True)
-        self.paths.config.write_text(textwrap.dedent(text))
+        self.paths.config.write_text(self.config_text(text))
         if replies is not None:
             (self.root / "replies.json").write_text(json.dumps(replies))
         return config.load(self.paths.config)
 
+    def backend(self) -> Backend:
+        """A Backend of this home's database (a new one each call, as each store opens its own)."""
+        return backend_of(self.paths.db, self.store_url)
+
     @property
     def store(self) -> SyncStore:
         if self._store is None:
-            self._store = SyncStore(self.paths.db)
+            self._store = SyncStore(self.paths.db, backend=self.backend())
         return self._store
 
     def add_goal(self, agent: str = "default", title: str = "a goal") -> int:
@@ -96,8 +193,9 @@ class Home:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Any:
-    h = Home(tmp_path / "home")
+def home(tmp_path: Path, store_url: str | None) -> Any:
+    """A home in tmp_path; on PostgreSQL (a test marked `backends`) its state is in a database."""
+    h = Home(tmp_path / "home", store_url)
     yield h
     h.close()
 

@@ -1,11 +1,13 @@
-"""The state layer on real SQLite files: migrations are atomic, the schema is what it claims, group
-commit keeps each request's outcome its own, and closing never loses a promised write."""
+"""The state layer on real SQLite files: migrations are atomic, the schema is what it claims; and on
+both engines (a SQLite file, a PostgreSQL database): group commit keeps each request's outcome its
+own, closing never loses a promised write, retention keeps what it must."""
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from agentd.db import queries as q
 from agentd.db import transitions as qt
 from agentd.db import waits as qw
 from agentd.db import world as worlds
+from agentd.db.backend import Backend
+from agentd.db.conn import Conn
 from agentd.db.sqlite import schema
 from agentd.db.sqlite.connection import connect
 from agentd.db.store import Store, SyncStore
@@ -106,7 +110,7 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 
 
 async def _run_with_steps(store: Store, runs: int) -> list[tuple[int, int]]:
-    def setup(c: sqlite3.Connection) -> list[tuple[int, int]]:
+    def setup(c: Conn) -> list[tuple[int, int]]:
         goal = q.add_goal(c, title="t", why="t", agent="a", criteria=[], deadline=None)
         ids = [q.create_run(c, goal_id=goal, agent="a", trigger="t") for _ in range(runs)]
         return [(r, qw.claim_run(c, r, "me", 60)) for r in ids]
@@ -114,8 +118,15 @@ async def _run_with_steps(store: Store, runs: int) -> list[tuple[int, int]]:
     return await store.write(setup)
 
 
-async def test_group_commit_keeps_each_outcome_its_own(tmp_path: Path) -> None:
-    store = Store(tmp_path / "agentd.db")
+BackendAt = Callable[[Path], Backend]
+
+
+@pytest.mark.backends
+async def test_group_commit_keeps_each_outcome_its_own(
+    tmp_path: Path, backend_at: BackendAt
+) -> None:
+    path = tmp_path / "agentd.db"
+    store = Store(path, backend=backend_at(path))
     await store.open()
     (run, epoch), (other, _) = await _run_with_steps(store, 2)
     good = [q.step_insert(run, epoch, StepKind.OBSERVE, seq)[1] for seq in (2, 3, 4)]
@@ -134,11 +145,15 @@ async def test_group_commit_keeps_each_outcome_its_own(tmp_path: Path) -> None:
     await store.close()
 
 
-async def test_store_close_commits_every_queued_write(tmp_path: Path) -> None:
+@pytest.mark.backends
+async def test_store_close_commits_every_queued_write(
+    tmp_path: Path, backend_at: BackendAt
+) -> None:
     for attempt in range(30):  # the close/wake-up race needs many tries to show
+        # A fresh SQLite file each time; on PostgreSQL the test's one database (a run each time).
         path = tmp_path / f"db{attempt}" / "agentd.db"
         path.parent.mkdir()
-        store = Store(path)
+        store = Store(path, backend=backend_at(path))
         await store.open()
         ((run, epoch),) = await _run_with_steps(store, 1)
         rows = [q.step_insert(run, epoch, StepKind.OBSERVE, seq)[1] for seq in range(2, 12)]
@@ -146,25 +161,29 @@ async def test_store_close_commits_every_queued_write(tmp_path: Path) -> None:
         await asyncio.sleep(0)  # let them queue
         await asyncio.wait_for(store.close(), 5)
         await asyncio.gather(*pending)
-        check = connect(path)
-        assert check.execute("SELECT count(*) FROM steps").fetchone()[0] == 11
+        check = SyncStore(path, backend=backend_at(path))
+        assert len(check.read(lambda c, run=run: q.list_steps(c, run))) == 11
         check.close()
 
 
-async def test_store_refuses_writes_after_close(tmp_path: Path) -> None:
-    store = Store(tmp_path / "agentd.db")
+@pytest.mark.backends
+async def test_store_refuses_writes_after_close(tmp_path: Path, backend_at: BackendAt) -> None:
+    path = tmp_path / "agentd.db"
+    store = Store(path, backend=backend_at(path))
     await store.open()
     await store.close()
     with pytest.raises(StateError, match="closed"):
         await store.write(lambda c: None)
 
 
+@pytest.mark.backends
 def test_retention_drops_old_finished_runs_steps_but_keeps_runs_and_live_journals(
-    tmp_path: Path,
+    tmp_path: Path, backend_at: BackendAt
 ) -> None:
-    store = SyncStore(tmp_path / "agentd.db")
+    path = tmp_path / "agentd.db"
+    store = SyncStore(path, backend=backend_at(path))
 
-    def arrange(c: sqlite3.Connection) -> tuple[int, int]:
+    def arrange(c: Conn) -> tuple[int, int]:
         goal = q.add_goal(c, title="t", why="t", agent="a", criteria=[], deadline=None)
         old, live = (q.create_run(c, goal_id=goal, agent="a", trigger="t") for _ in range(2))
         epoch = qw.claim_run(c, old, "me", 60)
