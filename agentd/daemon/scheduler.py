@@ -29,13 +29,13 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from agentd.clock import SystemClock
 from agentd.daemon import watching
 from agentd.db import items as qi
-from agentd.db import meta, stamp
+from agentd.db import leases, meta, stamp
 from agentd.db import queries as q
 from agentd.db import transitions as qt
 from agentd.db import waits as qw
 from agentd.errors import StateError
 from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
-from agentd.runs.deps import LEASE_S, Deps
+from agentd.runs.deps import Deps
 from agentd.sources import observe_all
 
 log = structlog.get_logger("agentd.scheduler")
@@ -108,14 +108,18 @@ class Scheduler:
                 return  # a reload removed it; its job goes at the next tick
             raw = await observe_all([self.deps.sources[n] for n in cfg.sources])
             wake = cfg.watch.wake_runs
-            owner = self.deps.owner
+            owner, lease_s = self.deps.owner, self.deps.lease_s
             now = self.deps.clock.now()
             fresh = self._polled | {agent}
             plan = watching.state_triggers(self.deps.config)  # per poll: a reloaded config applies
 
             def work(c: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-                woken = watching.record_poll(c, agent, raw, owner, now, wake_runs=wake)
-                return woken, watching.start_due(c, watching.due(c, plan, fresh), owner)
+                woken = watching.record_poll(
+                    c, agent, raw, owner, now, wake_runs=wake, lease_s=lease_s
+                )
+                watching.episodes(c)
+                due = watching.due(c, plan, fresh)
+                return woken, watching.start_due(c, due, owner, lease_s)
 
             woken, started = await self.deps.store.write(work)
             self._polled.add(agent)
@@ -187,32 +191,39 @@ class Scheduler:
         """Wake a run — only if it still waits for `wait` (what was matched, maybe a tick ago)."""
         owner = self.deps.owner
         epoch = await self.deps.store.write(
-            lambda c: qt.wake(c, run_id, owner, why, LEASE_S, expect=wait)
+            lambda c: qt.wake(c, run_id, owner, why, self.deps.lease_s, expect=wait)
         )
         if epoch is not None:
             log.info("run.woken", run_id=run_id, by=why.get("woke_by"), why=why.get("why"))
             self.launch(run_id, epoch)
 
     async def _readopt_orphans(self) -> None:
-        """Runs `running` in the database with no task driving them (a load failed, the
-        database stayed locked past the retries) are taken again. Only those orphaned at two
-        full scans in a row: a run between its commit and its launch is never snatched."""
-        running = await self.deps.store.read(qw.running_run_ids)
+        """Runs whose lease we hold with no task driving them (a load failed, the database
+        stayed locked past the retries, the daemon fenced itself and recovered) are taken again.
+        Only those orphaned at two full scans in a row: a run between its commit and its launch
+        is never snatched. Another daemon's runs are never ours to take here: a lapsed lease is
+        claimed by the lease keeper (daemon/leases.py)."""
+        owner = self.deps.owner
+        running = await self.deps.store.read(lambda c: leases.held_run_ids(c, owner))
         orphans = set(running) - self.live()
         again, self._orphans = orphans & self._orphans, orphans
-        owner = self.deps.owner
         for run_id in sorted(again):
             epoch = await self.deps.store.write(
-                functools.partial(qw.claim_run, run_id=run_id, owner=owner, lease_s=LEASE_S)
+                functools.partial(
+                    leases.reclaim, run_id=run_id, owner=owner, lease_s=self.deps.lease_s
+                )
             )
+            if epoch is None:
+                continue  # finished, cancelled or taken over since the scan
             log.warning("run.readopted", run_id=run_id)
             self.launch(run_id, epoch)
 
     async def _adopt_new_runs(self) -> None:
-        """Runs started from the CLI (`agentd run start`) are rows with no owner: take them."""
-        owner = self.deps.owner
+        """Runs started from the CLI (`agentd run start`) are rows with no owner: take them
+        (SKIP LOCKED: two daemons never take the same one)."""
+        owner, lease_s = self.deps.owner, self.deps.lease_s
         for run_id, epoch in await self.deps.store.write(
-            lambda c: qw.claim_unowned(c, owner, LEASE_S)
+            lambda c: leases.claim_free(c, owner, lease_s, lapsed=False)
         ):
             self.launch(run_id, epoch)
 
@@ -273,12 +284,13 @@ class Scheduler:
         fresh = set(self._polled)
         if not await self.deps.store.read(lambda c: watching.due(c, plan, fresh)):
             return
-        owner = self.deps.owner
-        self._launch_started(
-            await self.deps.store.write(
-                lambda c: watching.start_due(c, watching.due(c, plan, fresh), owner)
-            )
-        )
+        owner, lease_s = self.deps.owner, self.deps.lease_s
+
+        def work(c: Any) -> list[tuple[int, int]]:
+            watching.episodes(c)
+            return watching.start_due(c, watching.due(c, plan, fresh), owner, lease_s)
+
+        self._launch_started(await self.deps.store.write(work))
 
     def _launch_started(self, started: list[tuple[int, int]]) -> None:
         for run_id, epoch in started:
@@ -289,9 +301,11 @@ class Scheduler:
         agents = {
             name: set(a.triggers) for name, a in self.deps.config.agents.items() if a.triggers
         }
-        owner = self.deps.owner
+        owner, lease_s = self.deps.owner, self.deps.lease_s
 
         def work(c: Any) -> list[tuple[int, int]]:
+            # One daemon at a time reads and moves the cursor: two would start the same runs.
+            c.dialect.singleton(c, "trigger_cursor")
             cursor = int(meta.get_meta(c, "trigger_cursor", "0"))
             if not agents:
                 # The cursor moves on even with no trigger listening, so triggers added later
@@ -317,7 +331,7 @@ class Scheduler:
                         trigger=f"event:{event.name}",
                         data={"event_id": event.event_id, "event": event.name, "data": event.data},
                     )
-                    started.append((run_id, qw.claim_run(c, run_id, owner, LEASE_S)))
+                    started.append((run_id, leases.claim_run(c, run_id, owner, lease_s)))
             if events:
                 meta.set_meta(c, "trigger_cursor", str(events[-1].event_id))
             return started
@@ -336,8 +350,9 @@ class Scheduler:
         return closed
 
     def _expire_one(self, c: Any, *, item: InboxItem, now: float) -> bool:
-        # Re-read inside the transaction: the operator may have answered since the scan.
-        item = qi.get_item(c, item.item_id)
+        # Re-read inside the transaction, one daemon at a time: the operator may have answered
+        # since the scan, or another daemon expired it.
+        item = qi.expiring(c, item.item_id)
         if item.status != InboxStatus.OPEN or item.expires_at is None:
             return False
         rule = None

@@ -33,10 +33,10 @@ from agentd.api.server import ApiServer
 from agentd.clock import Clock
 from agentd.config import Config, Paths
 from agentd.daemon import clocks, sdnotify
+from agentd.daemon.leases import LeaseKeeper
 from agentd.daemon.scheduler import Scheduler
 from agentd.db import accounting, faults, meta, stamp
 from agentd.db import queries as q
-from agentd.db import waits as qw
 from agentd.db.artifacts import BUILD_TRIGGER
 from agentd.db.sqlite.connection import probe
 from agentd.db.store import Store
@@ -46,7 +46,7 @@ from agentd.llm import Model
 from agentd.notify.sender import Sender
 from agentd.outer.service import Outer
 from agentd.outside import process
-from agentd.runs.deps import LEASE_S, Deps
+from agentd.runs.deps import Deps
 from agentd.runs.engine import Engine
 
 log = structlog.get_logger("agentd.daemon")
@@ -119,6 +119,7 @@ def build_deps(cfg: Config, store: Store, owner: str) -> Deps:
         executors=executors,
         sources={name: sources.build(name, cfg.sources[name], env) for name in used_sources},
         owner=owner,
+        lease_s=cfg.store.lease_s,
     )
 
 
@@ -169,7 +170,10 @@ async def _serve_locked(
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     config_sha = _sha256(paths)
     store = Store(paths.db, check=True)  # quick_check before migrating: never build on a wreck
-    fresh = not paths.db.exists() or paths.db.stat().st_size == 0
+    if store.backend.shared:
+        fresh = not store.backend.exists()
+    else:
+        fresh = not paths.db.exists() or paths.db.stat().st_size == 0
     try:
         await store.open()
     except BaseException:
@@ -201,7 +205,8 @@ async def _serve_locked(
         api.on_poke = outer.wake
         reloading = asyncio.Lock()
         api.control.on_reload = lambda: reload_told(paths, deps, models, reloading)
-        resumed = await store.write(lambda c: qw.claim_running(c, owner, LEASE_S))
+        keeper = LeaseKeeper(deps, engine, shared=store.backend.shared)
+        resumed = await keeper.start()
         for run_id, epoch in resumed:
             engine.launch(run_id, epoch)
         await scheduler.tick(force=True)
@@ -222,6 +227,7 @@ async def _serve_locked(
             ready()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(scheduler.run(stop), name="scheduler")
+            tg.create_task(keeper.run(stop), name="leases")
             tg.create_task(outer.run(stop), name="outer")
             tg.create_task(_watchdog(deps, stop, failures), name="watchdog")
             tg.create_task(_reloader(paths, deps, models, hup, stop, reloading), name="reload")
@@ -232,6 +238,7 @@ async def _serve_locked(
         sdnotify.notify("STOPPING=1")
         await outer.stop(cfg.daemon.shutdown_grace_s)
         await engine.stop(cfg.daemon.shutdown_grace_s)
+        await keeper.stop()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)

@@ -17,7 +17,7 @@ import structlog
 
 from agentd.config import Config
 from agentd.db import items as qi
-from agentd.db import meta
+from agentd.db import leases, meta
 from agentd.db import queries as q
 from agentd.db import transitions as qt
 from agentd.db import waits as qw
@@ -31,11 +31,22 @@ log = structlog.get_logger("agentd.scheduler")
 
 
 def record_poll(
-    c: Any, agent: str, raw: JSON, owner: str, now: float, *, wake_runs: bool
+    c: Any,
+    agent: str,
+    raw: JSON,
+    owner: str,
+    now: float,
+    *,
+    wake_runs: bool,
+    lease_s: float = LEASE_S,
 ) -> list[tuple[int, int]]:
     """One transaction: the snapshot, an event per change of state (`SOURCE.STATE`), and the
     runs a flip of health wakes. A broken check (`check_failed`) is an event but wakes nothing:
-    it says nothing about the service."""
+    it says nothing about the service.
+
+    Daemons sharing a database each poll; one at a time records (the agent's singleton), so each
+    compares with the snapshot before it and a change of state is one event, not one per daemon."""
+    c.dialect.singleton(c, f"poll:{agent}")
     snapshot_id, world, _diff, before = control.record_world(c, agent, None, raw, now)
     for source, state in state_changes(before, world):
         data = state_data(agent, source, world[source])
@@ -61,7 +72,7 @@ def record_poll(
                 reason = f"withdrawn: {source} became {'healthy' if healthy else 'unhealthy'}"
                 qi.resolve(c, wait["item_id"], InboxStatus.EXPIRED, answer=reason)
                 why.update(withdrew=wait["item_id"], action=wait.get("action"), reason=reason)
-            epoch = qt.wake(c, run_id, owner, why, LEASE_S)
+            epoch = qt.wake(c, run_id, owner, why, lease_s)
             if epoch is not None:
                 woken.append((run_id, epoch))
     return woken
@@ -130,9 +141,18 @@ def due(c: Any, plan: Mapping[str, list[StateTrigger]], fresh: set[str]) -> list
     return due
 
 
-def start_due(c: Any, due: list[Due], owner: str) -> list[tuple[int, int]]:
+def episodes(c: Any) -> None:
+    """Take the episodes' singleton: daemons sharing a database read the episode marks and start
+    their runs one at a time, so an episode starts one run, not one per daemon."""
+    c.dialect.singleton(c, "episodes")
+
+
+def start_due(
+    c: Any, due: list[Due], owner: str, lease_s: float = LEASE_S
+) -> list[tuple[int, int]]:
     """Record each due episode with its goal and start a run — unless the goal has a live run,
-    which then sees this episode itself (and answers for it: no second run once it ends)."""
+    which then sees this episode itself (and answers for it: no second run once it ends).
+    `due` must have been read under `episodes(c)` in the same transaction."""
     started: list[tuple[int, int]] = []
     for d in due:
         meta.set_meta(c, _episode_mark(d.goal_id, d.on.trigger), d.episode)
@@ -146,5 +166,5 @@ def start_due(c: Any, due: list[Due], owner: str) -> list[tuple[int, int]]:
         run_id = q.create_run(
             c, goal_id=d.goal_id, agent=d.agent, trigger=f"state:{d.on.trigger}", data=data
         )
-        started.append((run_id, qw.claim_run(c, run_id, owner, LEASE_S)))
+        started.append((run_id, leases.claim_run(c, run_id, owner, lease_s)))
     return started

@@ -32,6 +32,13 @@ class Backend(Protocol):
     def dialect(self) -> Dialect: ...
 
     @property
+    def shared(self) -> bool:
+        """Whether several daemons may serve this database at once (PostgreSQL): claims then take
+        only runs nobody holds, and a daemon that cannot renew its leases fences itself. False
+        for SQLite, whose home lock admits one daemon."""
+        ...
+
+    @property
     def latest(self) -> int:
         """The schema version this agentd migrates to."""
         ...

@@ -1,6 +1,5 @@
-"""Who drives which run, and what waiting runs wait for: the daemon's lease claims (recovery,
-runs the CLI started, orphans) and the queries its scheduler matches waits against (due timers,
-answered items, new events).
+"""What waiting runs wait for: the queries the daemon's scheduler matches waits against (due
+timers, answered items, new events). Who drives which run (leases) is db/leases.py.
 
 Write functions expect to be called inside a write transaction (see agentd/db/queries.py).
 """
@@ -9,55 +8,9 @@ from __future__ import annotations
 
 import json
 
-from agentd.db.conn import Conn, returned_id
-from agentd.errors import NotFound
+from agentd.db.conn import Conn
+from agentd.db.leases import claim_run as claim_run  # tests and benches take a lease here
 from agentd.models import JSON
-
-# ── leases ───────────────────────────────────────────────────────────────────────────────────────
-
-
-def claim_running(c: Conn, owner: str, lease_s: float) -> list[tuple[int, int]]:
-    """Take the lease on every `running` run (recovery); returns (run_id, new epoch) pairs.
-
-    Bumping the epoch fences any late write from a previous owner of the same run. Leases count
-    wall seconds on the database's clock, whatever the home's clock (agentd/db/stamp.py).
-    """
-    rows = c.execute(
-        f"UPDATE runs SET lease_owner = ?, lease_expires_at = {c.dialect.now_sql} + ?,"
-        " lease_epoch = lease_epoch + 1 WHERE status = 'running' RETURNING run_id, lease_epoch",
-        (owner, lease_s),
-    ).fetchall()
-    return sorted((int(r[0]), int(r[1])) for r in rows)
-
-
-def running_run_ids(c: Conn) -> list[int]:
-    return [int(r[0]) for r in c.execute("SELECT run_id FROM runs WHERE status = 'running'")]
-
-
-def claim_unowned(c: Conn, owner: str, lease_s: float) -> list[tuple[int, int]]:
-    """Take the lease on running runs nobody owns (created by the CLI)."""
-    ids = [
-        r[0]
-        for r in c.execute(
-            "SELECT run_id FROM runs WHERE status = 'running' AND lease_owner IS NULL"
-        )
-    ]
-    return [(int(i), claim_run(c, int(i), owner, lease_s)) for i in ids]
-
-
-def claim_run(c: Conn, run_id: int, owner: str, lease_s: float) -> int:
-    """Take the lease on one running run; returns its new epoch."""
-    epoch = returned_id(
-        c.execute(
-            f"UPDATE runs SET lease_owner = ?, lease_expires_at = {c.dialect.now_sql} + ?,"
-            " lease_epoch = lease_epoch + 1 WHERE run_id = ? RETURNING lease_epoch",
-            (owner, lease_s, run_id),
-        )
-    )
-    if epoch is None:
-        raise NotFound(f"no run {run_id}")
-    return epoch
-
 
 # ── what the daemon's waker matches ─────────────────────────────────────────────────────────────
 

@@ -15,7 +15,9 @@ from agentd.llm import Model
 from agentd.models import JSON, StepStatus
 from agentd.sources import Source
 
-LEASE_S = 300.0  # how long a claimed run's lease lasts; re-claimed at every start and wake
+# How long a claimed run's lease lasts without renewal, in the database's seconds: the daemon
+# sets `Deps.lease_s` from `[store] lease_s` (config/store.py) and renews every third of it.
+LEASE_S = 30.0
 
 
 @dataclass
@@ -28,6 +30,7 @@ class Deps:
     executors: dict[str, Executor]
     sources: dict[str, Source]
     owner: str
+    lease_s: float = LEASE_S
     menus: dict[str, Menu] = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)  # the one clock (DESIGN §5: base)
     db_id: str = ""  # the database's random id (meta), the first part of idempotency keys

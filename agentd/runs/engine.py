@@ -41,6 +41,8 @@ class Engine:
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.relaunch: dict[int, int] = {}
         self.stopping = False
+        # Set while the daemon cannot vouch for its leases (daemon/leases.py): nothing launches.
+        self.fenced = False
         # Drivers by runs.trigger for runs that are not observe → decide → act (build runs:
         # agentd.inner registers itself here, as it sits above the engine).
         self.drivers: dict[str, type[RunDriver]] = {}
@@ -51,7 +53,7 @@ class Engine:
         If a task for the run is still winding down (it just suspended and was woken at once), the
         launch is queued for when that task ends, so a woken run is never left without a driver.
         """
-        if self.stopping:
+        if self.stopping or self.fenced:
             return
         if run_id in self.tasks:
             self.relaunch[run_id] = epoch
@@ -110,6 +112,16 @@ class Engine:
             await self.deps.store.write(work)
         except AgentdError:
             log.exception("run.abandon_failed")
+
+    def let_go(self, run_ids: set[int] | None = None) -> list[int]:
+        """Stop driving `run_ids` (all runs when None) at once: their tasks are cancelled, which
+        kills the process groups of the actions in flight. For runs whose lease is lost or about to
+        be: another daemon may own them any moment, and only this one can reach its children."""
+        gone = sorted(set(self.tasks) if run_ids is None else set(self.tasks) & run_ids)
+        for run_id in gone:
+            self.relaunch.pop(run_id, None)
+            self.tasks[run_id].cancel()
+        return gone
 
     def live(self) -> set[int]:
         """Runs that have a task driving them (or queued to get one)."""

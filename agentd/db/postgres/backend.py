@@ -52,6 +52,7 @@ class PostgresBackend:
     """The PostgreSQL database at `url`, serving the home at `home`."""
 
     dialect = POSTGRES
+    shared = True
     Error = psycopg.Error
     latest = len(schema.MIGRATIONS)
 

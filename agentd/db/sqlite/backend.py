@@ -29,6 +29,7 @@ class SQLiteBackend:
     """The database file at `path`: the embedded default."""
 
     dialect = SQLITE
+    shared = False  # the home lock admits one daemon
     Error = sqlite3.Error
     latest = len(schema.MIGRATIONS)
 

@@ -1,0 +1,156 @@
+"""The lease keeper: this daemon's hold on its runs, kept or given up in time (DESIGN §7).
+
+At start it registers the daemon and takes the runs it may (every running run on SQLite, under the
+home lock; only runs nobody holds on a shared store). Then, every third of the lease, one statement
+renews every lease it holds; on a shared store it also claims runs whose lease lapsed (another
+daemon died or froze) and lets go of runs another daemon took over.
+
+Self-fencing: a renewal that committed proves the leases last until at least its *start* plus the
+lease (the database stamped them later). If no renewal has succeeded by that instant less a margin
+— the database is unreachable, or the daemon was frozen (SIGSTOP, a VM pause) — the daemon stops
+driving every run and kills their commands before anyone else can own them: a new owner on another
+host cannot reach those processes. It drives runs again once a renewal succeeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable
+
+import structlog
+
+from agentd import __version__
+from agentd.db import leases
+from agentd.db.conn import Conn
+from agentd.errors import StateError
+from agentd.runs.deps import Deps
+from agentd.runs.engine import Engine
+
+log = structlog.get_logger("agentd.leases")
+Launch = Callable[[int, int], None]
+
+
+class LeaseKeeper:
+    """Renews this daemon's leases, claims lapsed ones (shared stores) and fences in time."""
+
+    def __init__(self, deps: Deps, engine: Engine, *, shared: bool) -> None:
+        self.deps = deps
+        self.engine = engine
+        self.shared = shared
+        self.lease_s = deps.lease_s
+        self.interval_s = self.lease_s / 3
+        # Fence this long before the lease can expire: time to cancel and kill, and clock rates.
+        self.margin_s = self.interval_s / 2
+        self._valid_until = 0.0  # monotonic: our leases last at least until then
+        self.renewals = 0
+
+    @property
+    def fence_at(self) -> float:
+        """The monotonic instant at which the daemon stops driving its runs unless renewed."""
+        return self._valid_until - self.margin_s
+
+    async def start(self) -> list[tuple[int, int]]:
+        """Register this daemon and take the runs it may drive now; returns (run_id, epoch)."""
+        owner, lease_s, shared = self.deps.owner, self.lease_s, self.shared
+
+        def work(c: Conn) -> list[tuple[int, int]]:
+            leases.register(
+                c, owner=owner, host=socket.gethostname(), pid=os.getpid(), version=__version__,
+                lease_s=lease_s,
+            )  # fmt: skip
+            if shared:
+                return leases.claim_free(c, owner, lease_s, lapsed=True)
+            return leases.claim_running(c, owner, lease_s)
+
+        sent = time.monotonic()
+        taken = await self.deps.store.write(work)
+        self._valid_until = sent + lease_s
+        return taken
+
+    async def run(self, stop: asyncio.Event) -> None:
+        next_renewal = time.monotonic() + self.interval_s
+        while not stop.is_set():
+            wake_at = min(next_renewal, self.fence_at) if self.shared else next_renewal
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(0.0, wake_at - time.monotonic()))
+            if stop.is_set():
+                return
+            # First the fence: after a freeze, every deadline passed at once, and the children
+            # must die before anything else of ours runs on (the database refuses our writes).
+            self._fence_if_due()
+            if time.monotonic() >= next_renewal or self.engine.fenced:
+                next_renewal = time.monotonic() + self.interval_s
+                if await self.renew() and self.shared:
+                    await self.claim_lapsed()
+
+    def _fence_if_due(self) -> None:
+        if not self.shared or self.engine.fenced or time.monotonic() < self.fence_at:
+            return
+        self.engine.fenced = True
+        stopped = self.engine.let_go()
+        log.error(
+            "lease.fenced",
+            runs=stopped,
+            late_s=round(time.monotonic() - self._valid_until, 1),
+            note="no lease renewal in time: stopped driving every run and killed their "
+            "commands before another daemon may take them; resuming once a renewal succeeds",
+        )
+
+    async def renew(self) -> bool:
+        """Renew every lease held; let go of runs another daemon took. False if it failed."""
+        owner, lease_s = self.deps.owner, self.lease_s
+        driving = self.engine.live()
+
+        def work(c: Conn) -> tuple[list[tuple[int, int]], list[int]]:
+            held = leases.renew(c, owner, lease_s)
+            return held, leases.taken(c, owner, driving)
+
+        sent = time.monotonic()
+        try:
+            # Never past the fence: a renewal stuck on a dead connection must not hold it off.
+            budget = max(0.5, self.fence_at - sent) if self.shared else self.lease_s
+            async with asyncio.timeout(budget):
+                _held, taken = await self.deps.store.write(work)
+        except (StateError, TimeoutError) as e:
+            log.error("lease.renew_failed", error=str(e) or "timed out")
+            self._fence_if_due()
+            return False
+        self._valid_until = sent + lease_s
+        self.renewals += 1
+        if taken:
+            log.warning("lease.lost", runs=self.engine.let_go(set(taken)), note="taken over")
+        if self.engine.fenced:
+            self.engine.fenced = False
+            log.warning("lease.resumed", note="renewed again: driving runs; orphans readopted")
+        return True
+
+    async def claim_lapsed(self) -> None:
+        """Take runs whose lease lapsed (their daemon died or froze) and drive them."""
+        owner, lease_s = self.deps.owner, self.lease_s
+        try:
+            taken = await self.deps.store.write(
+                lambda c: leases.claim_free(c, owner, lease_s, lapsed=True)
+            )
+        except StateError as e:
+            log.error("lease.claim_failed", error=str(e))
+            return
+        for run_id, epoch in taken:
+            log.warning("run.taken_over", run_id=run_id, epoch=epoch)
+            self.engine.launch(run_id, epoch)
+
+    async def stop(self) -> None:
+        """Record a clean stop; on a shared store hand the runs still held back at once."""
+        owner, shared = self.deps.owner, self.shared
+        try:
+            released = await self.deps.store.write(
+                lambda c: leases.stopped(c, owner, release=shared)
+            )
+        except StateError as e:
+            log.error("lease.release_failed", error=str(e))
+            return
+        if released:
+            log.info("lease.released", runs=released)
