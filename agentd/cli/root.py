@@ -278,12 +278,13 @@ def paths_of(ctx: typer.Context) -> Paths:
 @contextlib.contextmanager
 def open_store(ctx: typer.Context) -> Iterator[HomeStore]:
     """The home's database, migrated; never created here (that is `agentd init`)."""
+    from agentd.config.where import home_store_url
     from agentd.db import safety
     from agentd.operator import home as operator_home
 
     paths = paths_of(ctx)
     safety.check_not_lost(paths.db)  # a lost database is said so, not "run init"
-    if not paths.db.exists():
+    if not paths.db.exists() and home_store_url(paths.home) is None:  # [store] url: no file
         raise StateError(f"{paths.db}: no database here; run `agentd --home {paths.home} init`")
     store = operator_home.open_store(paths.db)
     try:
