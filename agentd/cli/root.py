@@ -111,6 +111,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "inbox": ("inbox",),
     "event": ("events",),
     "artifact": ("build",),
+    "store": ("store",),  # `store copy`: the home's state into PostgreSQL
     "run": ("runs",),  # hidden: `run start`, the old spelling, for a release
 }
 
