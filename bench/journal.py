@@ -121,7 +121,7 @@ async def timed(store: Store, runs: int, steps: int) -> float:
 
 def pg_database(store: str, workdir: Path) -> tuple[str, Any]:
     """The URL to measure and the throw-away cluster started for it (None for a given URL)."""
-    from tests.pg_cluster import Cluster, sweep_orphans
+    from tests.pg_cluster import Cluster, missing_reason, sweep_orphans
 
     if workdir.exists():
         sweep_orphans(workdir)  # a run killed before its teardown left its server running
@@ -129,6 +129,10 @@ def pg_database(store: str, workdir: Path) -> tuple[str, Any]:
     workdir.mkdir(parents=True)
     if store != "pg":
         return store, None
+    reason = missing_reason()
+    if reason is not None:  # `make bench` goes on without PostgreSQL: this one says why not
+        print(f"SKIPPED: {reason}", flush=True)
+        sys.exit(0)
     workdir.chmod(0o755)  # as root the cluster's `postgres` account must reach its dir inside
     cluster = Cluster.start(parent=workdir, synced_init=True)
     try:
