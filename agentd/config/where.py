@@ -23,11 +23,26 @@ def home_store_url(home: Path) -> str | None:
     return store_url(home / CONFIG_NAME)
 
 
+def home_store(home: Path) -> tuple[str, StoreConfig] | None:
+    """The PostgreSQL URL of the home at `home` with its [store] table, or None for SQLite."""
+    cfg = store_config(home / CONFIG_NAME)
+    if cfg is None:
+        return None
+    url = resolve(cfg, home / CONFIG_NAME)
+    return None if url is None else (url, cfg)
+
+
 def store_url(config_path: Path) -> str | None:
     """The PostgreSQL URL the home at `config_path`'s folder uses, or None for its SQLite file.
 
     A missing config file means the embedded default; a `url_env` naming nothing set is an error
     (a daemon must never quietly fall back to a fresh SQLite file beside a shared database)."""
+    cfg = store_config(config_path)
+    return None if cfg is None else resolve(cfg, config_path)
+
+
+def store_config(config_path: Path) -> StoreConfig | None:
+    """The validated [store] table of the config at `config_path`, or None without one."""
     try:
         text = config_path.read_text()
     except FileNotFoundError:
@@ -47,11 +62,10 @@ def store_url(config_path: Path) -> str | None:
     from agentd.config.store import StoreConfig
 
     try:
-        cfg = StoreConfig.model_validate(table)
+        return StoreConfig.model_validate(table)
     except ValueError as e:
         first = str(e).splitlines()
         raise ConfigError(f"{config_path}: [store]: {first[-1].strip() if first else e}") from None
-    return resolve(cfg, config_path)
 
 
 def resolve(cfg: StoreConfig, config_path: Path) -> str | None:

@@ -106,13 +106,14 @@ class Backend(Protocol):
 def open_backend(path: Path) -> Backend:
     """The backend of the home whose SQLite file is at `path`: that file, or the PostgreSQL
     database the home's config names in `[store]` (config/where.py)."""
-    from agentd.config.where import home_store_url
+    from agentd.config.where import home_store
 
-    url = home_store_url(path.parent)
-    if url is not None:
+    store = home_store(path.parent)
+    if store is not None:
         from agentd.db.postgres.backend import PostgresBackend  # psycopg: only a PostgreSQL home
 
-        return PostgresBackend(url, path.parent)
+        url, cfg = store
+        return PostgresBackend(url, path.parent, lease_s=cfg.lease_s)
     from agentd.db.sqlite.backend import SQLiteBackend
 
     return SQLiteBackend(path)

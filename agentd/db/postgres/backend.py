@@ -56,13 +56,16 @@ class PostgresBackend:
     Error = psycopg.Error
     latest = len(schema.MIGRATIONS)
 
-    def __init__(self, url: str, home: Path) -> None:
+    def __init__(
+        self, url: str, home: Path, *, lease_s: float = connection.DEFAULT_LEASE_S
+    ) -> None:
         self.url = url
         self.label = connection.label(url)
         self.home = home
+        self.lease_s = lease_s  # the daemons' run lease: sessions idle in a transaction end sooner
 
     def exists(self) -> bool:
-        conn = connection.connect(self.url)
+        conn = connection.connect(self.url, lease_s=self.lease_s)
         try:
             return schema.version(conn) > 0 or not self.is_empty(conn)
         finally:
@@ -73,14 +76,14 @@ class PostgresBackend:
 
     def connect(self, *, readonly: bool = False, wal: bool = True) -> Conn:
         del wal  # SQLite's journal-mode switch: nothing to spare here
-        conn = connection.connect(self.url)
+        conn = connection.connect(self.url, lease_s=self.lease_s)
         if readonly:
             conn.execute("SET default_transaction_read_only = on")
         return conn
 
     def open_migrated(self, *, check: bool = False) -> Conn:
         del check  # the server checks its own pages; there is no file to look at here
-        conn = connection.connect(self.url)
+        conn = connection.connect(self.url, lease_s=self.lease_s)
         try:
             schema.migrate(conn)
         except BaseException:

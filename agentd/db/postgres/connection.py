@@ -19,9 +19,14 @@ from agentd.db.dialect import POSTGRES, Dialect
 from agentd.errors import StateError
 
 LOCK_TIMEOUT_MS = 5000  # as SQLite's busy timeout: a lock wait this long is an error, not a hang
-# A paused daemon (SIGSTOP, a frozen VM) must not hold row locks past its lease (300 s): its
-# transactions are cut off well before, so another daemon can take its runs over.
-IDLE_IN_TRANSACTION_MS = 60_000
+DEFAULT_LEASE_S = 30.0  # [store] lease_s's default (config/store.py)
+
+
+def idle_in_transaction_ms(lease_s: float) -> int:
+    """A paused daemon (SIGSTOP, a frozen VM) must not hold row locks past its lease: the server
+    ends a session idle inside a transaction after a third of the lease (at most 5 s: agentd never
+    waits inside a transaction), so another daemon can take its runs over in time."""
+    return int(max(0.5, min(5.0, lease_s / 3)) * 1000)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -87,7 +92,9 @@ def translate(error: Exception, url: str) -> StateError:
     return StateError(f"{label(url)}: {text}")
 
 
-def connect(url: str, *, application_name: str = "agentd") -> PostgresConn:
+def connect(
+    url: str, *, application_name: str = "agentd", lease_s: float = DEFAULT_LEASE_S
+) -> PostgresConn:
     """A connection with agentd's session settings; raises StateError when it cannot connect."""
     try:
         raw = psycopg.connect(url, autocommit=True, application_name=application_name)
@@ -97,7 +104,7 @@ def connect(url: str, *, application_name: str = "agentd") -> PostgresConn:
         raw.adapters.register_loader(name, TextLoader)
     raw.execute("SET TIME ZONE 'UTC'")
     raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
-    raw.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+    raw.execute(f"SET idle_in_transaction_session_timeout = {idle_in_transaction_ms(lease_s)}")
     return PostgresConn(raw)
 
 
