@@ -308,6 +308,16 @@ MIGRATIONS: list[Migration] = [
     CREATE INDEX runs_by_owner ON runs(lease_owner) WHERE status = 'running';
     """,
     ),
+    Migration(
+        "claims: check-ins and outbox messages claimed by one daemon until a time"
+        " (SQLite's version 8)",
+        f"""
+    ALTER TABLE checkins ADD COLUMN claimed_by text;
+    ALTER TABLE checkins ADD COLUMN claim_expires_at {TIME};
+    ALTER TABLE outbox ADD COLUMN claimed_by text;
+    ALTER TABLE outbox ADD COLUMN claim_expires_at {TIME};
+    """,
+    ),
 ]
 
 _LEDGER = """

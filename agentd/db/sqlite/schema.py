@@ -310,6 +310,15 @@ MIGRATIONS: list[str] = [
     ) STRICT;
     CREATE INDEX runs_by_owner ON runs(lease_owner) WHERE status = 'running';
     """,
+    # 8: check-ins and outbox messages are claimed like runs, so two daemons sharing a database
+    # never run one check-in or send one message at the same time: the owner that took the row
+    # and until when (the database's clock; NULL: nobody). Older daemons ignore both columns.
+    """
+    ALTER TABLE checkins ADD COLUMN claimed_by TEXT;
+    ALTER TABLE checkins ADD COLUMN claim_expires_at REAL;
+    ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
+    ALTER TABLE outbox ADD COLUMN claim_expires_at REAL;
+    """,
 ]
 
 
