@@ -355,6 +355,8 @@ class Scheduler:
         item = qi.expiring(c, item.item_id)
         if item.status != InboxStatus.OPEN or item.expires_at is None:
             return False
+        if item.expires_at.timestamp() > now:
+            return False  # pushed back meanwhile (a reminder, perhaps another daemon's)
         rule = None
         if item.run_id is not None:
             agent = self.deps.config.agents.get(q.get_run(c, item.run_id).agent)

@@ -60,7 +60,8 @@ def usage(c: Conn, since: float = 0.0) -> list[JSON]:
 
 
 def count_acts_since(c: Conn, agent: str, action: str, since: float) -> int:
-    """Executions (intents) of a rate-limited action by any run of the agent since a time."""
+    """Executions (intents) of a rate-limited action by any run of the agent since a time.
+    A read: what a check shows. The intent that spends the budget counts with `acts_to_admit`."""
     row = c.execute(
         "SELECT count(*) FROM rate_log WHERE agent = ? AND action = ? AND at >= ?",
         (agent, action, since),
@@ -68,7 +69,18 @@ def count_acts_since(c: Conn, agent: str, action: str, since: float) -> int:
     return int(row[0])
 
 
+def acts_to_admit(c: Conn, agent: str, action: str, since: float) -> int:
+    """`count_acts_since` in the write transaction that journals the intent (whose ACT step the
+    `steps_rate_log` trigger logs): the count and the spend are one read-modify-write, so the
+    "rate_limits" singleton is taken first — two daemons sharing the database never both see
+    the last execution left in an hour and both spend it. It is held until the intent commits."""
+    c.dialect.singleton(c, "rate_limits")
+    return count_acts_since(c, agent, action, since)
+
+
 def set_rate_limits(c: Conn, pairs: list[tuple[str, str]]) -> None:
-    """Which (agent, action) pairs have a rate limit: only their executions are logged."""
+    """Which (agent, action) pairs have a rate limit: only their executions are logged. The table
+    is replaced whole, one daemon at a time (two at once would insert the same pairs twice)."""
+    c.dialect.singleton(c, "rate_limits")
     c.execute("DELETE FROM rate_limited")
     c.executemany("INSERT INTO rate_limited (agent, action) VALUES (?, ?)", pairs)

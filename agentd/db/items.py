@@ -151,6 +151,14 @@ def due_for_expiry(c: Conn, now: float) -> list[InboxItem]:
     return [item_from_row(r) for r in rows]
 
 
+def expiring(c: Conn, item_id: int) -> InboxItem:
+    """The item as it stands, read first thing in the write transaction that expires it or
+    reminds about it, after the "inbox_expiry" singleton: with several daemons on one database,
+    one at a time decides (else both post the reminder, or both push the expiry)."""
+    c.dialect.singleton(c, "inbox_expiry")
+    return get_item(c, item_id)
+
+
 def next_expiry(c: Conn) -> float | None:
     """When the next open item expires (the scheduler sleeps until then at most)."""
     row = c.execute("SELECT min(expires_at) FROM inbox WHERE status = 'open'").fetchone()

@@ -36,7 +36,11 @@ def prune(c: Conn, older_than: float) -> int:
     keeps its status and summary), world snapshots older than it — except those an unfinished
     run still refers to and each agent's latest —, events and closed inbox items older than it,
     and rate-limit entries older than a day of the home's time (limits look back an hour).
-    Returns the rows gone."""
+    Returns the rows gone.
+
+    One daemon prunes at a time (the "retention" singleton, taken first), however many share
+    the database: the others wait for it and then find the work done."""
+    c.dialect.singleton(c, "retention")
     seen = c.dialect.jint("s.data", "snapshot_id")  # a snapshot an unfinished run observed
     c.execute("DELETE FROM rate_log WHERE at < ?", (stamp.now(c) - 86400,))
     steps = c.execute(

@@ -181,7 +181,7 @@ class RunJournal:
         if goal.status != GoalStatus.ACTIVE:  # paused (or closed) since deciding: nothing runs
             raise _Refusal(harness.Check(Verdict.DENY, f"goal {self.goal_id} is {goal.status}"))
         hour_ago = stamp.now(c) - 3600  # on the clock the ACT steps (the rate log) are stamped
-        acts = accounting.count_acts_since(c, self.agent_name, action, hour_ago)
+        acts = accounting.acts_to_admit(c, self.agent_name, action, hour_ago)
         check = harness.admit(action, args, self.menu, acts, approved=approval is not None)
         if check.verdict != Verdict.ALLOW:
             raise _Refusal(check)
