@@ -44,9 +44,11 @@ def runs_with_resolved_items(c: Conn, since: float = 0.0) -> list[tuple[int, int
     Driven from the inbox's resolved_at index (CROSS JOIN fixes the loop order in SQLite), so
     its cost follows recent answers, not the number of waiting runs.
     """
+    # The join's condition is in the WHERE: PostgreSQL refuses a CROSS JOIN with an ON.
     rows = c.execute(
-        "SELECT r.run_id, i.item_id FROM inbox i CROSS JOIN runs r ON r.wait_item_id = i.item_id"
-        " WHERE i.resolved_at >= ? AND r.status = 'waiting' AND r.wait_kind = 'inbox'",
+        "SELECT r.run_id, i.item_id FROM inbox i CROSS JOIN runs r"
+        " WHERE r.wait_item_id = i.item_id AND i.resolved_at >= ? AND r.status = 'waiting'"
+        " AND r.wait_kind = 'inbox'",
         (since,),
     )
     return [(int(a), int(b)) for a, b in rows]
