@@ -76,14 +76,20 @@ class PostgresConn:
 
 
 def label(url: str) -> str:
-    """The URL as messages name it: without its password."""
+    """The URL as messages name it: without its password (`user:password@`, or a `password=`
+    parameter, which libpq takes too); the rest as written."""
     parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
+    kept = [
+        p for p in parts.query.split("&") if urllib.parse.unquote(p.split("=")[0]) != "password"
+    ]
+    if parts.password is None and len(kept) == len(parts.query.split("&")):
         return url
-    host = parts.hostname or ""
-    user = f"{parts.username}@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
+    netloc = parts.netloc
+    if parts.password is not None:  # hosts as written: [::1], several (h1:5432,h2:5432)
+        userinfo, _, hosts = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}@{hosts}" if user else hosts
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="&".join(kept)))
 
 
 def translate(error: Exception, url: str) -> StateError:
