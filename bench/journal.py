@@ -119,8 +119,9 @@ async def timed(store: Store, runs: int, steps: int) -> float:
 # `notify` — notifying commits/s and the LISTEN wake-up latency beside plain commits.
 
 
-def pg_database(store: str, workdir: Path) -> tuple[str, Any]:
-    """The URL to measure and the throw-away cluster started for it (None for a given URL)."""
+def pg_database(store: str, workdir: Path, stats: bool) -> tuple[str, Any]:
+    """The URL to measure and the throw-away cluster started for it (None for a given URL);
+    `stats` loads pg_stat_statements into that cluster."""
     from tests.pg_cluster import Cluster, missing_reason, sweep_orphans
 
     if workdir.exists():
@@ -134,7 +135,13 @@ def pg_database(store: str, workdir: Path) -> tuple[str, Any]:
         print(f"SKIPPED: {reason}", flush=True)
         sys.exit(0)
     workdir.chmod(0o755)  # as root the cluster's `postgres` account must reach its dir inside
-    cluster = Cluster.start(parent=workdir, synced_init=True)
+    settings = None
+    if stats:  # "all": the statements triggers run too (steps' rate_log trigger, foreign keys')
+        settings = {
+            "shared_preload_libraries": "pg_stat_statements",
+            "pg_stat_statements.track": "all",
+        }
+    cluster = Cluster.start(settings, parent=workdir, synced_init=True)
     try:
         return cluster.create_database("bench"), cluster
     except BaseException:
@@ -162,6 +169,38 @@ def pg_env(url: str, cluster: Any) -> dict[str, Any]:
         "mode": "env", "server_version": version[0] if version else None, **settings,
         "filesystem": "unknown", "cores": os.cpu_count(), "loadavg_1m": os.getloadavg()[0],
     }  # fmt: skip
+
+
+STATEMENTS = """
+    SELECT toplevel, calls, rows, total_exec_time / calls * 1000, total_plan_time / calls * 1000,
+           left(regexp_replace(query, '\\s+', ' ', 'g'), 100)
+    FROM pg_stat_statements
+    WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND calls > 0
+    ORDER BY total_exec_time DESC LIMIT 10"""
+
+
+def pg_statements(url: str, reset: bool) -> list[dict[str, Any]]:
+    """`--pg-stats`: the server's own time per statement since the last reset (pg_stat_statements,
+    nested statements of triggers included): where a step's time goes inside PostgreSQL."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        if reset:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            conn.execute("SELECT pg_stat_statements_reset()")
+            return []
+        return [
+            {
+                "mode": "statement",
+                "toplevel": top,
+                "calls": calls,
+                "rows": rows,
+                "exec_us_per_call": round(exec_us, 1),
+                "plan_us_per_call": round(plan_us, 1),
+                "query": query,
+            }
+            for top, calls, rows, exec_us, plan_us, query in conn.execute(STATEMENTS)
+        ]
 
 
 def emit(record: dict[str, Any]) -> None:
@@ -233,7 +272,7 @@ def postgres(a: argparse.Namespace, runs: int, workdir: Path) -> None:
     from bench import pg_commit
 
     repetition, summary = PG_MODES[a.mode]
-    url, cluster = pg_database(a.store, workdir)
+    url, cluster = pg_database(a.store, workdir, a.pg_stats)
     try:
         with psycopg.connect(url) as conn:  # pg_commit's table (kept if a previous run made it)
             conn.execute(pg_commit.DDL.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
@@ -244,11 +283,15 @@ def postgres(a: argparse.Namespace, runs: int, workdir: Path) -> None:
         for _ in range(a.warmup):
             repetition(a, url, workdir, runs)
         BATCHES.clear()  # only measured repetitions count
+        if a.pg_stats:
+            pg_statements(url, reset=True)
         reps: list[list[dict[str, Any]]] = []
         for _ in range(a.reps):
             reps.append(repetition(a, url, workdir, runs))
             for record in reps[-1]:
                 emit(record)
+        for record in pg_statements(url, reset=False) if a.pg_stats else []:
+            emit(record)
     finally:
         if cluster is not None:
             cluster.stop()
@@ -271,6 +314,11 @@ def main() -> None:
     pg.add_argument("--group-threads", type=int, default=1, help="naive group commit: threads")
     pg.add_argument("--group-batch", type=int, help="naive group commit: rows/tx (default --runs)")
     pg.add_argument("--group-seconds", type=float, default=1.0, help="naive group commit: window")
+    pg.add_argument(
+        "--pg-stats",
+        action="store_true",
+        help="print the server's time per statement (pg_stat_statements; --store pg only)",
+    )
     a = ap.parse_args()
     runs = 1 if a.mode == "seq" else a.runs
     if a.store is not None:
