@@ -104,16 +104,105 @@ def list_checkins(c: Conn, goal_id: int | None = None, limit: int = 50) -> list[
     return [_from_row(r) for r in rows]
 
 
-def open_ids(c: Conn, now: float) -> list[int]:
+def open_ids(c: Conn, now: float, owner: str | None = None) -> list[int]:
     """Check-ins to (re)run now, oldest first: due ones (not waiting out a model backoff) and
-    any left deciding or decided by a crash."""
+    any left deciding or decided by a crash. With `owner`, only those it may claim (`claim`):
+    another daemon's live claim is its business."""
+    free, params = ("", ()) if owner is None else (f" AND {_claimable(c)}", (owner,))
     rows = c.execute(
         "SELECT checkin_id FROM checkins WHERE status IN ('due', 'deciding', 'decided')"
         f" AND due_at <= ? AND coalesce({c.dialect.jnum('precheck', 'retry_at')}, 0) <= ?"
-        " ORDER BY checkin_id",
-        (now, now),
+        f"{free} ORDER BY checkin_id",
+        (now, now, *params),
     )
     return [int(r[0]) for r in rows]
+
+
+# ── claims: one daemon runs a check-in at a time ─────────────────────────────────────────────────
+#
+# Several daemons may share the database (PostgreSQL). A daemon runs a check-in only while it holds
+# the row's claim (`claimed_by`, until `claim_expires_at` on the database's clock): taken with SKIP
+# LOCKED by `claim`, renewed by every write of the check-in (`hold`, which refuses once the claim
+# is someone else's: the predicate is in the write), let go when the check-in ends or waits
+# (`release`). A daemon that dies mid check-in strands nothing: its claim lapses after CLAIM_S and
+# any daemon resumes the row from its status, as after a restart.
+
+CLAIM_S = 300.0  # database seconds a claim lasts unrenewed: above a model call's bound (120 s)
+
+
+class Claimed(Refused):
+    """Another daemon holds the check-in's claim: it is that daemon's to run."""
+
+
+def _claimable(c: Conn, table: str = "checkins") -> str:
+    """The rows the owner (the next parameter) may take: nobody's, its own, or lapsed."""
+    return (
+        f"({table}.claimed_by IS NULL OR {table}.claimed_by = ?"
+        f" OR {table}.claim_expires_at < {c.dialect.now_sql})"
+    )
+
+
+def claim(
+    c: Conn, checkin_ids: list[int], owner: str, now: float, claim_s: float = CLAIM_S
+) -> list[int]:
+    """Take the claim on those of `checkin_ids` still open, due and free, each only if it is its
+    goal's oldest open check-in (a goal's check-ins go one at a time, in order); returns the ids
+    taken, oldest first. Rows another transaction is claiming are skipped, not waited for."""
+    if not checkin_ids:
+        return []
+    d = c.dialect
+    rows = c.execute(
+        "SELECT checkin_id FROM checkins WHERE status IN ('due', 'deciding', 'decided')"
+        f" AND {d.in_list('checkin_id')} AND due_at <= ?"
+        f" AND coalesce({d.jnum('precheck', 'retry_at')}, 0) <= ? AND {_claimable(c)}"
+        " AND NOT EXISTS (SELECT 1 FROM checkins o WHERE o.goal_id = checkins.goal_id"
+        " AND o.checkin_id < checkins.checkin_id AND o.status IN ('due', 'deciding', 'decided'))"
+        f" ORDER BY checkin_id{d.skip_locked}",
+        (d.list_param(checkin_ids), now, now, owner),
+    ).fetchall()
+    taken = [int(r[0]) for r in rows]
+    if taken:
+        c.execute(
+            f"UPDATE checkins SET claimed_by = ?, claim_expires_at = {d.now_sql} + ?"
+            f" WHERE {d.in_list('checkin_id')}",
+            (owner, claim_s, d.list_param(taken)),
+        )
+    return taken
+
+
+def hold(c: Conn, checkin_id: int, owner: str, claim_s: float = CLAIM_S) -> None:
+    """At the start of a write of check-in `checkin_id`: renew `owner`'s claim, or take it if it
+    is free; Refused when another daemon holds it (a claim that lapsed and was taken over: the
+    late writer must not move the row on)."""
+    cur = c.execute(
+        f"UPDATE checkins SET claimed_by = ?, claim_expires_at = {c.dialect.now_sql} + ?"
+        f" WHERE checkin_id = ? AND {_claimable(c)}",
+        (owner, claim_s, checkin_id, owner),
+    )
+    if cur.rowcount != 1:
+        raise Claimed(f"check-in {checkin_id} is claimed by another daemon")
+
+
+def release(c: Conn, checkin_id: int, owner: str) -> None:
+    """Let go of `owner`'s claim (the check-in ended, or waits: any daemon may take it next)."""
+    c.execute(
+        "UPDATE checkins SET claimed_by = NULL, claim_expires_at = NULL"
+        " WHERE checkin_id = ? AND claimed_by = ?",
+        (checkin_id, owner),
+    )
+
+
+def release_others(c: Conn, owner: str) -> int:
+    """At a daemon's start on SQLite, where the home lock makes it the database's only daemon:
+    every claim but its own is a dead daemon's, let go now rather than after CLAIM_S. Elsewhere
+    (PostgreSQL) other owners may be alive: nothing is released, claims lapse on their own."""
+    if not c.dialect.sqlite:
+        return 0
+    return c.execute(
+        "UPDATE checkins SET claimed_by = NULL, claim_expires_at = NULL"
+        " WHERE claimed_by IS NOT NULL AND claimed_by != ?",
+        (owner,),
+    ).rowcount
 
 
 def next_retry(c: Conn) -> float | None:

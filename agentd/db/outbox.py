@@ -42,7 +42,8 @@ def _row(r: tuple[Any, ...]) -> OutboxRow:
 
 
 def queued(c: Conn, limit: int = 200) -> list[int]:
-    """Inbox items posted since the last planning, oldest first."""
+    """Inbox items posted since the last planning, oldest first. A planner takes the
+    "notify_queue" singleton first (notify/plan.py): two daemons never expand the same items."""
     rows = c.execute("SELECT item_id FROM notify_queue ORDER BY item_id LIMIT ?", (limit,))
     return [int(r[0]) for r in rows]
 
@@ -87,17 +88,66 @@ def cancel_closed(c: Conn) -> int:
     ).rowcount
 
 
-def due(c: Conn, now: float, limit: int = 50) -> list[OutboxRow]:
+# ── claims: one daemon sends a message at a time ─────────────────────────────────────────────────
+#
+# Several daemons may share the database (PostgreSQL). A daemon attempts a message only once it
+# holds the row's claim (`claimed_by`, until `claim_expires_at` on the database's clock), taken in
+# the transaction that picks the due rows (`due` with SKIP LOCKED, then `claim`) and let go with
+# the attempt's outcome (`sent`, `attempt_failed`). Delivery stays at least once: a daemon that
+# dies mid-send leaves its claim to lapse after CLAIM_S, and the message is sent again, with the
+# same id, by whichever daemon picks it next.
+
+CLAIM_S = 180.0  # database seconds: above one attempt's bound (a channel's timeout_s ≤ 120 s)
+
+
+def _claimable(c: Conn) -> str:
+    """Rows the owner (the next parameter) may take: nobody's, its own, or lapsed."""
+    return f"(claimed_by IS NULL OR claimed_by = ? OR claim_expires_at < {c.dialect.now_sql})"
+
+
+def due(c: Conn, now: float, limit: int = 50, owner: str | None = None) -> list[OutboxRow]:
+    """Pending messages due at `now`, soonest first. With `owner`, in a write transaction: only
+    those it may claim, locked until it commits, skipping rows another daemon is claiming."""
+    free, params = ("", ()) if owner is None else (f" AND {_claimable(c)}", (owner,))
     rows = c.execute(
-        f"SELECT {ROW_COLS} FROM outbox WHERE status = 'pending' AND next_attempt_at <= ?"
-        " ORDER BY next_attempt_at, outbox_id LIMIT ?",
-        (now, limit),
+        f"SELECT {ROW_COLS} FROM outbox WHERE status = 'pending' AND next_attempt_at <= ?{free}"
+        f" ORDER BY next_attempt_at, outbox_id LIMIT ?{c.dialect.skip_locked}",
+        (now, *params, limit),
     )
     return [_row(r) for r in rows]
 
 
-def next_due_at(c: Conn) -> float | None:
-    row = c.execute("SELECT min(next_attempt_at) FROM outbox WHERE status = 'pending'").fetchone()
+def claim(c: Conn, outbox_ids: list[int], owner: str, claim_s: float = CLAIM_S) -> None:
+    """Take the claim on rows `due` picked (and locked) in this transaction."""
+    if outbox_ids:
+        d = c.dialect
+        c.execute(
+            f"UPDATE outbox SET claimed_by = ?, claim_expires_at = {d.now_sql} + ?"
+            f" WHERE {d.in_list('outbox_id')}",
+            (owner, claim_s, d.list_param(outbox_ids)),
+        )
+
+
+def release_others(c: Conn, owner: str) -> int:
+    """At a daemon's start on SQLite, where the home lock makes it the database's only daemon:
+    every claim but its own is a dead daemon's, let go now (its message goes again at once, as
+    before claims). On PostgreSQL other owners may be alive: their claims lapse on their own."""
+    if not c.dialect.sqlite:
+        return 0
+    return c.execute(
+        "UPDATE outbox SET claimed_by = NULL, claim_expires_at = NULL"
+        " WHERE claimed_by IS NOT NULL AND claimed_by != ?",
+        (owner,),
+    ).rowcount
+
+
+def next_due_at(c: Conn, owner: str | None = None) -> float | None:
+    """When the next pending message is due; with `owner`, not counting messages another
+    daemon is sending (a claim of theirs would otherwise look due to us until it ends)."""
+    free, params = ("", ()) if owner is None else (f" AND {_claimable(c)}", (owner,))
+    row = c.execute(
+        f"SELECT min(next_attempt_at) FROM outbox WHERE status = 'pending'{free}", params
+    ).fetchone()
     return None if row[0] is None else float(row[0])
 
 
@@ -158,21 +208,33 @@ def move(c: Conn, row: OutboxRow, until: float, tz: str | None, *, later: bool, 
 
 
 def sent(c: Conn, outbox_id: int, now: float) -> None:
+    """Record a delivery (whoever holds the claim now: the message did go) and let go."""
     c.execute(
         "UPDATE outbox SET status = 'sent', attempts = attempts + 1, sent_at = ?,"
-        " last_attempt_at = ?, last_error = NULL, held_until = NULL WHERE outbox_id = ?",
+        " last_attempt_at = ?, last_error = NULL, held_until = NULL, claimed_by = NULL,"
+        " claim_expires_at = NULL WHERE outbox_id = ?",
         (now, now, outbox_id),
     )
 
 
-def attempt_failed(c: Conn, outbox_id: int, now: float, error: str, retry_at: float | None) -> None:
-    """Record a failed attempt; `retry_at` None gives the message up (status failed)."""
+def attempt_failed(
+    c: Conn,
+    outbox_id: int,
+    now: float,
+    error: str,
+    retry_at: float | None,
+    owner: str | None = None,
+) -> None:
+    """Record a failed attempt and let go; `retry_at` None gives the message up (status failed).
+    Only while the message is pending and `owner`'s (or nobody's): after a claim that lapsed,
+    the daemon that took it over says how its attempt went, and a message sent stays sent."""
     c.execute(
         "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ?, last_error = ?,"
-        " held_until = NULL, held_tz = NULL,"
+        " held_until = NULL, held_tz = NULL, claimed_by = NULL, claim_expires_at = NULL,"
         " status = CASE WHEN CAST(? AS DOUBLE PRECISION) IS NULL THEN 'failed' ELSE status END,"
-        " next_attempt_at = coalesce(?, next_attempt_at) WHERE outbox_id = ?",
-        (now, error[:500], retry_at, retry_at, outbox_id),
+        " next_attempt_at = coalesce(?, next_attempt_at) WHERE outbox_id = ?"
+        " AND status = 'pending' AND (claimed_by IS NULL OR claimed_by = ?)",
+        (now, error[:500], retry_at, retry_at, outbox_id, owner),
     )
 
 
@@ -240,7 +302,8 @@ def _held_and_late(c: Conn) -> tuple[dict[str, list[JSON]], dict[str, list[JSON]
 
 
 def prune(c: Conn, older_than: float) -> int:
-    """Finished messages older than the horizon."""
+    """Finished messages older than the horizon (one daemon at a time: retention's singleton)."""
+    c.dialect.singleton(c, "retention")
     return c.execute(
         "DELETE FROM outbox WHERE status != 'pending' AND created_at < ?", (older_than,)
     ).rowcount

@@ -99,7 +99,11 @@ def plan_queued(c: Conn, cfg: Config, now: float) -> int:
     """Expand queued inbox items into outbox rows; returns the rows added. Each queued item leaves
     the queue in the transaction that plans it, so a crash plans it again (rows are unique).
     With no agent notifying anywhere the queue is dropped in one statement: a backlog (a restore,
-    a bulk import) must not keep the daemon planning nothing, batch after batch."""
+    a bulk import) must not keep the daemon planning nothing, batch after batch.
+
+    One daemon plans at a time (the "notify_queue" singleton, taken first): with several daemons
+    on one database, two would read the same queue and plan its items each at its own `now`."""
+    c.dialect.singleton(c, "notify_queue")
     if not any(a.notify.channels for a in cfg.agents.values()):
         outbox.clear_queue(c)
         return 0
@@ -189,16 +193,18 @@ def _expires_at(c: Conn, item_id: int | None) -> float | None:
     return None if item is None or item.expires_at is None else item.expires_at.timestamp()
 
 
-def claim_due(c: Conn, cfg: Config, now: float, limit: int = 50) -> list[Any]:
-    """The rows to attempt now: reminders of closed items are cancelled first, and rows quiet
-    hours hold are moved to the hours' end (no attempt counted). Reminders count from the first
-    message: holding a message moves its item's later stages on that channel by as much (a first
-    message held from 23:30 to 08:00 takes its 1 h reminder to 09:00, not to 08:00 beside it)."""
+def claim_due(c: Conn, cfg: Config, now: float, owner: str, limit: int = 50) -> list[Any]:
+    """The rows to attempt now, claimed by `owner` (outbox.claim: no other daemon attempts them
+    until it records the outcome, or its claim lapses): reminders of closed items are cancelled
+    first, and rows quiet hours hold are moved to the hours' end (no attempt counted). Reminders
+    count from the first message: holding a message moves its item's later stages on that
+    channel by as much (a first message held from 23:30 to 08:00 takes its 1 h reminder to
+    09:00, not to 08:00 beside it)."""
     outbox.cancel_closed(c)
     ready: list[Any] = []
     holds = Holds(c, cfg, now)
     held: dict[tuple[int | None, str], int] = {}  # (item, channel) → the stage held this pass
-    for row in outbox.due(c, now, limit):
+    for row in outbox.due(c, now, limit, owner):
         since = held.get((row.item_id, row.channel))
         if since is not None and row.stage >= since:
             continue  # moved by its item's hold in this pass: no longer due
@@ -213,6 +219,7 @@ def claim_due(c: Conn, cfg: Config, now: float, limit: int = 50) -> list[Any]:
         outbox.move(c, row, hold.until, hold.tz, later=first, now=now)
         if first:
             held[(row.item_id, row.channel)] = row.stage
+    outbox.claim(c, [row.outbox_id for row in ready], owner)
     return ready
 
 

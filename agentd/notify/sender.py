@@ -4,6 +4,8 @@ awaits channels under timeouts, so no run ever waits for a notification.
 
 Delivery is at least once: a crash between a channel accepting a message and the row saying so sends
 it again after the restart, with the same id (`webhook-id`, the mail's Message-ID) to dedupe on.
+Daemons sharing a database claim the due rows they attempt (db/outbox.py), so they never send one
+message at once; a claim left by a daemon that died lapses on the database's clock.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ class Sender:
 
     async def run(self, stop: asyncio.Event) -> None:
         pruned_at = 0.0
+        owner = self.deps.owner
+        try:  # on SQLite this daemon is the only one: an earlier daemon's claims are let go now
+            await self.deps.store.write(lambda c: outbox.release_others(c, owner))
+        except StateError as e:  # then they lapse on their own
+            log.error("notify.release_failed", error=str(e))
         while not stop.is_set():
             wait_s = POLL_S
             try:
@@ -68,13 +75,16 @@ class Sender:
     async def tick(self) -> float:
         """One pass; returns how long to wait before the next (wall seconds, at most POLL_S)."""
         store, cfg, now = self.deps.store, self.deps.config, self.deps.clock.now()
-        queued, next_at = await store.read(lambda c: (outbox.has_queued(c), outbox.next_due_at(c)))
+        owner = self.deps.owner
+        queued, next_at = await store.read(
+            lambda c: (outbox.has_queued(c), outbox.next_due_at(c, owner))
+        )
         if queued:
             added = await store.write(lambda c: plan_queued(c, cfg, now))
             if added:
                 log.info("notify.planned", messages=added)
             queued, next_at = await store.read(
-                lambda c: (outbox.has_queued(c), outbox.next_due_at(c))
+                lambda c: (outbox.has_queued(c), outbox.next_due_at(c, owner))
             )
             if queued:  # a backlog bigger than one batch: the next batch now, not in POLL_S
                 return 0.0
@@ -82,7 +92,7 @@ class Sender:
             next_at = await self._review_held(now, next_at)
         if next_at is None or next_at > now:
             return POLL_S if next_at is None else max(0.02, min(POLL_S, next_at - now))
-        rows = await store.write(lambda c: claim_due(c, cfg, now))
+        rows = await store.write(lambda c: claim_due(c, cfg, now, owner))
         if rows:
             await asyncio.gather(*(self._attempt(row) for row in rows))
         return 0.0 if len(rows) >= 50 else 0.02
@@ -98,7 +108,8 @@ class Sender:
         done = await store.write(lambda c: apply_moves(c, moves, now))
         released = sum(1 for m in moves if m.tz is None)
         log.info("notify.held_moved", messages=done, released=released)
-        return await store.read(outbox.next_due_at)
+        owner = self.deps.owner
+        return await store.read(lambda c: outbox.next_due_at(c, owner))
 
     async def _attempt(self, row: OutboxRow) -> None:
         channel = self.channels().get(row.channel)
@@ -128,7 +139,7 @@ class Sender:
             return
         again = None if cfg is None else retry_at(row.attempts + 1, row.created_at, now, cfg)
         await self.deps.store.write(
-            lambda c: outbox.attempt_failed(c, row.outbox_id, now, error, again)
+            lambda c: outbox.attempt_failed(c, row.outbox_id, now, error, again, self.deps.owner)
         )
         log.warning(
             "notify.failed" if again is None else "notify.retrying",

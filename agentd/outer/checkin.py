@@ -17,8 +17,9 @@ next look through `cadence.next_look` (the model only proposes; the cadence deci
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import structlog
 
@@ -34,10 +35,11 @@ from agentd.llm import ModelReply
 from agentd.models import JSON, Goal, GoalStatus
 from agentd.outer import cadence, checkin_facts, checkin_prompt, schedule, verdicts
 from agentd.outer.checkin_prompt import Reply
-from agentd.runs.deps import LEASE_S, Deps
+from agentd.runs.deps import Deps
 
 log = structlog.get_logger("agentd.outer")
 Launch = Callable[[int, int], None]
+T = TypeVar("T")
 
 MODEL_TIMEOUT_S = 120.0
 MAX_MODEL_ATTEMPTS = 6  # failed calls of one check-in before it ends failed (next look as usual)
@@ -46,7 +48,27 @@ MAX_REASKS = 1  # an invalid reply is re-asked once with the error
 
 async def run_checkin(deps: Deps, checkin_id: int, launch: Launch) -> None:
     """Take check-in `checkin_id` from wherever its row stands to an end, or to a point where
-    it must wait (a model backoff, an earlier check-in of the same goal still open)."""
+    it must wait (a model backoff, an earlier check-in of the same goal still open).
+
+    Only under the row's claim (db/checkins.py): taken or renewed first — another daemon's
+    live claim means it runs this check-in, and nothing is done here —, renewed by every write
+    (a claim lost meanwhile refuses the write), and let go at the end."""
+    try:
+        await deps.store.write(lambda c: qc.hold(c, checkin_id, deps.owner))
+    except qc.Claimed as e:
+        log.info("checkin.claimed_elsewhere", checkin_id=checkin_id, why=str(e))
+        return
+    try:
+        await _run(deps, checkin_id, launch)
+    except qc.Claimed as e:  # our claim lapsed and another daemon took it: its row now
+        log.warning("checkin.claim_lost", checkin_id=checkin_id, why=str(e))
+        return
+    finally:  # ended or waiting: any daemon may take it next (a failure here lapses by itself)
+        with contextlib.suppress(Exception):
+            await deps.store.write(lambda c: qc.release(c, checkin_id, deps.owner))
+
+
+async def _run(deps: Deps, checkin_id: int, launch: Launch) -> None:
     for _ in range(2 * (MAX_REASKS + 2)):  # each pass moves the row on or returns
         row = await deps.store.read(lambda c: qc.get(c, checkin_id))
         if row.status not in qc.OPEN:
@@ -58,11 +80,24 @@ async def run_checkin(deps: Deps, checkin_id: int, launch: Launch) -> None:
                 go = await _ask(deps, row)
             else:
                 go = await _settle(deps, row, launch)
+        except qc.Claimed:
+            raise
         except Refused as e:  # another worker moved it meanwhile: read it again
             log.info("checkin.moved", checkin_id=checkin_id, why=str(e))
             continue
         if not go:
             return
+
+
+def _write(deps: Deps, checkin_id: int, work: Callable[[Any], T]) -> Awaitable[T]:
+    """One write of the check-in, under its claim: renewed first, in the same transaction, or
+    the write is refused (qc.Claimed) when another daemon took the row over."""
+
+    def held(c: Any) -> T:
+        qc.hold(c, checkin_id, deps.owner)
+        return work(c)
+
+    return deps.store.write(held)
 
 
 # ── due → skipped | deciding ──────────────────────────────────────────────────────────────────────
@@ -72,7 +107,9 @@ async def _precheck(deps: Deps, row: Checkin) -> bool:
     now = deps.clock.now()
     if float(row.precheck.get("retry_at", 0)) > now:
         return False  # waiting out a model backoff
-    outcome = await deps.store.write(lambda c: _precheck_tx(c, deps, row.checkin_id, now))
+    outcome = await _write(
+        deps, row.checkin_id, lambda c: _precheck_tx(c, deps, row.checkin_id, now)
+    )
     log.info("checkin.prechecked", checkin_id=row.checkin_id, goal_id=row.goal_id, outcome=outcome)
     return bool(outcome == "deciding")
 
@@ -141,7 +178,7 @@ async def _ask(deps: Deps, row: Checkin) -> bool:
     agent = deps.config.agents.get(goal.agent)
     if agent is None:
         reason = f"agent {goal.agent!r} is not in the config"
-        await deps.store.write(lambda c: qc.advance(
+        await _write(deps, row.checkin_id, lambda c: qc.advance(
             c, row.checkin_id, "deciding", status="failed", reason=reason, completed_at=now))  # fmt: skip
         return False
     p = row.precheck
@@ -153,16 +190,18 @@ async def _ask(deps: Deps, row: Checkin) -> bool:
             reply = await deps.models[name].complete(request)
     except (ModelError, TimeoutError) as e:
         err: BaseException = e  # `e` is unbound after the block; the lambda runs later
-        await deps.store.write(lambda c: _model_failed(c, deps, row, agent, err, now))
+        await _write(deps, row.checkin_id, lambda c: _model_failed(c, deps, row, agent, err, now))
         return False
     except ModelRejected as e:
         reason = f"model {name!r} rejected the call: {e}"
-        await deps.store.write(
-            lambda c: _end(c, deps, row, now, "failed", "deciding", p, reason=reason)
+        await _write(
+            deps,
+            row.checkin_id,
+            lambda c: _end(c, deps, row, now, "failed", "deciding", p, reason=reason),
         )
         return False
     cost = _cost(deps, reply)
-    await deps.store.write(lambda c: qc.advance(
+    await _write(deps, row.checkin_id, lambda c: qc.advance(
         c, row.checkin_id, "deciding", status="decided", raw=reply.text[:MAX_REPLY_CHARS],
         model=reply.model, add_tokens=(reply.tokens_in, reply.tokens_out, cost),
         precheck={**p, "decided_at": deps.clock.now()},
@@ -224,14 +263,16 @@ async def _settle(deps: Deps, row: Checkin, launch: Launch) -> bool:
         invalid = p.get("invalid", [])
         if len(invalid) < MAX_REASKS:
             again = {**p, "invalid": [*invalid, {"raw": (row.raw or "")[:2000], "error": error}]}
-            await deps.store.write(lambda c: qc.advance(
+            await _write(deps, row.checkin_id, lambda c: qc.advance(
                 c, row.checkin_id, "decided", status="deciding", raw=None, precheck=again))  # fmt: skip
             return True
         reason = f"invalid reply after {len(invalid) + 1} tries: {error}"
-        await deps.store.write(lambda c: _end(c, deps, row, now, "failed", "decided", p, reason))
+        await _write(
+            deps, row.checkin_id, lambda c: _end(c, deps, row, now, "failed", "decided", p, reason)
+        )
         log.warning("checkin.failed", checkin_id=row.checkin_id, reason=reason)
         return False
-    started = await deps.store.write(lambda c: _apply(c, deps, row, reply, now))
+    started = await _write(deps, row.checkin_id, lambda c: _apply(c, deps, row, reply, now))
     if started is not None:
         launch(*started)  # after the commit: the run exists before anything drives it
     return False
@@ -258,7 +299,7 @@ def _apply(c: Any, deps: Deps, row: Checkin, reply: Reply, now: float) -> tuple[
                 c, goal_id=goal.goal_id, agent=goal.agent, trigger=f"checkin:{row.checkin_id}",
                 data={"request": v["request"], "checkin_id": row.checkin_id},
             )  # fmt: skip
-            started = (run_id, qw.claim_run(c, run_id, deps.owner, LEASE_S))
+            started = (run_id, qw.claim_run(c, run_id, deps.owner, deps.lease_s))
             effect["run_id"] = run_id
     elif kind == "achieved":
         effect.update(verdicts.achieved(c, row, v["evidence"], now))

@@ -145,6 +145,9 @@ class Outer:
         )
         self.jobs.start()  # inside the running loop (APScheduler 3 binds to it here)
         try:
+            owner = self.deps.owner
+            # On SQLite this daemon is the only one: an earlier daemon's claims are let go now.
+            await self.deps.store.write(lambda c: qc.release_others(c, owner))
             await self.tick(starting=True)
         except StateError as e:  # a locked database: the loop's first tick catches up instead
             log.error("outer.catch_up_failed", error=str(e))
@@ -226,7 +229,7 @@ class Outer:
             if fired:
                 scan = await self.deps.store.read(lambda c: self._scan(c, now))
         self._due_at = scan.next_wake
-        self._start_checkins(scan, now)
+        await self._start_checkins(scan, now)
         if self.jobs is not None and not self.stopping:
             self._sync_jobs(scan, now)
 
@@ -250,7 +253,7 @@ class Outer:
             if (s.next_fire_at is None or s.next_fire_at <= now) and s.schedule_id not in self.fires.invalid
         ]  # fmt: skip
         scan.looks = [(g, t) for g, t in qs.due_looks(c, now) if on(g)]
-        scan.open = [(i, qc.get(c, i).goal_id) for i in qc.open_ids(c, now)]
+        scan.open = [(i, qc.get(c, i).goal_id) for i in qc.open_ids(c, now, self.deps.owner)]
         goal_ids = {s.goal_id for s in scan.schedules} | {g for g, _ in scan.looks}
         for goal_id in goal_ids | {g for _, g in scan.open}:
             scan.agents[goal_id] = agent_of.get(goal_id) or q.get_goal(c, goal_id).agent
@@ -304,20 +307,35 @@ class Outer:
 
     # ── running check-ins ─────────────────────────────────────────────────────────────────────
 
-    def _start_checkins(self, scan: _Scan, now: float) -> None:
+    async def _start_checkins(self, scan: _Scan, now: float) -> None:
         if self.stopping:
             return
         wall = time.monotonic()
         still_open = {checkin_id for checkin_id, _ in scan.open}
         self._crashed = {k: t for k, t in self._crashed.items() if k in still_open}
+        ready: list[tuple[int, int]] = []
         for checkin_id, goal_id in scan.open:
             if goal_id in self.tasks or self._crashed.get(checkin_id, 0.0) > wall:
                 continue  # one check-in per goal at a time, in order
+            if any(g == goal_id for _, g in ready):
+                continue
             cad = self._cadence(scan, goal_id)
             if cad is not None and cadence.in_quiet(cad, now):
                 # Never inside quiet hours: it runs when they end (look again then).
                 end = cadence.leave_quiet(cad, now)
                 self._due_at = end if self._due_at is None else min(self._due_at, end)
+                continue
+            ready.append((checkin_id, goal_id))
+        if not ready:
+            return
+        # Claimed before they start (SKIP LOCKED): a check-in another daemon took is its own.
+        owner, ids = self.deps.owner, [i for i, _ in ready]
+        claimed = set(await self.deps.store.write(lambda c: qc.claim(c, ids, owner, now)))
+        if self.stopping:  # stopped while claiming: let them go for another daemon at once
+            await self.deps.store.write(lambda c: [qc.release(c, i, owner) for i in claimed])
+            return
+        for checkin_id, goal_id in ready:
+            if checkin_id not in claimed or goal_id in self.tasks:
                 continue
             task = asyncio.create_task(
                 self._run_one(goal_id, checkin_id), name=f"checkin-{checkin_id}"
