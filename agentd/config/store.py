@@ -22,9 +22,6 @@ class StoreConfig(BaseModel):
     # A daemon renews every third of it and stops its runs itself (killing their commands)
     # when it could not renew in time; another daemon takes them over once it has lapsed.
     lease_s: float = Field(30.0, ge=2, le=3600)
-    # PostgreSQL only: a direct connection for LISTEN when `url` goes through a pooler in
-    # transaction mode (which breaks LISTEN); false turns LISTEN off (the scans still wake).
-    listen_url: str | bool = True
 
     @model_validator(mode="after")
     def _one_url(self) -> StoreConfig:
