@@ -64,6 +64,8 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/journal.py seq --steps 200 --reps 5 --warmup 1 --workdir .bench
 	$(BIN)/python bench/journal.py conc --runs 100 --steps 10 --reps 5 --warmup 1 --workdir .bench
+	$(BIN)/python bench/journal.py seq --steps 1000 --reps 5 --warmup 1 --workdir .bench --store pg
+	$(BIN)/python bench/journal.py conc --runs 100 --steps 50 --reps 5 --warmup 1 --workdir .bench --store pg
 	$(BIN)/python bench/inbox_latency.py latency --samples 20 --lost-samples 8 --workdir .bench
 	$(BIN)/python bench/inbox_latency.py idle --runs 10000 --seconds 60 --workdir .bench
 	$(BIN)/python bench/memory.py --runs 10000 --workdir .bench
