@@ -1,7 +1,8 @@
 """`agentd status`: the home at a glance — is the daemon up (and answering: one bounded ask on
 its socket tells a running daemon from a stopped one that still holds the home), runs by state,
-what waits for the operator in the inbox, and when goals check in next. One short read; nothing
-is written."""
+what waits for the operator in the inbox, when goals check in next, and the daemons serving the
+database (on PostgreSQL several, from any host; on SQLite the one). Short reads; nothing is
+written."""
 
 from __future__ import annotations
 
@@ -13,16 +14,18 @@ import typer
 from agentd.cli.root import JsonFlag, app, config_of, daemon_pid, emit, open_store, paths_of
 from agentd.config import Config
 from agentd.errors import ConfigError
-from agentd.operator import liveness
+from agentd.operator import daemons, liveness
 from agentd.operator.overview import at_a_glance, gather
 from agentd.text import safe, urls_shown
 from agentd.views import records
+from agentd.views.daemons import daemons_table
 
 
 @app.command("status")
 def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Is the daemon up (and responding); runs by state (and the active ones); open inbox items;
-    the next check-ins. Exits 0 whether or not the daemon runs.
+    the next check-ins; the daemons serving the database (live ones, and those stopped or silent
+    in the last day). Exits 0 whether or not a daemon runs.
 
     \b
     Example: agentd status --json
@@ -35,13 +38,17 @@ def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         cfg = None  # status still shows the home; it says the check-ins cannot be planned
     with open_store(ctx) as store:
         data = at_a_glance(store, time.time(), cfg)
+        serving = daemons.serving(store)
+        database = store.backend.label if serving["shared"] else None  # never its password
     alive = liveness.probe(paths, pid)  # also what the daemon serves, as it answered
     served = alive.served
     web = None
     if isinstance(served, dict) and (served.get("web") or served.get("port_failed")):
         web = {"port": served.get("port") if served.get("web") else None,
                "port_failed": served.get("port_failed")}  # fmt: skip
-    data = {"home": str(paths.home), "daemon": alive.as_json(), "web": web, **data}
+    data = {"home": str(paths.home), "daemon": alive.as_json(), "web": web, **data,
+            "database": database, "daemons": serving["daemons"],
+            "daemons_not_listed": serving["not_listed"]}  # fmt: skip
     for health in (data.get("notify") or {}).values():  # older code kept whole URLs in errors
         if health.get("error"):
             health["error"] = urls_shown(str(health["error"]))
@@ -49,17 +56,48 @@ def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
 
 def _text(data: dict[str, Any], alive: liveness.Daemon) -> str:
-    """The status view; for a daemon that holds the home without answering, its `daemon:` line
-    says so (the view knows only up and down)."""
+    """The status view, with the daemons serving the database after its head. The `daemon:` line
+    is this home's own daemon: for one that holds the home without answering it says so (the
+    view knows only up and down), and on a shared database it says whether others serve it."""
     text = records.status_view(data, data["now"])  # the home's now, as its rows were stamped
-    if not alive.silent:
+    live = sum(1 for d in data["daemons"] if d["state"] == daemons.State.LIVE)
+    if alive.silent:
+        text = _daemon_line(text, safe(f"not responding: {alive.why_silent()}"))
+    elif alive.pid is None and data["database"] is not None:
+        text = _daemon_line(
+            text,
+            f"not running here; {live} daemon{' serves' if live == 1 else 's serve'} the database"
+            if live
+            else "not running here, nor anywhere on this database; start one with `agentd serve`"
+            " (runs and check-ins wait until one runs)",
+        )
+    section = _daemons_text(data)
+    if section is None:
         return text
+    head, _, rest = text.partition("\n\n")
+    return "\n\n".join(p for p in (head, section, rest) if p)
+
+
+def _daemons_text(data: dict[str, Any]) -> str | None:
+    """The daemons section: on PostgreSQL always (naming the database), on SQLite the one
+    daemon when there is one."""
+    listed = data["daemons"]
+    if data["database"] is None:
+        return f"daemons:\n{daemons_table(listed)}" if listed else None
+    title = f"daemons serving {safe(data['database'])}:"
+    if not listed:
+        return f"{title}\nnone in the last day; start one with `agentd serve`"
+    return f"{title}\n{daemons_table(listed, data['daemons_not_listed'])}"
+
+
+def _daemon_line(text: str, value: str) -> str:
+    """`text` with its `daemon:` field saying `value`."""
     lines = text.split("\n")
     for n, line in enumerate(lines):
         if line.startswith("daemon:"):
-            value = line[len("daemon:") :]
-            label = line[: len(line) - len(value.lstrip())]  # "daemon:" and its padding
-            lines[n] = label + safe(f"not responding: {alive.why_silent()}")
+            rest = line[len("daemon:") :]
+            label = line[: len(line) - len(rest.lstrip())]  # "daemon:" and its padding
+            lines[n] = label + value
             break
     return "\n".join(lines)
 
