@@ -295,7 +295,11 @@ async def test_run_with_a_missing_snapshot_still_runs(home: Home, serve: Any) ->
 async def test_orphaned_running_run_is_readopted(home: Home) -> None:
     setup(home, [FINISH])
     run_id = home.start_run(home.add_goal())
-    home.store.write(lambda c: qw.claim_run(c, run_id, "gone-daemon", 300))
+    other = home.start_run(home.add_goal())
+    # Ours with no task driving it (a load failed): readopted. Another daemon's: never taken
+    # here, whatever this process drives (a lapsed lease is the lease keeper's to claim).
+    home.store.write(lambda c: qw.claim_run(c, run_id, "me", 300))
+    home.store.write(lambda c: qw.claim_run(c, other, "other-daemon", 300))
     from agentd.daemon import serve as daemon
     from agentd.db.store import Store
 
