@@ -62,11 +62,17 @@ def register(c: Conn, *, owner: str, host: str, pid: int, version: str, lease_s:
 
 
 def stopped(c: Conn, owner: str, *, release: bool) -> int:
-    """Record a clean stop; with `release`, hand the runs still held back at once (another daemon
-    takes them at its next claim instead of after the lease). Returns the runs released."""
+    """Record a clean stop; with `release`, hand the runs, check-ins and messages still claimed
+    back at once (another daemon takes them at its next claim instead of after the lease).
+    Returns the runs released."""
     c.execute(f"UPDATE daemons SET stopped_at = {c.dialect.now_sql} WHERE owner = ?", (owner,))
     if not release:
         return 0
+    for table in ("checkins", "outbox"):  # claimed like runs (db/checkins.py, db/outbox.py)
+        c.execute(
+            f"UPDATE {table} SET claimed_by = NULL, claim_expires_at = NULL WHERE claimed_by = ?",
+            (owner,),
+        )
     return c.execute(
         "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL"
         " WHERE lease_owner = ? AND status = 'running'",
