@@ -17,10 +17,11 @@ rows) are off while rows go in, since the rows they would add are copied themsel
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
 from pathlib import Path
@@ -35,7 +36,7 @@ SKIPPED = {
     "schema_migrations": "PostgreSQL's ledger of migrations: the target keeps its own",
     "daemons": "the heartbeats of live daemons: each daemon writes its own when it starts",
 }
-BATCH_ROWS = 1000
+IDLE_MS = 600_000  # the copy's own session: reading a slow source is not a frozen daemon
 LOCK_KEY = 0x61676E746401  # pg_advisory_xact_lock: one copy into a database at a time
 _MOD = 1 << 128
 
@@ -201,72 +202,65 @@ def refuse_unless_empty(target: Conn, known: Iterable[str], label: str) -> None:
 
 
 # ── values ──────────────────────────────────────────────────────────────────────────────────
+def _json(v: Any) -> Any:
+    return None if v is None else json.dumps(json.loads(v), sort_keys=True, separators=(",", ":"))
+
+
+_FORMS: dict[str, Callable[[Any], Any]] = {
+    "jsonb": _json,
+    "json": _json,
+    "boolean": lambda v: None if v is None else bool(v),
+    "double precision": lambda v: None if v is None else float(v),  # repr: exact
+    "bigint": lambda v: None if v is None else int(v),
+}
+
+
 def _to_target(kind: str) -> Callable[[Any], Any]:
-    if kind == "boolean":
-        return lambda v: None if v is None else bool(v)
-    if kind == "double precision":
-        return lambda v: None if v is None else float(v)
-    return lambda v: v
+    """SQLite's value as the target's column takes it: 0/1 as a boolean, an integer as a float."""
+    return _FORMS[kind] if kind in ("boolean", "double precision") else lambda v: v
 
 
-def _canonical(kind: str, value: Any) -> Any:
-    """One form per type, whichever engine the value was read from."""
-    if value is None:
-        return None
-    if kind in ("jsonb", "json"):
-        return json.dumps(json.loads(value), sort_keys=True, separators=(",", ":"))
-    if kind == "boolean":
-        return bool(value)
-    if kind == "double precision":
-        return float(value).hex()
-    if kind in ("bigint", "integer", "smallint"):
-        return int(value)
-    return value
+def row_form(kinds: Sequence[str]) -> Callable[[Sequence[Any]], str]:
+    """A row as one text, the same whichever engine it was read from (`kinds`: the target's
+    column types): JSON parsed and written again with sorted keys, numbers by their type."""
+    forms = [_FORMS.get(k, lambda v: v) for k in kinds]
+    return lambda row: repr([f(v) for f, v in zip(forms, row, strict=True)])
 
 
-def _digest(kinds: Sequence[str], row: Sequence[Any]) -> int:
-    text = json.dumps([_canonical(k, v) for k, v in zip(kinds, row, strict=True)])
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=16).digest(), "big")
-
-
-def _hex(total: int) -> str:
-    return f"{total:032x}"
+def _digest(form: Callable[[Sequence[Any]], str], row: Sequence[Any]) -> int:
+    digest = hashlib.blake2b(form(row).encode(), digest_size=16).digest()
+    return int.from_bytes(digest, "big")
 
 
 def _select(table: Table) -> str:
     return f"SELECT {', '.join(_q(c.name) for c in table.columns)} FROM {_q(table.name)}"
 
 
-def _insert(table: Table) -> str:
-    cast = {"jsonb": "?::jsonb", "json": "?::json"}
-    values = ", ".join(cast.get(c.kind, "?") for c in table.columns)
-    names = ", ".join(_q(c.name) for c in table.columns)
-    return f"INSERT INTO {_q(table.name)} ({names}) VALUES ({values})"
-
-
 def checksum(c: Conn, table: Table) -> tuple[int, str]:
     """The table's rows and order-free checksum on `c` (either engine)."""
-    kinds = [col.kind for col in table.columns]
+    form = row_form([col.kind for col in table.columns])
     count, total = 0, 0
     for row in c.execute(_select(table)):
-        count, total = count + 1, (total + _digest(kinds, row)) % _MOD
-    return count, _hex(total)
+        count, total = count + 1, (total + _digest(form, row)) % _MOD
+    return count, f"{total:032x}"
 
 
 def _copy_table(source: Conn, target: Conn, table: Table) -> tuple[int, str]:
+    """Stream the table's rows from the source into the target (COPY), summing their digests."""
+    from agentd.db.postgres.bulk import copy_in  # psycopg: only once there is a target
+
     kinds = [c.kind for c in table.columns]
-    convert = [_to_target(k) for k in kinds]
-    insert = _insert(table)
-    count, total, batch = 0, 0, []
-    for row in source.execute(_select(table)):
-        count, total = count + 1, (total + _digest(kinds, row)) % _MOD
-        batch.append([f(v) for f, v in zip(convert, row, strict=True)])
-        if len(batch) >= BATCH_ROWS:
-            target.executemany(insert, batch)
-            batch = []
-    if batch:
-        target.executemany(insert, batch)
-    return count, _hex(total)
+    convert, form = [_to_target(k) for k in kinds], row_form(kinds)
+    total = 0
+
+    def rows() -> Iterator[list[Any]]:
+        nonlocal total
+        for row in source.execute(_select(table)):
+            total = (total + _digest(form, row)) % _MOD
+            yield [f(v) for f, v in zip(convert, row, strict=True)]
+
+    count = copy_in(target, table.name, [c.name for c in table.columns], rows())
+    return count, f"{total:032x}"
 
 
 def _triggered_tables(target: Conn) -> list[str]:
@@ -346,8 +340,9 @@ def _copy(
             _fill(src, tgt, target, tables, report, on_table)
             tgt.execute("COMMIT")
         except BaseException as e:
-            if target.in_transaction(tgt):
-                tgt.execute("ROLLBACK")
+            with contextlib.suppress(target.Error):  # a lost connection rolled back already
+                if target.in_transaction(tgt):
+                    tgt.execute("ROLLBACK")
             if isinstance(e, target.Error):
                 raise target.translate(e) from None
             raise
@@ -382,6 +377,9 @@ def _fill(
     report: CopyReport,
     on_table: Callable[[TableCopy], None] | None,
 ) -> None:
+    # This session holds no lock a daemon waits for (the target is empty), and it is idle in its
+    # transaction whenever it reads the source: a daemon's short idle limit would cut it off.
+    tgt.execute(f"SET LOCAL idle_in_transaction_session_timeout = {IDLE_MS}")
     tgt.execute(f"SELECT pg_advisory_xact_lock({LOCK_KEY})")  # a second copy waits, then refuses
     refuse_unless_empty(tgt, [t.name for t in tables], target.label)
     triggered = _triggered_tables(tgt)

@@ -88,11 +88,8 @@ def _rows(backend: Any, table: db_copy.Table) -> Counter[str]:
     """The table's rows in one canonical form, counted (independent of the copy's checksum)."""
     conn = backend.connect()
     try:
-        kinds = [c.kind for c in table.columns]
-        return Counter(
-            json.dumps([db_copy._canonical(k, v) for k, v in zip(kinds, row, strict=True)])
-            for row in conn.execute(db_copy._select(table))
-        )
+        form = db_copy.row_form([c.kind for c in table.columns])
+        return Counter(form(row) for row in conn.execute(db_copy._select(table)))
     finally:
         conn.close()
 
@@ -247,3 +244,13 @@ def test_a_value_the_target_refuses_rolls_the_whole_copy_back(home: Path, pg_url
         assert _count(pg, "goals") == 0 and _count(pg, "runs") == 0  # the schema stays, empty
     finally:
         pg.close()
+
+
+def test_values_are_compared_in_one_form_whichever_engine_read_them() -> None:
+    form = db_copy.row_form(["bigint", "double precision", "boolean", "jsonb", "text"])
+    sqlite_row = (1, 2, 1, '{"b": [1, 2.5], "a": "x"}', "t")
+    postgres_row = (1, 2.0, True, '{"a": "x", "b": [1, 2.5]}', "t")  # jsonb's own key order
+    assert form(sqlite_row) == form(postgres_row)
+    assert form((1, 2, 0, '{"a": "x", "b": [2.5, 1]}', "t")) != form(postgres_row)
+    assert db_copy._to_target("boolean")(1) is True and db_copy._to_target("jsonb")("{}") == "{}"
+    assert db_copy._to_target("double precision")(3) == 3.0
