@@ -141,6 +141,8 @@ def is_empty(conn: Conn) -> bool:
 
 def probe(conn: Conn) -> None:
     """A read that touches the database's pages (`SELECT 1` would not even open the file): the
-    daemon's watchdog proves the database alive with it."""
-    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    daemon's watchdog proves the database alive with it, on either engine (PostgreSQL has no
+    sqlite_master: the read of runs is the probe there)."""
+    if conn.dialect.sqlite:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     conn.execute("SELECT max(run_id) FROM runs").fetchone()
