@@ -51,6 +51,9 @@ from agentd.operator import inbox
 from agentd.runs.deps import Deps
 from tests.conftest import Home, finished, wait_for, waiting
 
+pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
+
+LAPSED_LEASE_S = -60.0  # a dead daemon's lease, lapsed a minute ago
 WORDS = ("red", "green", "blue")
 
 CONFIG = """
@@ -134,13 +137,16 @@ class Approval:
 
 def approvals(home: Home, run_id: int | None = None) -> dict[int, Approval]:
     """Approval rows of one run, or all of them."""
-    rows = home.store.read(
-        lambda c: c.execute(
-            "SELECT item_id, status, args, digest, consumed_by, data FROM inbox"
-            " WHERE kind = 'approval' AND (? IS NULL OR run_id = ?) ORDER BY item_id",
-            (run_id, run_id),
-        ).fetchall()
+    # `? IS NULL` would leave PostgreSQL no type for the parameter: two statements instead
+    sql = (
+        "SELECT item_id, status, args, digest, consumed_by, data FROM inbox WHERE kind = 'approval'"
     )
+    if run_id is None:
+        rows = home.store.read(lambda c: c.execute(f"{sql} ORDER BY item_id").fetchall())
+    else:
+        rows = home.store.read(
+            lambda c: c.execute(f"{sql} AND run_id = ? ORDER BY item_id", (run_id,)).fetchall()
+        )
     return {
         r[0]: Approval(r[0], r[1], json.loads(r[2]), r[3], r[4], json.loads(r[5])) for r in rows
     }
@@ -608,7 +614,9 @@ async def test_approval_unknown_outcome_is_asked_even_if_killed_before_asking(
     digest = action_digest("append", args)
 
     def journal(c: Any) -> None:
-        epoch = qw.claim_run(c, run_id, "dead-daemon", 300)
+        # The killed daemon's lease has lapsed: on PostgreSQL another daemon takes the run
+        # over only then (on SQLite the restarted daemon takes every running run at start).
+        epoch = qw.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
         snapshot_id = worlds.add_snapshot(c, "default", run_id, {}, {})
         q.append_step(
             c, run_id, epoch, StepKind.OBSERVE, data={"snapshot_id": snapshot_id, "changes": {}}
@@ -625,7 +633,7 @@ async def test_approval_unknown_outcome_is_asked_even_if_killed_before_asking(
             "item_kind": "approval",
             "status": "approved",
         }
-        epoch = qt.wake(c, run_id, "dead-daemon", {**why, **gate}, 300) or 0
+        epoch = qt.wake(c, run_id, "dead-daemon", {**why, **gate}, LAPSED_LEASE_S) or 0
         key = f"{run_id}:{q.get_run(c, run_id).step_count + 1}"
         qi.consume_approval(c, item_id, digest, key)
         data = {"approval": item_id, "key": key}

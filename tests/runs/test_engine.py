@@ -1,4 +1,5 @@
-"""The engine end to end, in-process: real SQLite file, scripted model, real commands."""
+"""The engine end to end, in-process: a real store (a SQLite file, and a PostgreSQL database),
+scripted model, real commands."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ from agentd.operator import inbox
 from agentd.runs import control
 from tests.configs import FINISH, act, append_action, scripted_home
 from tests.conftest import Home, finished, wait_for, waiting
+
+pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
+
+LAPSED_LEASE_S = -60.0  # a dead daemon's lease, lapsed a minute ago
 
 ACTIONS = ("append", "finish", "ask", "sleep", "notify", "wait_event")
 
@@ -250,7 +255,7 @@ def parked_and_woken(home: Home, run_id: int) -> list[tuple[float, float | None]
     JSON floats themselves, not datetimes rounded to the microsecond."""
     rows = home.store.read(
         lambda c: c.execute(
-            "SELECT created_at, json_extract(data, '$.until') FROM steps"
+            f"SELECT created_at, {c.dialect.jnum('data', 'until')} FROM steps"  # noqa: S608 - a hook
             " WHERE run_id = ? AND kind IN ('wait', 'wake') ORDER BY seq",
             (run_id,),
         ).fetchall()
@@ -367,9 +372,10 @@ async def test_engine_unknown_outcome_asks_instead_of_retrying(
     out = write(home, tmp_path, [FINISH])
     run_id = home.start_run(home.add_goal())
 
-    # A journaled intent with no result: what a crash mid-action leaves behind.
+    # A journaled intent with no result: what a crash mid-action leaves behind. The dead
+    # daemon's lease has lapsed (on PostgreSQL another daemon takes a run over only then).
     def intent(c: Any) -> None:
-        epoch = qw.claim_run(c, run_id, "dead-daemon", 60)
+        epoch = qw.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
         q.append_step(
             c,
             run_id,
@@ -409,6 +415,7 @@ async def test_engine_expired_question_with_remind_posts_a_reminder_and_keeps_wa
 
 @pytest.mark.slow
 @pytest.mark.timeout(90)
+@pytest.mark.backends("sqlite")  # SQLite's file lock and busy timeout
 async def test_engine_run_survives_a_database_lock_longer_than_the_busy_timeout(
     home: Home, tmp_path: Path, serve: Any
 ) -> None:

@@ -8,10 +8,14 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from agentd.daemon import watching
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.models import InboxKind, InboxStatus, RunStatus
+
+pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
 
 CONFIG = """
 [models.default]

@@ -24,6 +24,8 @@ from agentd.errors import ConfigError
 from agentd.models import Run
 from tests.conftest import Home, ServeHttp, wait_for
 
+pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
+
 _SCRIPT = Path(sys.executable).with_name("agentd")
 AGENTD = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "agentd"]
 
