@@ -22,11 +22,19 @@ class StoreConfig(BaseModel):
     # A daemon renews every third of it and stops its runs itself (killing their commands)
     # when it could not renew in time; another daemon takes them over once it has lapsed.
     lease_s: float = Field(30.0, ge=2, le=3600)
+    # PostgreSQL only: LISTEN for the commits of the CLI and of other daemons (an answer, an
+    # event) and look at once; without it a daemon notices them at its safety scan
+    # ([api] safety_scan_s). `listen_url`: a direct connection for LISTEN when `url` goes
+    # through a pooler in transaction mode, which breaks LISTEN (read like `url`).
+    listen: bool = True
+    listen_url: str | None = None
 
     @model_validator(mode="after")
     def _one_url(self) -> StoreConfig:
         if self.url is not None and self.url_env is not None:
             raise ValueError("set url or url_env, not both")
+        if self.listen_url is not None and not self.listen_url.startswith(SCHEMES):
+            raise ValueError("listen_url must start with postgresql://")
         if self.url is not None and not self.url.startswith(SCHEMES):
             raise ValueError(
                 f"url must start with postgresql:// (got {self.url.split(':', 1)[0]!r}); "

@@ -21,9 +21,8 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -35,10 +34,10 @@ from agentd.config import Config, Paths
 from agentd.daemon import clocks, sdnotify
 from agentd.daemon.leases import LeaseKeeper
 from agentd.daemon.scheduler import Scheduler
+from agentd.daemon.watchdog import watchdog
 from agentd.db import accounting, faults, meta, stamp
 from agentd.db import queries as q
 from agentd.db.artifacts import BUILD_TRIGGER
-from agentd.db.sqlite.connection import probe
 from agentd.db.store import Store
 from agentd.errors import AgentdError, DaemonRunning, StateError
 from agentd.inner.driver import BuildDriver
@@ -48,6 +47,9 @@ from agentd.outer.service import Outer
 from agentd.outside import process
 from agentd.runs.deps import Deps
 from agentd.runs.engine import Engine
+
+if TYPE_CHECKING:
+    from agentd.db.postgres.listener import Listener
 
 log = structlog.get_logger("agentd.daemon")
 
@@ -195,6 +197,7 @@ async def _serve_locked(
     failures: list[str] = []  # what made the watchdog give up: the exit code becomes 1
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    listener: Listener | None = None
     try:
         limited = [(a, act) for a, cfg_a in cfg.agents.items() for act in cfg_a.policy.max_per_hour]
         await store.write(lambda c: accounting.set_rate_limits(c, limited))
@@ -214,6 +217,10 @@ async def _serve_locked(
             scheduler.safety_scan_s = cfg.api.safety_scan_s
             outer.safety_scan_s = cfg.api.safety_scan_s
         await outer.start()  # check-ins missed while down: recorded, caught up by policy
+        if cfg.store.listen:  # other daemons' and remote CLIs' commits wake us at once
+            listener = store.backend.listener(
+                lambda: _soon(loop, scheduler.nudge, outer.wake), log.info, url=cfg.store.listen_url
+            )
         counts = await store.read(q.count_runs)
         log.info(
             "daemon.ready",
@@ -229,7 +236,7 @@ async def _serve_locked(
             tg.create_task(scheduler.run(stop), name="scheduler")
             tg.create_task(keeper.run(stop), name="leases")
             tg.create_task(outer.run(stop), name="outer")
-            tg.create_task(_watchdog(deps, stop, failures), name="watchdog")
+            tg.create_task(watchdog(deps, stop, failures), name="watchdog")
             tg.create_task(_reloader(paths, deps, models, hup, stop, reloading), name="reload")
             tg.create_task(_retention(deps, stop), name="retention")
             tg.create_task(api.run(stop), name="api")
@@ -243,59 +250,17 @@ async def _serve_locked(
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
         api.close()
+        if listener is not None:
+            await asyncio.to_thread(listener.stop)
         await store.close()
     log.info("daemon.stopped", exit_code=1 if failures else 0)
     return 1 if failures else 0
 
 
-async def _watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> None:
-    """Prove the loop and the database are alive: a real read each period, then WATCHDOG=1.
-
-    When the database keeps failing (store.errors: every caller's errors, not just ours), stop
-    vouching for the process and end it with exit code 1: logging the same error ten times a
-    second while systemd hears all is well helps nobody."""
-    interval = config.watchdog_interval_s() or deps.config.daemon.watchdog_interval_s
-    inode = _inode(deps.store.path)
-    while not stop.is_set():
-        try:
-            async with asyncio.timeout(interval):
-                await deps.store.read(probe)
-        except (TimeoutError, StateError) as e:
-            log.error("daemon.unhealthy", error=str(e) or "database read timed out")
-        else:
-            if not deps.store.errors.failing() and _inode(deps.store.path) == inode:
-                sdnotify.notify("WATCHDOG=1")
-        if _inode(deps.store.path) != inode:  # deleted or replaced: our writes would be lost
-            failures.append(f"{deps.store.path} was removed or replaced under the daemon")
-            log.critical(
-                "daemon.database_gone", error=failures[-1],
-                note="stopping before more is written to a file nobody can open; restore the "
-                "latest backup (docs/systemd.md, 'Backups and restore')",
-            )  # fmt: skip
-            sdnotify.notify(f"STATUS=database gone: {failures[-1]}"[:200])
-            stop.set()
-            return
-        if deps.store.errors.failing():
-            failures.append(deps.store.errors.last)
-            log.critical(
-                "daemon.database_failing",
-                error=deps.store.errors.last,
-                errors=deps.store.errors.limit,
-                within_s=deps.store.errors.window_s,
-                note=f"watchdog stopped; exiting with status 1; {deps.store.errors.note}",
-            )
-            sdnotify.notify(f"STATUS=database failing: {deps.store.errors.last}"[:200])
-            stop.set()
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval)
-
-
-def _inode(path: Path) -> int | None:
-    try:
-        return path.stat().st_ino
-    except OSError:
-        return None
+def _soon(loop: asyncio.AbstractEventLoop, *calls: Callable[[], None]) -> None:
+    """From another thread (the listener's): run `calls` on the loop."""
+    for call in calls:
+        loop.call_soon_threadsafe(call)
 
 
 def _sha256(paths: Paths) -> str:

@@ -6,6 +6,7 @@ when the home's [store] names a URL.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -14,6 +15,7 @@ from agentd.db.dialect import Dialect
 from agentd.errors import StateError
 
 if TYPE_CHECKING:
+    from agentd.db.postgres.listener import Listener
     from agentd.db.safety import ErrorRate
     from agentd.db.writer import Writer
 
@@ -100,6 +102,14 @@ class Backend(Protocol):
 
     def writer(self, *, check: bool, errors: ErrorRate) -> Writer:
         """The daemon's one writer of this database (not opened yet)."""
+        ...
+
+    def listener(
+        self, on_wake: Callable[[], None], log: Callable[..., None], *, url: str | None = None
+    ) -> Listener | None:
+        """A started thread that calls `on_wake` when another process's commit may need this
+        daemon (db/wake.py), at `url` if given (a direct connection past a pooler); None where
+        nothing notifies (SQLite: the CLI pokes the one daemon over its socket)."""
         ...
 
 

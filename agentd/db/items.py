@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentd.db import stamp
+from agentd.db import stamp, wake
 from agentd.db.conn import Conn, new_id, returned_id
 from agentd.db.rows import json_col
 from agentd.errors import NotFound, Refused
@@ -127,6 +127,7 @@ def resolve(
         " WHERE item_id = ? AND status = 'open'",
         (status, answer, now, json_col(data), json_col(args), digest, int(edited), item_id),
     )
+    wake.notify_peers(c)  # a run waiting on it may be woken by any daemon sharing the database
     return get_item(c, item_id)
 
 
@@ -217,7 +218,10 @@ def add_event(
         " ON CONFLICT (dedupe_key) DO NOTHING RETURNING event_id",
         (name, json_col(data), dedupe_key, source, stamp.now(c)),
     )
-    return returned_id(cur)
+    event_id = returned_id(cur)
+    if event_id is not None:
+        wake.notify_peers(c)  # runs waiting on it, triggers listening for it: on any daemon
+    return event_id
 
 
 def event_by_key(c: Conn, dedupe_key: str) -> Event | None:

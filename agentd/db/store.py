@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from agentd.db import safety
+from agentd.db import safety, wake
 from agentd.db.backend import Backend, open_backend
 from agentd.db.conn import Conn, Work
 from agentd.errors import StateError
@@ -81,6 +81,8 @@ class SyncStore:
             raise self.backend.translate(e) from None
         try:
             yield self.conn
+            if self.poke:  # the daemons sharing a PostgreSQL database hear of it (db/wake.py)
+                wake.notify_peers(self.conn)
             self.conn.execute("COMMIT")
         except self.backend.Error as e:
             self._rollback()

@@ -7,6 +7,7 @@ state lives in the database at `url`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from agentd.db.postgres.connection import PostgresConn
 from agentd.errors import StateError
 
 if TYPE_CHECKING:
+    from agentd.db.postgres.listener import Listener
     from agentd.db.writer import Writer
 
 
@@ -125,6 +127,15 @@ class PostgresBackend:
 
     def error_rate(self) -> safety.ErrorRate:
         return safety.ErrorRate(self.home, unwell)
+
+    def listener(
+        self, on_wake: Callable[[], None], log: Callable[..., None], *, url: str | None = None
+    ) -> Listener:
+        from agentd.db.postgres.listener import Listener
+
+        listener = Listener(url or self.url, on_wake, log)
+        listener.start()
+        return listener
 
     def writer(self, *, check: bool, errors: safety.ErrorRate) -> Writer:
         from agentd.db.group import GroupWriter  # the daemon's: threads, structlog

@@ -5,6 +5,7 @@ over db/sqlite/connection.py, schema.py and writer.py.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,6 +84,11 @@ class SQLiteBackend:
 
     def error_rate(self) -> safety.ErrorRate:
         return safety.ErrorRate(self.path, unwell)
+
+    def listener(
+        self, on_wake: Callable[[], None], log: Callable[..., None], *, url: str | None = None
+    ) -> None:
+        return None  # one daemon per file: the CLI pokes it over the home's socket
 
     def writer(self, *, check: bool, errors: safety.ErrorRate) -> Writer:
         from agentd.db.group import GroupWriter  # the daemon's: threads, structlog

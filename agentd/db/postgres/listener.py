@@ -1,0 +1,94 @@
+"""The LISTEN side of wake-ups on a shared PostgreSQL store (DESIGN §7).
+
+A thread of its own holds one autocommit connection that LISTENs on `agentd_wake` and calls
+`on_wake` (thread-safe: the daemon hands in a `call_soon_threadsafe`) when a notification arrives,
+several at once coalesced into one call. Nothing depends on it: the daemon's timers and safety scan
+go on. A broken connection — the server restarted, the backend was terminated, a pooler in the
+way — is reopened with a growing pause, and every (re)connect calls `on_wake` once, because what
+was sent while nobody listened is gone. A liveness probe every few seconds finds a connection that
+died silently.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from agentd.db.postgres.connection import label
+from agentd.db.wake import CHANNEL
+
+PROBE_S = 5.0  # a quiet connection is probed this often (SELECT 1)
+MAX_BACKOFF_S = 30.0
+
+
+class Listener:
+    """LISTENs on `agentd_wake` at `url` and calls `on_wake` on notifications and reconnects.
+
+    `log(event, **values)` reports connects and failures (the daemon passes its logger's methods);
+    `connected`, `notifications`, `connects` and `backend_pid` say how it fares (doctor, tests)."""
+
+    def __init__(
+        self,
+        url: str,
+        on_wake: Callable[[], None],
+        log: Callable[..., None] = lambda event, **values: None,
+    ) -> None:
+        self.url = url
+        self.on_wake = on_wake
+        self.log = log
+        self.connected = threading.Event()
+        self.notifications = 0
+        self.connects = 0
+        self.backend_pid: int | None = None
+        self.last_error = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name="agentd-listener", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _main(self) -> None:
+        backoff_s = 0.5
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(
+                    self.url, autocommit=True, application_name="agentd-listener"
+                ) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.backend_pid = conn.info.backend_pid
+                    self.connects += 1
+                    self.connected.set()
+                    self.log("listener.connected", database=label(self.url), connects=self.connects)
+                    self.on_wake()  # what was notified while nobody listened is gone: look now
+                    backoff_s = 0.5
+                    self._listen(conn)
+            except psycopg.Error as e:
+                self.connected.clear()
+                self.last_error = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                self.log("listener.lost", error=self.last_error, retry_in_s=backoff_s)
+                self._stop.wait(backoff_s)
+                backoff_s = min(MAX_BACKOFF_S, backoff_s * 2)
+        self.connected.clear()
+
+    def _listen(self, conn: psycopg.Connection[Any]) -> None:
+        probed = time.monotonic()
+        while not self._stop.is_set():
+            got = sum(1 for _ in conn.notifies(timeout=1.0, stop_after=1))
+            if got:
+                got += sum(1 for _ in conn.notifies(timeout=0.0))  # the rest of the burst
+                self.notifications += got
+                self.on_wake()
+                probed = time.monotonic()
+            elif time.monotonic() - probed >= PROBE_S:
+                conn.execute("SELECT 1")  # raises on a connection that died without a word
+                probed = time.monotonic()
