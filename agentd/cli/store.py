@@ -45,25 +45,25 @@ def copy_cmd(
     as_json: JsonFlag = False,
 ) -> None:
     """Copy this home's state (goals, runs and their journals, inbox, schedules, check-ins, outbox,
-    artifacts, memory, every table agentd keeps) from its SQLite file into an empty PostgreSQL
+    artifacts, memory: every table agentd keeps) from its SQLite file into an empty PostgreSQL
     database, then check that every table has the same rows on both sides (a count and a
     checksum each) before committing. All or nothing: one transaction on the target.
 
-    \b
-    Refuses, writing nothing, while a daemon serves the home (stop it: the copy must hold its
-    last writes; none can start until the copy is done), when the target database holds any
-    rows or tables of its own, when the home already uses PostgreSQL, and when the SQLite file's
-    schema is older than this agentd's: a copy never changes its source, so bring it up to date
-    first with `agentd init` (it keeps the config and the data) or one start of `agentd serve`.
-    The target is migrated first. Not copied: the live daemons' heartbeats (`daemons`) and each
+    Refuses, writing nothing, while a daemon serves the home (stop it: the copy must hold its last
+    writes; none can start until the copy is done), when the target database holds any rows or
+    tables of its own, when the home already uses PostgreSQL, and when the SQLite file's schema
+    is older than this agentd's: a copy never changes its source, so bring it up to date first
+    with `agentd init` (it keeps the config and the data) or one start of `agentd serve`. The
+    target is migrated first. Not copied: the live daemons' heartbeats (`daemons`) and each
     engine's own bookkeeping. The SQLite file is only read: keep it as a backup.
 
-    \b
-    Then add [store] url_env = "NAME" (or url = "postgresql://…") to config.toml and start
-    the daemon again; the command prints those lines.
+    Then add [store] url_env = "NAME" (or url = "postgresql://…") to config.toml and start the
+    daemon again; the command prints those lines.
 
     \b
-    Example: AGENTD_STORE_URL=postgresql://agentd@db/agentd agentd store copy --to-env AGENTD_STORE_URL
+    Example:
+      export AGENTD_STORE_URL=postgresql://agentd@db.example/agentd
+      agentd store copy --to-env AGENTD_STORE_URL
     """
     from agentd.operator import store_copy
 
@@ -112,7 +112,8 @@ def _config_lines(url: str, env: str | None) -> list[str]:
     """The [store] lines to add to config.toml: url_env unless the URL can sit in the file."""
     import urllib.parse
 
-    password = urllib.parse.urlsplit(url).password is not None
+    parts = urllib.parse.urlsplit(url)
+    password = parts.password is not None or "password" in urllib.parse.parse_qs(parts.query)
     if env is not None or password:
         return ["[store]", f"url_env = {json.dumps(env or DEFAULT_ENV)}"]
     return ["[store]", f"url = {json.dumps(url)}"]
