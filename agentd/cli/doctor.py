@@ -1,5 +1,6 @@
 """`agentd doctor`: check a home for what would fail at run time — config, database (schema,
-`PRAGMA quick_check`), daemon (does it answer, and run the config on disk), models and their API keys,
+`PRAGMA quick_check`; on PostgreSQL the connection, server, session settings, schema and the
+daemons serving it), daemon (does it answer, and run the config on disk), models and their API keys,
 each source looked at once, the programs actions run, triggers, goals and limits, and URLs that
 seem to hold a credential (`doctor_urls`).
 
@@ -33,10 +34,13 @@ from agentd.db.sqlite import safety, schema
 from agentd.errors import AgentdError, ConfigError, ModelError
 from agentd.llm import SUMMARY_SCHEMA, ModelRequest
 from agentd.llm.scripted import load_replies
+from agentd.operator import daemons as operator_daemons
 from agentd.operator import health as operator_health
 from agentd.operator import home as operator_home
 from agentd.operator import liveness
+from agentd.operator import store_health as operator_store
 from agentd.text import url_shown
+from agentd.views.daemons import ago
 from agentd.views.records import Check
 
 # Sources whose look is a bounded local read (the tail of a file: no network, no child process),
@@ -83,7 +87,9 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
         checks = [Check("config", True, f"{paths.config}: valid; {counts}")]
     except AgentdError as e:
         checks = [Check("config", False, str(e))]
-    checks += check_database(paths)
+    shared = check_shared_store(paths)  # None: the SQLite file in the home
+    checks += check_database(paths) if shared is None else shared
+    readable = paths.db.exists() if shared is None else operator_store.served(shared)
     checks.append(check_daemon(liveness.probe(paths, daemon_pid)))
     if cfg is not None:
         loaded = check_loaded_config(paths, daemon_pid)
@@ -93,11 +99,61 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
         checks += models or [Check("models", False, "no [models.NAME] configured")]
         checks += check_programs(cfg, identity(daemon_pid))
         checks += check_limits(cfg)
-        checks += check_goals_and_triggers(paths, cfg)
-        checks += doctor_reach.check_notify(paths, cfg, sees)
+        checks += check_goals_and_triggers(paths, cfg, readable=readable)
+        checks += doctor_reach.check_notify(paths, cfg, sees, readable=readable)
         checks += doctor_urls.check_urls(cfg)
         checks += doctor_reach.check_web(paths, cfg, daemon_pid)
     return Report(str(paths.home), checks, cfg)
+
+
+def check_shared_store(paths: Paths) -> list[Check] | None:
+    """A home whose [store] names a PostgreSQL database: the connection, the server's version,
+    the session settings a new connection carries, the schema (agentd/db/postgres/checks.py),
+    then the daemons serving it. None for a home whose state is its SQLite file."""
+    try:
+        checks = operator_store.postgres_checks(paths)
+    except ConfigError as e:  # url_env names nothing set: no database to look at
+        return [Check("database", False, str(e))]
+    if checks is None:
+        return None
+    if operator_store.served(checks):
+        checks.append(check_daemons(paths))
+    # The LISTEN listener (docs/design-postgres.md §5) gets its check here: does the running
+    # daemon's listener hold its connection, or is LISTEN off ([store] listen_url = false).
+    return checks
+
+
+def check_daemons(paths: Paths) -> Check:
+    """How many daemons serve the database (live: renewed within their lease), and any that went
+    silent past its lease in the last day. None live is information: runs and check-ins wait."""
+    try:
+        store = operator_home.inspect_store(paths.db)
+        try:
+            listed = operator_daemons.serving(store)["daemons"]
+        finally:
+            store.close()
+    except AgentdError as e:
+        return Check("daemons", False, str(e))
+    live = [d for d in listed if d["state"] == operator_daemons.State.LIVE]
+    silent = [d for d in listed if d["state"] == operator_daemons.State.SILENT]
+    said = [f"{len(live)} live" + (": " + ", ".join(map(_daemon_said, live)) if live else "")]
+    if silent:
+        their = "its" if len(silent) == 1 else "their"
+        said.append(
+            f"{len(silent)} silent past {their} lease in the last day: "
+            + ", ".join(map(_daemon_said, silent))
+            + " (died, froze or lost the database; the runs held go to the next daemon that"
+            " claims)"
+        )
+    if not live:
+        said.append("start one with `agentd serve`: runs and check-ins wait until one runs")
+        return Check("daemons", False, "; ".join(said), required=False, warning=bool(silent))
+    return Check("daemons", True, "; ".join(said))
+
+
+def _daemon_said(d: dict[str, Any]) -> str:
+    runs = f"{d['runs_held']} run{'' if d['runs_held'] == 1 else 's'}"
+    return f"{d['host']} pid {d['pid']} ({d['version']}, {runs}, renewed {ago(d['renewed_s_ago'])})"
 
 
 def check_database(paths: Paths) -> list[Check]:
@@ -203,9 +259,12 @@ def check_limits(cfg: Config) -> list[Check]:
     return [Check("limits", True, "no negative limit in the config")]
 
 
-def check_goals_and_triggers(paths: Paths, cfg: Config) -> list[Check]:
-    """Goals whose agent is gone or whose cadence is negative, and triggers no event carries."""
-    if not paths.db.exists():
+def check_goals_and_triggers(
+    paths: Paths, cfg: Config, *, readable: bool | None = None
+) -> list[Check]:
+    """Goals whose agent is gone or whose cadence is negative, and triggers no event carries.
+    `readable`: whether the home's database can be read (default: its SQLite file exists)."""
+    if not (paths.db.exists() if readable is None else readable):
         return []
     try:
         store = operator_home.inspect_store(paths.db)

@@ -53,16 +53,20 @@ def seen_where(env: str) -> str:
     return "is set" if config.secret(env) is not None else f"is not set here: {FROM_DAEMON}"
 
 
-def check_notify(paths: Paths, cfg: Config, sees: Sees = None) -> list[Check]:
+def check_notify(
+    paths: Paths, cfg: Config, sees: Sees = None, *, readable: bool | None = None
+) -> list[Check]:
     """Each [notify.NAME]: its secret is set (here, or in the running daemon), and its latest
     delivery did not fail; an unsigned webhook is a warning (it delivers, but nothing proves
-    the messages are agentd's)."""
+    the messages are agentd's). `readable`: whether the home's database can be read (default:
+    its SQLite file exists)."""
     health: dict[str, Any] = {}
-    if cfg.notify and paths.db.exists():
+    if cfg.notify and (paths.db.exists() if readable is None else readable):
         try:
             store = operator_home.inspect_store(paths.db)
             try:
-                if store.read(schema.version) >= 4:  # the outbox exists
+                # the outbox exists: in every PostgreSQL schema, in SQLite's from version 4
+                if store.backend.shared or store.read(schema.version) >= 4:
                     health = operator_health.channel_health(store)
             finally:
                 store.close()
