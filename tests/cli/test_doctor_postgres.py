@@ -255,3 +255,14 @@ def test_an_old_server_fails(pg_home: Home, monkeypatch: pytest.MonkeyPatch) -> 
 )  # fmt: skip
 def test_label_never_shows_a_password(url: str, shown: str) -> None:
     assert connection.label(url) == shown
+
+
+def test_goals_and_triggers_are_checked_in_the_database(pg_home: Home) -> None:
+    home = migrated(pg_home)
+    goal_id = home.add_goal(agent="gone")  # an agent the config does not have
+    home.close()
+
+    result, checks, _ = doctor(home)
+
+    assert result.exit_code == 1
+    assert "agent 'gone', gone from the config" in checks[f"goal {goal_id}"]["message"]
