@@ -284,9 +284,10 @@ def open_store(ctx: typer.Context) -> Iterator[HomeStore]:
     from agentd.operator import home as operator_home
 
     paths = paths_of(ctx)
-    safety.check_not_lost(paths.db)  # a lost database is said so, not "run init"
-    if not paths.db.exists() and home_store_url(paths.home) is None:  # [store] url: no file
-        raise StateError(f"{paths.db}: no database here; run `agentd --home {paths.home} init`")
+    if home_store_url(paths.home) is None:  # a home on PostgreSQL needs no file here
+        safety.check_not_lost(paths.db)  # a lost database is said so, not "run init"
+        if not paths.db.exists():
+            raise StateError(f"{paths.db}: no database here; run `agentd --home {paths.home} init`")
     store = operator_home.open_store(paths.db)
     try:
         yield store

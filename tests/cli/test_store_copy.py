@@ -136,6 +136,14 @@ def test_json_for_scripts_and_the_url_from_the_environment(home: Path, pg_url: s
     assert data["url_env"] == "AGENTD_TEST_TARGET" and data["sequences"]["goals.goal_id"] == 2
     assert data["backup"] == str(home / "agentd.db")
 
+    # The next steps taken in this home: its commands now read PostgreSQL, even with the SQLite
+    # file moved away (its has-run marker stays, and says nothing about a PostgreSQL home).
+    with (home / "config.toml").open("a") as config:
+        config.write("\n" + data["config"]["add"] + "\n")
+    (home / "agentd.db").rename(home / "agentd.db.bak")
+    listed = agentd(home, "goal", "list", env=env)
+    assert listed.returncode == 0 and "Keep checkout healthy" in listed.stdout, listed.stderr
+
 
 def test_a_second_copy_into_the_same_database_is_refused(home: Path, pg_url: str) -> None:
     assert agentd(home, "store", "copy", "--to", pg_url).returncode == 0
