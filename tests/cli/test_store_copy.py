@@ -195,3 +195,15 @@ def test_a_home_already_on_postgresql_and_a_bad_command_line_are_refused(
     ]:
         bad = agentd(tmp_path, "store", "copy", *args)
         assert bad.returncode == 2 and says in bad.stderr, (args, bad.stderr)
+
+
+def test_no_daemon_can_start_while_a_copy_holds_the_home(tmp_path: Path) -> None:
+    from agentd.daemon.serve import home_lock
+    from agentd.errors import DaemonRunning
+    from agentd.operator.store_copy import no_daemon
+
+    paths = Paths(tmp_path)
+    with no_daemon(paths), pytest.raises(DaemonRunning), home_lock(paths):
+        pass
+    with home_lock(paths):  # the copy is done: the home is free again
+        pass
