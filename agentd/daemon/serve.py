@@ -219,7 +219,7 @@ async def _serve_locked(
         await outer.start()  # check-ins missed while down: recorded, caught up by policy
         if cfg.store.listen:  # other daemons' and remote CLIs' commits wake us at once
             listener = store.backend.listener(
-                lambda: _soon(loop, scheduler.nudge, outer.wake), log.info, url=cfg.store.listen_url
+                lambda: _soon(loop, scheduler.nudge, outer.wake), log, url=cfg.store.listen_url
             )
         counts = await store.read(q.count_runs)
         log.info(

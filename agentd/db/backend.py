@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd.db.conn import Conn
 from agentd.db.dialect import Dialect
@@ -105,7 +105,7 @@ class Backend(Protocol):
         ...
 
     def listener(
-        self, on_wake: Callable[[], None], log: Callable[..., None], *, url: str | None = None
+        self, on_wake: Callable[[], None], log: Any, *, url: str | None = None
     ) -> Listener | None:
         """A started thread that calls `on_wake` when another process's commit may need this
         daemon (db/wake.py), at `url` if given (a direct connection past a pooler); None where

@@ -43,7 +43,7 @@ def listening(pg_url: str, tmp_path: Any) -> Iterator[tuple[Listener, Woken, Syn
     backend = PostgresBackend(pg_url, tmp_path)
     store = SyncStore(tmp_path / "agentd.db", backend=backend)
     woken = Woken()
-    listener = backend.listener(woken, lambda event, **values: None)
+    listener = backend.listener(woken, None)
     wait_until(listener.connected.is_set, "the listener connects")
     wait_until(lambda: woken.count == 1, "the look after connecting")
     yield listener, woken, store
@@ -92,4 +92,4 @@ def test_nothing_notifies_on_sqlite(home: Any) -> None:
     conn.set_trace_callback(statements.append)
     home.store.write(lambda c: qi.add_event(c, "ping", {}, "k"))
     assert statements and not [s for s in statements if "notify" in s.lower()]
-    assert home.backend().listener(lambda: None, lambda event, **values: None) is None
+    assert home.backend().listener(lambda: None, None) is None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -129,7 +129,7 @@ class PostgresBackend:
         return safety.ErrorRate(self.home, unwell)
 
     def listener(
-        self, on_wake: Callable[[], None], log: Callable[..., None], *, url: str | None = None
+        self, on_wake: Callable[[], None], log: Any, *, url: str | None = None
     ) -> Listener:
         from agentd.db.postgres.listener import Listener
 

@@ -28,18 +28,18 @@ MAX_BACKOFF_S = 30.0
 class Listener:
     """LISTENs on `agentd_wake` at `url` and calls `on_wake` on notifications and reconnects.
 
-    `log(event, **values)` reports connects and failures (the daemon passes its logger's methods);
+    `log` reports connects (`info`) and failures (`warning`): the daemon passes its logger;
     `connected`, `notifications`, `connects` and `backend_pid` say how it fares (doctor, tests)."""
 
     def __init__(
         self,
         url: str,
         on_wake: Callable[[], None],
-        log: Callable[..., None] = lambda event, **values: None,
+        log: Any = None,
     ) -> None:
         self.url = url
         self.on_wake = on_wake
-        self.log = log
+        self.log = log if log is not None else _Quiet()
         self.connected = threading.Event()
         self.notifications = 0
         self.connects = 0
@@ -68,14 +68,16 @@ class Listener:
                     self.backend_pid = conn.info.backend_pid
                     self.connects += 1
                     self.connected.set()
-                    self.log("listener.connected", database=label(self.url), connects=self.connects)
+                    self.log.info(
+                        "listener.connected", database=label(self.url), connects=self.connects
+                    )
                     self.on_wake()  # what was notified while nobody listened is gone: look now
                     backoff_s = 0.5
                     self._listen(conn)
             except psycopg.Error as e:
                 self.connected.clear()
                 self.last_error = (str(e).strip().splitlines() or [type(e).__name__])[0]
-                self.log("listener.lost", error=self.last_error, retry_in_s=backoff_s)
+                self.log.warning("listener.lost", error=self.last_error, retry_in_s=backoff_s)
                 self._stop.wait(backoff_s)
                 backoff_s = min(MAX_BACKOFF_S, backoff_s * 2)
         self.connected.clear()
@@ -92,3 +94,13 @@ class Listener:
             elif time.monotonic() - probed >= PROBE_S:
                 conn.execute("SELECT 1")  # raises on a connection that died without a word
                 probed = time.monotonic()
+
+
+class _Quiet:
+    """A logger that says nothing (tests, callers without one)."""
+
+    def info(self, event: str, **values: Any) -> None:
+        pass
+
+    def warning(self, event: str, **values: Any) -> None:
+        pass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentd.db import faults, safety
 from agentd.db.conn import Conn
@@ -85,9 +85,7 @@ class SQLiteBackend:
     def error_rate(self) -> safety.ErrorRate:
         return safety.ErrorRate(self.path, unwell)
 
-    def listener(
-        self, on_wake: Callable[[], None], log: Callable[..., None], *, url: str | None = None
-    ) -> None:
+    def listener(self, on_wake: Callable[[], None], log: Any, *, url: str | None = None) -> None:
         return None  # one daemon per file: the CLI pokes it over the home's socket
 
     def writer(self, *, check: bool, errors: safety.ErrorRate) -> Writer:
