@@ -8,11 +8,11 @@ is copied with no change to this module, and a table or column the two engines d
 refused before anything is written. Not state, so not copied: each engine's bookkeeping (SQLite's
 `sqlite_*`, PostgreSQL's `schema_migrations`) and `daemons` (the heartbeats of live daemons).
 
-Values are converted where the engines differ, by the target column's type: JSON text becomes
-jsonb, 0/1 a boolean. The checksum of a table is order-free (a sum of row digests) over values
-read back in one canonical form per type, so jsonb's own spacing and key order do not count. The
-source is read in one snapshot; the target's triggers (which would add rate_log and notify_queue
-rows) are off while rows go in, since the rows they would add are copied themselves.
+Values are converted by the target column's type (JSON text to jsonb, 0/1 to a boolean); a
+table's checksum is a sum of row digests over one canonical form per type, so neither row order
+nor jsonb's spacing and key order count. The source is read in one snapshot, and a write to it
+meanwhile rolls the copy back; the target's triggers (rate_log, notify_queue) are off while rows
+go in, since the rows they would add are copied themselves.
 """
 
 from __future__ import annotations
@@ -333,11 +333,18 @@ def _copy(
     report.skipped = {
         t: SKIPPED[t] for t in sorted(table_names(src) | table_names(tgt)) if t in SKIPPED
     }
+    before = source.data_version(src)
     src.execute("BEGIN")  # one snapshot of the source: a CLI's write meanwhile is not half-seen
     try:
         target.begin_write(tgt)
         try:
             _fill(src, tgt, target, tables, report, on_table)
+            src.execute("ROLLBACK")  # the snapshot ends: did a command write since it began?
+            if source.data_version(src) != before:
+                raise StateError(
+                    f"{source.label} changed while it was copied (a command wrote to it); the"
+                    " copy was rolled back, nothing was written: copy again"
+                )
             tgt.execute("COMMIT")
         except BaseException as e:
             with contextlib.suppress(target.Error):  # a lost connection rolled back already

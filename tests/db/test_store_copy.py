@@ -254,3 +254,26 @@ def test_values_are_compared_in_one_form_whichever_engine_read_them() -> None:
     assert form((1, 2, 0, '{"a": "x", "b": [2.5, 1]}', "t")) != form(postgres_row)
     assert db_copy._to_target("boolean")(1) is True and db_copy._to_target("jsonb")("{}") == "{}"
     assert db_copy._to_target("double precision")(3) == 3.0
+
+
+def test_a_write_to_the_home_during_the_copy_rolls_it_back(home: Path, pg_url: str) -> None:
+    store = SyncStore(home / "agentd.db")  # a command's, answering while the copy runs
+    answered: list[int] = []
+
+    def answer_once(done: db_copy.TableCopy) -> None:
+        if not answered:
+            answered.append(store.write(lambda c: items.post(c, InboxKind.NOTICE, title="late")))
+
+    try:
+        with pytest.raises(StateError, match=r"changed while it was copied.*copy again"):
+            db_copy.copy(SQLiteBackend(home / "agentd.db"), PostgresBackend(pg_url, home),
+                         answer_once)  # fmt: skip
+    finally:
+        store.close()
+    pg = connect(pg_url)
+    try:
+        assert _count(pg, "inbox") == 0 and _count(pg, "goals") == 0
+    finally:
+        pg.close()
+    report = db_copy.copy(SQLiteBackend(home / "agentd.db"), PostgresBackend(pg_url, home))
+    assert next(t.rows for t in report.tables if t.table == "inbox") == answered[0]
