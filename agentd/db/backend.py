@@ -78,6 +78,11 @@ class Backend(Protocol):
 
     def in_transaction(self, conn: Conn) -> bool: ...
 
+    def broken(self, conn: Conn) -> bool:
+        """Whether the connection is gone (the server closed it: a restart, a failover, a
+        terminated session) and must be opened again before its next use."""
+        ...
+
     def schema_version(self, conn: Conn) -> int: ...
 
     def migrate(self, conn: Conn) -> None:

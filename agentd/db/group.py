@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +130,7 @@ class GroupWriter:
                 batch.append(self._queue.popleft())
             if batch:
                 try:
+                    self._reopen_if_broken()
                     outcomes = self._commit(batch)
                 except Exception as e:  # never let the writer die: every caller gets an answer
                     err = self._translated(e)
@@ -192,6 +194,16 @@ class GroupWriter:
         self.batches += 1
         self.writes += len(works)
         return outcomes
+
+    def _reopen_if_broken(self) -> None:
+        """A connection the server closed (a restart, a failover, a session ended for idling in a
+        transaction while this process was frozen) is opened again before the next batch."""
+        if self._conn is None or not self.backend.broken(self._conn):
+            return
+        log.warning("db.reconnecting", database=self.backend.label)
+        with contextlib.suppress(self.backend.Error):
+            self._conn.close()
+        self._conn = self.backend.connect()
 
     def _rollback(self, conn: Conn) -> None:
         try:

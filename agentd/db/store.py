@@ -207,14 +207,22 @@ class Store:
 
         loop = asyncio.get_running_loop()
         assert self._rconn is not None, "Store.open() first"
-        conn = self._rconn
 
-        def run() -> T:
-            try:
-                return work(conn)
-            except self.backend.Error as e:
-                self.errors.record(e)
-                raise self.backend.translate(e) from None
+        def run() -> T:  # on the reader's one thread: the connection is its alone
+            for retry in (True, False):
+                conn = self._rconn
+                assert conn is not None
+                try:
+                    if self.backend.broken(conn):  # the server closed it: open another
+                        conn.close()
+                        conn = self._rconn = self.backend.connect()
+                    return work(conn)
+                except self.backend.Error as e:
+                    if retry and self.backend.broken(conn):
+                        continue  # found closed by this read: a read may simply run again
+                    self.errors.record(e)
+                    raise self.backend.translate(e) from None
+            raise AssertionError("unreachable")
 
         return await loop.run_in_executor(self._reader, run)
 

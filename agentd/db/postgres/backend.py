@@ -100,6 +100,10 @@ class PostgresBackend:
     def begin_write(self, conn: Conn) -> None:
         conn.execute("BEGIN")
 
+    def broken(self, conn: Conn) -> bool:
+        raw = _pg(conn).raw
+        return raw.closed or raw.broken
+
     def in_transaction(self, conn: Conn) -> bool:
         return _pg(conn).in_transaction
 

@@ -63,6 +63,9 @@ class SQLiteBackend:
     def begin_write(self, conn: Conn) -> None:
         connection.begin_write(_sqlite(conn))
 
+    def broken(self, conn: Conn) -> bool:
+        return False  # a file: an error is the file's, not a lost connection's
+
     def in_transaction(self, conn: Conn) -> bool:
         return _sqlite(conn).in_transaction
 
