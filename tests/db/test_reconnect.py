@@ -1,0 +1,50 @@
+"""The daemon's Store outlives a PostgreSQL connection the server closed (a restart, a failover, a
+session ended for idling in a transaction while the daemon was frozen): the write in flight fails
+as a database error its caller retries, and the next read and write open a new connection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentd.db import queries as q
+from agentd.db.postgres.backend import PostgresBackend
+from agentd.db.postgres.connection import connect
+from agentd.db.store import Store
+from agentd.errors import StateError
+
+
+def terminate_others(url: str) -> int:
+    """End every other session of the database; returns how many."""
+    admin = connect(url)
+    try:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid != pg_backend_pid()"
+        ).fetchall()
+        return len(rows)
+    finally:
+        admin.close()
+
+
+async def test_store_opens_a_new_connection_after_the_server_closed_it(
+    pg_url: str, tmp_path: Path
+) -> None:
+    store = Store(tmp_path / "agentd.db", backend=PostgresBackend(pg_url, tmp_path))
+    await store.open()
+    try:
+
+        def add(c: object) -> int:
+            return q.add_goal(c, title="t", why="w", agent="a", criteria=[], deadline=None)  # type: ignore[arg-type]
+
+        first = await store.write(add)
+        assert terminate_others(pg_url) == 2  # the writer's and the reader's
+        with pytest.raises(StateError):  # the write in flight meets the closed connection
+            await store.write(add)
+        second = await store.write(add)  # a new connection
+        goals = await store.read(lambda c: [g.goal_id for g in q.list_goals(c)])
+        assert goals == [first, second]
+        assert await store.read(q.count_runs) == {}
+    finally:
+        await store.close()
