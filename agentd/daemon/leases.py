@@ -46,6 +46,7 @@ class LeaseKeeper:
         # Fence this long before the lease can expire: time to cancel and kill, and clock rates.
         self.margin_s = self.interval_s / 2
         self._valid_until = 0.0  # monotonic: our leases last at least until then
+        self._schema_seen: list[tuple[int, str, bool]] = []
         self.renewals = 0
 
     @property
@@ -69,6 +70,8 @@ class LeaseKeeper:
         sent = time.monotonic()
         taken = await self.deps.store.write(work)
         self._valid_until = sent + lease_s
+        if shared:
+            await self.check_schema()  # a newer compatible schema (a breaking one refused open)
         return taken
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -85,7 +88,9 @@ class LeaseKeeper:
             if time.monotonic() >= next_renewal or self.engine.fenced:
                 next_renewal = time.monotonic() + self.interval_s
                 if await self.renew() and self.shared:
-                    await self.claim_lapsed()
+                    await self.check_schema()
+                    if self.deps.claiming:
+                        await self.claim_lapsed()
 
     def _fence_if_due(self) -> None:
         if not self.shared or self.engine.fenced or time.monotonic() < self.fence_at:
@@ -127,6 +132,32 @@ class LeaseKeeper:
             self.engine.fenced = False
             log.warning("lease.resumed", note="renewed again: driving runs; orphans readopted")
         return True
+
+    async def check_schema(self) -> None:
+        """A newer agentd sharing the database may have migrated it: a compatible migration is
+        only logged; a breaking one stops this daemon claiming (it would misread the rows)."""
+        backend = self.deps.store.backend
+        try:
+            newer = await self.deps.store.read(backend.newer_schema)
+        except StateError as e:
+            log.error("daemon.schema_check_failed", error=str(e))
+            return
+        if newer == self._schema_seen:
+            return
+        self._schema_seen = newer
+        breaking = [f"{v}: {name}" for v, name, brk in newer if brk]
+        if breaking:
+            self.deps.claiming = False
+            log.critical(
+                "daemon.schema_breaking", migrations=breaking, known=backend.latest,
+                note="a newer agentd applied a breaking migration: this daemon takes no new runs, "
+                "wakes or check-ins; upgrade agentd on this host and restart it",
+            )  # fmt: skip
+        elif newer:
+            log.warning(
+                "daemon.schema_newer", migrations=[f"{v}: {name}" for v, name, _ in newer],
+                note="compatible: this daemon goes on; upgrade it when you can",
+            )  # fmt: skip
 
     async def claim_lapsed(self) -> None:
         """Take runs whose lease lapsed (their daemon died or froze) and drive them."""

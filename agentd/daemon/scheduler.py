@@ -162,6 +162,8 @@ class Scheduler:
 
     async def tick(self, force: bool = False) -> None:
         self.ticks += 1
+        if not self.deps.claiming:  # a newer agentd's breaking schema: no new work here
+            return
         self._sync_pollers()
         nudged = self._nudged.is_set()
         self._nudged.clear()

@@ -89,6 +89,11 @@ class Backend(Protocol):
         """Bring the schema up to date; refuses a schema newer than this agentd knows."""
         ...
 
+    def newer_schema(self, conn: Conn) -> list[tuple[int, str, bool]]:
+        """Migrations applied past this agentd's (version, name, breaking): a newer agentd
+        sharing the database applied them (always none where one daemon owns the database)."""
+        ...
+
     def is_empty(self, conn: Conn) -> bool:
         """Whether the database holds no schema at all."""
         ...

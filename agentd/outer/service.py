@@ -308,7 +308,7 @@ class Outer:
     # ── running check-ins ─────────────────────────────────────────────────────────────────────
 
     async def _start_checkins(self, scan: _Scan, now: float) -> None:
-        if self.stopping:
+        if self.stopping or not self.deps.claiming:
             return
         wall = time.monotonic()
         still_open = {checkin_id for checkin_id, _ in scan.open}

@@ -31,6 +31,10 @@ class Deps:
     sources: dict[str, Source]
     owner: str
     lease_s: float = LEASE_S
+    # False once the database holds a breaking migration newer than this agentd (a newer daemon
+    # upgraded it): this one takes no new work — runs, wakes, check-ins — and finishes nothing
+    # it cannot read (daemon/leases.py).
+    claiming: bool = True
     menus: dict[str, Menu] = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)  # the one clock (DESIGN §5: base)
     db_id: str = ""  # the database's random id (meta), the first part of idempotency keys

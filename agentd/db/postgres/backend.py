@@ -113,6 +113,9 @@ class PostgresBackend:
     def migrate(self, conn: Conn) -> None:
         schema.migrate(_pg(conn))
 
+    def newer_schema(self, conn: Conn) -> list[tuple[int, str, bool]]:
+        return schema.newer(_pg(conn), self.latest)
+
     def is_empty(self, conn: Conn) -> bool:
         row = conn.execute(
             "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema()"

@@ -351,6 +351,16 @@ def newer_breaking(conn: PostgresConn, known: int) -> list[tuple[int, str]]:
     return [(int(v), str(n)) for v, n in rows]
 
 
+def newer(conn: PostgresConn, known: int) -> list[tuple[int, str, bool]]:
+    """Applied migrations past `known` as (version, name, breaking): what another daemon of a
+    newer agentd applied under this one."""
+    rows = conn.execute(
+        "SELECT version, name, breaking FROM schema_migrations WHERE version > ? ORDER BY version",
+        (known,),
+    )
+    return [(int(v), str(n), bool(b)) for v, n, b in rows]
+
+
 def migrate(conn: PostgresConn, migrations: list[Migration] | None = None) -> int:
     """Apply pending migrations in order, each in one transaction with its ledger row, under a
     transaction-scoped advisory lock (waited for, never skipped: two daemons starting at once

@@ -75,6 +75,9 @@ class SQLiteBackend:
     def migrate(self, conn: Conn) -> None:
         schema.migrate(_sqlite(conn))
 
+    def newer_schema(self, conn: Conn) -> list[tuple[int, str, bool]]:
+        return []  # one daemon per file, and a newer file is refused when opened
+
     def is_empty(self, conn: Conn) -> bool:
         return connection.is_empty(conn)
 
