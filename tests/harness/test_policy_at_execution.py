@@ -34,6 +34,8 @@ from agentd.operator import inbox
 from tests.configs import FINISH, act, append_action, scripted_home
 from tests.conftest import Home, finished, wait_for, waiting
 
+pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
+
 NAP = '[actions.nap]\ntype = "sleep"\nmax_sleep_s = 60\n\n'
 # A second action named `sleep`: a command, not the harness's sleep.
 SLEEP_COMMAND = '[actions.sleep]\ntype = "command"\nargv = ["true"]\n\n'

@@ -27,6 +27,8 @@ from agentd.models import InboxStatus
 from tests.cli.test_cli import CONFIG as CLI_CONFIG
 from tests.cli.test_cli import REPLIES, agentd, approval, assert_clean_error
 
+pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
+
 CONFIG = """
 [models.default]
 provider = "scripted"

@@ -9,9 +9,13 @@ import json
 from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
+import pytest
+
 from agentd.config import load
 from agentd.harness.menu import Menu
 from tests.conftest import Home, ServeHttp, finished, wait_for
+
+pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
 
 PATH_SECRET = "Xk9fQ2mZ7pLwR4tV8bN3cH6j"  # as a chat webhook's path holds one
 QUERY_SECRET = "SECRETVALUE"
