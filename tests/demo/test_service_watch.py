@@ -124,8 +124,9 @@ class SafeDemo(Demo):
 class Scenario:
     """One home: the demo service, a goal for the checkout watcher, and daemons we can SIGKILL."""
 
-    def __init__(self, home: Path, model: str = FAST_RUNBOOK) -> None:
+    def __init__(self, home: Path, model: str = FAST_RUNBOOK, store: str = "") -> None:
         self.home = home
+        self.store_table = store  # a [store] table: the state in a PostgreSQL database
         self.demo = SafeDemo(home, out=io.StringIO())
         self.model = model
         self.store: SyncStore | None = None
@@ -144,7 +145,9 @@ class Scenario:
         port = self.demo.start_service()
         text = demo_config(self.demo.service_dir, port)
         assert RUNBOOK_MODEL in text, "demo_config's model block changed; update this test"
-        self.demo.paths.config.write_text(text.replace(RUNBOOK_MODEL, self.model))
+        self.demo.paths.config.write_text(
+            text.replace(RUNBOOK_MODEL, self.model) + self.store_table
+        )
         self.store = SyncStore(self.demo.paths.db)
         self.start_daemon()
         self.goal_id = self.db.write(
