@@ -160,15 +160,24 @@ class LeaseKeeper:
             )  # fmt: skip
 
     async def claim_lapsed(self) -> None:
-        """Take runs whose lease lapsed (their daemon died or froze) and drive them."""
+        """Take runs whose lease lapsed (their daemon died or froze) and drive them; free the
+        check-ins and messages such daemons had claimed."""
         owner, lease_s = self.deps.owner, self.lease_s
+
+        def work(c: Conn) -> tuple[list[tuple[int, int]], int]:
+            return leases.claim_free(
+                c, owner, lease_s, lapsed=True
+            ), leases.free_claims_of_the_gone(c)
+
         try:
-            taken = await self.deps.store.write(
-                lambda c: leases.claim_free(c, owner, lease_s, lapsed=True)
-            )
+            taken, freed = await self.deps.store.write(work)
         except StateError as e:
             log.error("lease.claim_failed", error=str(e))
             return
+        if freed:
+            log.warning(
+                "lease.claims_freed", rows=freed, note="check-ins or messages of a gone daemon"
+            )
         for run_id, epoch in taken:
             log.warning("run.taken_over", run_id=run_id, epoch=epoch)
             self.engine.launch(run_id, epoch)

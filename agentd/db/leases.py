@@ -153,6 +153,24 @@ def claim_free(
     return sorted((int(r[0]), int(r[1])) for r in rows)
 
 
+def free_claims_of_the_gone(c: Conn) -> int:
+    """Let go of the check-ins and messages claimed by daemons that stopped or went silent past
+    their lease (db/checkins.py, db/outbox.py claim them for minutes, the length of a model call
+    or a send): another daemon takes them now instead of when the claim runs out. A frozen daemon
+    thawed later finds its claim gone and its writes refused, as with a run. Returns the rows."""
+    live = (
+        "SELECT owner FROM daemons WHERE stopped_at IS NULL"
+        f" AND renewed_at + lease_s >= {c.dialect.now_sql}"
+    )
+    return sum(
+        c.execute(
+            f"UPDATE {table} SET claimed_by = NULL, claim_expires_at = NULL"
+            f" WHERE claimed_by IS NOT NULL AND claimed_by NOT IN ({live})"
+        ).rowcount
+        for table in ("checkins", "outbox")
+    )
+
+
 def claim_running(c: Conn, owner: str, lease_s: float) -> list[tuple[int, int]]:
     """Take the lease on every `running` run: the start of the only daemon a store can have
     (SQLite, under the home lock), whose previous owner is dead whatever its lease says.

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentd.db import leases
+from agentd.db import checkins, leases, outbox
 from agentd.db import queries as q
 from agentd.db import transitions as qt
 from agentd.db.store import SyncStore
@@ -150,3 +150,35 @@ def _wait_for_lock_waiter(home: Any) -> None:
         raise AssertionError("the zombie's write never waited on the new owner's lock")
     finally:
         watcher.close()
+
+
+def test_claims_of_a_gone_daemon_are_freed_and_a_live_ones_kept(store: SyncStore) -> None:
+    """Check-ins and messages claimed for minutes are let go as soon as their daemon stopped or
+    went silent past its lease; a live daemon's stay claimed."""
+    now = time.time()
+
+    def arrange(c: Any) -> None:
+        leases.register(c, owner="live", host="h", pid=1, version="v", lease_s=30)
+        leases.register(c, owner="gone", host="h", pid=2, version="v", lease_s=0.001)
+        goal = q.add_goal(c, title="g", why="w", agent="a", criteria=[], deadline=None)
+        for n, owner in enumerate(("live", "gone")):
+            checkin = checkins.add_due(c, goal, due_at=now - 100 + n, fired_at=now - 100 + n)
+            assert checkin is not None
+            checkins.hold(c, checkin, owner)
+            outbox.add(c, key=f"{n}:ops:0", channel="ops", item_id=None, goal_id=None, stage=0,
+                       message={"n": n}, due_at=now, now=now)  # fmt: skip
+        for n, owner in enumerate(("live", "gone")):
+            outbox.claim(c, [n + 1], owner, 180)
+
+    store.write(arrange)
+    assert store.write(leases.free_claims_of_the_gone) == 2
+    claimed = store.read(
+        lambda c: [
+            (t, r[0])
+            for t in ("checkins", "outbox")
+            for r in c.execute(f"SELECT claimed_by FROM {t} ORDER BY 1").fetchall()  # noqa: S608
+        ]
+    )
+    assert sorted(claimed, key=str) == sorted(
+        [("checkins", "live"), ("checkins", None), ("outbox", "live"), ("outbox", None)], key=str
+    )
