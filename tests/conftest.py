@@ -18,7 +18,10 @@ before a config is written."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
+import os
 import socket
 import textwrap
 import threading
@@ -88,6 +91,33 @@ def store_url(backend: str, request: pytest.FixtureRequest) -> str | None:
     if backend == "postgres":
         return str(request.getfixturevalue("pg_url"))
     return None
+
+
+_fresh_databases = itertools.count(1)
+# Opens a store of its own for one home (a property's example): yields its URL, None on SQLite.
+FreshStore = Callable[[], contextlib.AbstractContextManager[str | None]]
+
+
+@pytest.fixture
+def fresh_store_url(backend: str, request: pytest.FixtureRequest) -> FreshStore:
+    """For a test that makes a home per example (hypothesis runs every example on one fixture):
+    `with fresh_store_url() as url:` a new empty PostgreSQL database, dropped after the block,
+    or None on SQLite (each home has its own file)."""
+    if backend != "postgres":
+        return contextlib.nullcontext
+    cluster = request.getfixturevalue("pg_cluster")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+    @contextlib.contextmanager
+    def fresh() -> Iterator[str | None]:
+        name = f"f{next(_fresh_databases)}_{worker}"
+        url = str(cluster.create_database(name))
+        try:
+            yield url
+        finally:
+            cluster.drop_database(name)
+
+    return fresh
 
 
 def backend_of(path: Path, url: str | None) -> Backend:

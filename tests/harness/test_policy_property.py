@@ -61,19 +61,22 @@ from agentd.models import (
     action_digest,
 )
 from agentd.operator import inbox
-from tests.conftest import Home, wait_for
+from tests.conftest import FreshStore, Home, wait_for
 from tests.runs.test_approval_property import Daemon  # the in-process daemon that can be killed
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+# Each property on SQLite and on PostgreSQL (a database per example: `fresh_store_url`).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.backends]
 # No deadline (a daemon start varies with the machine's load); no explain phase (it re-runs a
 # failing example ~100 times, minutes of daemons, to annotate which draws matter).
 SETTINGS: dict[str, Any] = {
     "deadline": None,
-    "suppress_health_check": [HealthCheck.too_slow],
+    # fresh_store_url is function-scoped but a factory: each example opens its own store
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     "phases": [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
 }
 
 WORDS = ("red", "green", "blue")
+LAPSED_LEASE_S = -60.0  # a dead daemon's lease, lapsed a minute ago
 # Argument patterns a config may give `word`: the second refuses "red" (so a word decided or
 # approved under one config can be invalid under the next). "blue" is valid under both.
 PATTERNS = ("[a-z]+", "[b-g][a-z]*")
@@ -201,13 +204,17 @@ class Approval:
 
 
 def approvals(home: Home, run_id: int | None = None) -> dict[int, Approval]:
-    rows = home.store.read(
-        lambda c: c.execute(
-            "SELECT item_id, status, args, digest, consumed_by, data, resolved_at, expires_at"
-            " FROM inbox WHERE kind = 'approval' AND (? IS NULL OR run_id = ?) ORDER BY item_id",
-            (run_id, run_id),
-        ).fetchall()
+    # `? IS NULL` would leave PostgreSQL no type for the parameter: two statements instead
+    sql = (
+        "SELECT item_id, status, args, digest, consumed_by, data, resolved_at, expires_at"
+        " FROM inbox WHERE kind = 'approval'"
     )
+    if run_id is None:
+        rows = home.store.read(lambda c: c.execute(f"{sql} ORDER BY item_id").fetchall())
+    else:
+        rows = home.store.read(
+            lambda c: c.execute(f"{sql} AND run_id = ? ORDER BY item_id", (run_id,)).fetchall()
+        )
     return {
         r[0]: Approval(r[0], r[1], json.loads(r[2]), r[3], r[4], json.loads(r[5]), r[6], r[7])
         for r in rows
@@ -252,10 +259,11 @@ async def settle(home: Home, run_id: int, d: Daemon, timeout_s: float = 15.0) ->
 
 
 @contextlib.contextmanager
-def fresh_home() -> Iterator[Home]:
-    """A home per example: hypothesis runs many examples on one function-scoped fixture."""
-    with tempfile.TemporaryDirectory(prefix="agentd-policy-") as tmp:
-        home = Home(Path(tmp) / "home")
+def fresh_home(fresh_store_url: FreshStore) -> Iterator[Home]:
+    """A home per example (hypothesis runs many examples on one function-scoped fixture), with
+    a store of its own."""
+    with tempfile.TemporaryDirectory(prefix="agentd-policy-") as tmp, fresh_store_url() as url:
+        home = Home(Path(tmp) / "home", url)
         try:
             yield home
         finally:
@@ -414,7 +422,8 @@ def journal_intent(home: Home, ch: Change, out: Path) -> int:
 
     def work(c: Any) -> str:
         accounting.set_rate_limits(c, limited)
-        epoch = qw.claim_run(c, run_id, "dead-daemon", 300)
+        # The dead daemon's lease has lapsed: on PostgreSQL a daemon takes the run only then.
+        epoch = qw.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
         journal_prefix(c, run_id, epoch, ch.first, ch.before)
         item_id = None
         if approved:
@@ -425,7 +434,7 @@ def journal_intent(home: Home, ch: Change, out: Path) -> int:
             qi.resolve(c, item_id, InboxStatus.APPROVED, answer="approved")
             why = {"woke_by": "inbox", "why": "approval", "item_id": item_id,
                    "item_kind": "approval", "status": "approved", **gate}  # fmt: skip
-            epoch = qt.wake(c, run_id, "dead-daemon", why, 300) or 0
+            epoch = qt.wake(c, run_id, "dead-daemon", why, LAPSED_LEASE_S) or 0
         key = f"{meta.db_id(c)}:{run_id}:{len(q.list_steps(c, run_id)) + 1}"
         if item_id is not None:
             qi.consume_approval(c, item_id, digest, key)
@@ -573,9 +582,9 @@ APPROVED_THEN_REPOINTED = Change(
 @example(ch=APPROVED_THEN_REPOINTED)
 @given(ch=changes())
 def test_policy_property_config_change_never_runs_outside_the_config_in_force(
-    ch: Change,
+    ch: Change, fresh_store_url: FreshStore
 ) -> None:
-    with fresh_home() as home:
+    with fresh_home(fresh_store_url) as home:
         out = home.root.parent / "out.txt"
         trace = asyncio.run(drive_change(home, ch, out))
         check_change(home, out, ch, trace)
@@ -584,10 +593,12 @@ def test_policy_property_config_change_never_runs_outside_the_config_in_force(
 # ── found on the way (fixed: each failed before) ──────────────────────────────────────────────────────
 
 
-def test_rate_limit_added_by_a_config_change_counts_the_hour_before() -> None:
+def test_rate_limit_added_by_a_config_change_counts_the_hour_before(
+    fresh_store_url: FreshStore,
+) -> None:
     """max_per_hour counts the executions in the last hour, not those since the limit was set:
     rate_log only logs actions that had a limit when the daemon started."""
-    with fresh_home() as home:
+    with fresh_home(fresh_store_url) as home:
         replies = [append("red"), FINISH]
         out = write_home(home, PolicySpec(limit=None), replies, idempotent=False)
 
@@ -603,13 +614,15 @@ def test_rate_limit_added_by_a_config_change_counts_the_hour_before() -> None:
 
 
 @pytest.mark.parametrize("moment", ["decided", "checked"])
-def test_config_change_removing_an_action_is_not_an_internal_error(moment: str) -> None:
+def test_config_change_removing_an_action_is_not_an_internal_error(
+    moment: str, fresh_store_url: FreshStore
+) -> None:
     """A run whose journal ends in a DECIDE or a CHECK (approve) of `append`, restarted under a
     config without [actions.append], parks on "stopped on an internal error" (a pydantic
     ValidationError from Config.action in RunDriver.check / request_approval)."""
     ch = Change(moment, PolicySpec(verdict="approve"), PolicySpec(on_menu=False, defined=False),
                 False, "red", (), "none", False, False, ())  # fmt: skip
-    with fresh_home() as home:
+    with fresh_home(fresh_store_url) as home:
         trace = asyncio.run(drive_change(home, ch, home.root.parent / "out.txt"))
         internal = [title for title in trace.who.questions if "internal error" in title]
         assert not internal, internal
@@ -695,9 +708,15 @@ def check_rate(home: Home, runs: list[int], out: Path, limit: int) -> None:
 @example(n_runs=4, limit=1, appends=1, idempotent=True, verdict="allow", grant_while_down=False)
 @example(n_runs=3, limit=2, appends=1, idempotent=False, verdict="approve", grant_while_down=True)
 def test_policy_property_concurrent_runs_share_a_rate_limit(
-    n_runs: int, limit: int, appends: int, idempotent: bool, verdict: str, grant_while_down: bool
+    n_runs: int,
+    limit: int,
+    appends: int,
+    idempotent: bool,
+    verdict: str,
+    grant_while_down: bool,
+    fresh_store_url: FreshStore,
 ) -> None:
-    with fresh_home() as home:
+    with fresh_home(fresh_store_url) as home:
         spec = PolicySpec(verdict=verdict, limit=limit)
         out = write_home(home, spec, [*[append("x")] * appends, FINISH], idempotent)
         runs = [home.start_run(home.add_goal(title=f"goal {i}")) for i in range(n_runs)]
@@ -840,9 +859,9 @@ def check_expiry(home: Home, run_id: int, out: Path, log: list[Answered]) -> Non
 @example(expire_s=0.2, appends=1, plan=[Answer("approve", 1.3, down=True)])
 @example(expire_s=0.2, appends=1, plan=[Answer("sneak", 1.3, down=True)])
 def test_policy_property_approval_answered_after_expiry_never_executes(
-    expire_s: float, appends: int, plan: list[Answer]
+    expire_s: float, appends: int, plan: list[Answer], fresh_store_url: FreshStore
 ) -> None:
-    with fresh_home() as home:
+    with fresh_home(fresh_store_url) as home:
         spec = PolicySpec(verdict="approve", expire_s=expire_s)
         out = write_home(home, spec, [*[append("red")] * appends, FINISH], idempotent=False)
         run_id = home.start_run(home.add_goal())
