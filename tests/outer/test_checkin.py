@@ -36,6 +36,8 @@ from agentd.runs.deps import Deps
 from agentd.runs.engine import RunDriver
 from tests.conftest import Home
 
+pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
+
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC).timestamp()  # a Monday, 10:00 UTC
 DAY = 86400.0
 MIN_S = 4 * 3600.0

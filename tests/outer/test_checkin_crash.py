@@ -21,6 +21,7 @@ from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import world as worlds
 from agentd.db.store import SyncStore
+from tests.conftest import store_table
 
 CONFIG = """
 [models.default]
@@ -105,9 +106,9 @@ def run_child(
     )  # fmt: skip
 
 
-def arrange(home: Path, verdict: dict[str, Any]) -> tuple[SyncStore, int]:
+def arrange(home: Path, verdict: dict[str, Any], url: str | None) -> tuple[SyncStore, int]:
     home.mkdir()
-    (home / "config.toml").write_text(CONFIG)
+    (home / "config.toml").write_text(CONFIG + store_table(url))
     (home / "replies.json").write_text(json.dumps([{"action": {"kind": "finish"}}]))
     reply = {"reason": "the world moved", "next_look_in_s": None, "verdict": verdict}
     (home / "checkins.json").write_text(json.dumps([reply]))
@@ -134,11 +135,12 @@ RUN = {"kind": "start_run", "request": "Draft the launch post."}
     ids=["after-precheck", "during-model-call", "between-decision-and-effect"],
 )
 @pytest.mark.parametrize("verdict", [NUDGE, RUN], ids=["nudge", "start_run"])
+@pytest.mark.backends
 def test_checkin_sigkill_repeats_neither_journaled_call_nor_effect(
-    tmp_path: Path, kill_at: str, calls: int, verdict: dict[str, Any]
+    tmp_path: Path, kill_at: str, calls: int, verdict: dict[str, Any], store_url: str | None
 ) -> None:
     home = tmp_path / "home"
-    store, checkin_id = arrange(home, verdict)
+    store, checkin_id = arrange(home, verdict, store_url)
     try:
         killed = run_child(home, checkin_id, kill_at)
         assert killed.returncode == -9, killed.stderr[-2000:]

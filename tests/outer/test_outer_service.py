@@ -25,6 +25,8 @@ from agentd.outer import schedule
 from agentd.outer.service import Outer, _FireTrigger
 from tests.conftest import Home
 
+pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
+
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC).timestamp()  # a Monday, 12:00 UTC
 HOUR, DAY = 3600.0, 86400.0
 
