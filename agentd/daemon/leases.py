@@ -47,6 +47,7 @@ class LeaseKeeper:
         self.margin_s = self.interval_s / 2
         self._valid_until = 0.0  # monotonic: our leases last at least until then
         self._schema_seen: list[tuple[int, str, bool]] = []
+        self._breaking = False  # a newer agentd's breaking schema: claim nothing more
         self.renewals = 0
 
     @property
@@ -96,6 +97,7 @@ class LeaseKeeper:
         if not self.shared or self.engine.fenced or time.monotonic() < self.fence_at:
             return
         self.engine.fenced = True
+        self.deps.claiming = False  # no wakes, adoptions or check-ins while we cannot vouch
         stopped = self.engine.let_go()
         log.error(
             "lease.fenced",
@@ -116,10 +118,12 @@ class LeaseKeeper:
 
         sent = time.monotonic()
         try:
-            # Never past the fence: a renewal stuck on a dead connection must not hold it off.
-            budget = max(0.5, self.fence_at - sent) if self.shared else self.lease_s
+            # Never past the fence: a renewal stuck on a dead connection must not hold it off
+            # (once fenced, a slow renewal harms nobody: it gets the interval).
+            fencing = self.shared and not self.engine.fenced
+            budget = max(0.5, self.fence_at - sent) if fencing else self.interval_s
             async with asyncio.timeout(budget):
-                _held, taken = await self.deps.store.write(work)
+                held, taken = await self.deps.store.write(work)
         except (StateError, TimeoutError) as e:
             log.error("lease.renew_failed", error=str(e) or "timed out")
             self._fence_if_due()
@@ -129,9 +133,30 @@ class LeaseKeeper:
         if taken:
             log.warning("lease.lost", runs=self.engine.let_go(set(taken)), note="taken over")
         if self.engine.fenced:
-            self.engine.fenced = False
-            log.warning("lease.resumed", note="renewed again: driving runs; orphans readopted")
+            await self._resume({run_id for run_id, _ in held} - set(taken))
         return True
+
+    async def _resume(self, held: set[int]) -> None:
+        """Renewed after a fence: drive again, at once, the runs we still hold (each under a new
+        epoch, which refuses any late write of the tasks the fence cancelled)."""
+        self.engine.fenced = False
+        self.deps.claiming = not self._breaking
+        owner, lease_s = self.deps.owner, self.lease_s
+        orphans = sorted(held - self.engine.live())
+
+        def work(c: Conn) -> list[tuple[int, int | None]]:
+            return [(r, leases.reclaim(c, r, owner, lease_s)) for r in orphans]
+
+        try:
+            relaunched = await self.deps.store.write(work)
+        except StateError as e:  # the scheduler's orphan scan takes them later
+            log.error("lease.resume_failed", error=str(e))
+            relaunched = []
+        for run_id, epoch in relaunched:
+            if epoch is not None:
+                self.engine.launch(run_id, epoch)
+        log.warning("lease.resumed", runs=[r for r, e in relaunched if e is not None],
+                    note="renewed again: driving the runs still held")  # fmt: skip
 
     async def check_schema(self) -> None:
         """A newer agentd sharing the database may have migrated it: a compatible migration is
@@ -146,6 +171,7 @@ class LeaseKeeper:
             return
         self._schema_seen = newer
         breaking = [f"{v}: {name}" for v, name, brk in newer if brk]
+        self._breaking = bool(breaking)
         if breaking:
             self.deps.claiming = False
             log.critical(
