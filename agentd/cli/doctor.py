@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentd import config, llm, sources
-from agentd.cli import doctor_reach, doctor_urls
+from agentd.cli import doctor_reach, doctor_store, doctor_urls
 from agentd.cli.doctor_programs import check_programs, identity, used
 from agentd.config import (
     Config,
@@ -34,13 +34,11 @@ from agentd.db.sqlite import safety, schema
 from agentd.errors import AgentdError, ConfigError, ModelError
 from agentd.llm import SUMMARY_SCHEMA, ModelRequest
 from agentd.llm.scripted import load_replies
-from agentd.operator import daemons as operator_daemons
 from agentd.operator import health as operator_health
 from agentd.operator import home as operator_home
 from agentd.operator import liveness
 from agentd.operator import store_health as operator_store
 from agentd.text import url_shown
-from agentd.views.daemons import ago
 from agentd.views.records import Check
 
 # Sources whose look is a bounded local read (the tail of a file: no network, no child process),
@@ -87,7 +85,7 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
         checks = [Check("config", True, f"{paths.config}: valid; {counts}")]
     except AgentdError as e:
         checks = [Check("config", False, str(e))]
-    shared = check_shared_store(paths)  # None: the SQLite file in the home
+    shared = doctor_store.check_shared_store(paths)  # None: the SQLite file in the home
     checks += check_database(paths) if shared is None else shared
     readable = paths.db.exists() if shared is None else operator_store.served(shared)
     checks.append(check_daemon(liveness.probe(paths, daemon_pid)))
@@ -104,56 +102,6 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
         checks += doctor_urls.check_urls(cfg)
         checks += doctor_reach.check_web(paths, cfg, daemon_pid)
     return Report(str(paths.home), checks, cfg)
-
-
-def check_shared_store(paths: Paths) -> list[Check] | None:
-    """A home whose [store] names a PostgreSQL database: the connection, the server's version,
-    the session settings a new connection carries, the schema (agentd/db/postgres/checks.py),
-    then the daemons serving it. None for a home whose state is its SQLite file."""
-    try:
-        checks = operator_store.postgres_checks(paths)
-    except ConfigError as e:  # url_env names nothing set: no database to look at
-        return [Check("database", False, str(e))]
-    if checks is None:
-        return None
-    if operator_store.served(checks):
-        checks.append(check_daemons(paths))
-    # The LISTEN listener (docs/design-postgres.md §5) gets its check here: does the running
-    # daemon's listener hold its connection, or is LISTEN off ([store] listen_url = false).
-    return checks
-
-
-def check_daemons(paths: Paths) -> Check:
-    """How many daemons serve the database (live: renewed within their lease), and any that went
-    silent past its lease in the last day. None live is information: runs and check-ins wait."""
-    try:
-        store = operator_home.inspect_store(paths.db)
-        try:
-            listed = operator_daemons.serving(store)["daemons"]
-        finally:
-            store.close()
-    except AgentdError as e:
-        return Check("daemons", False, str(e))
-    live = [d for d in listed if d["state"] == operator_daemons.State.LIVE]
-    silent = [d for d in listed if d["state"] == operator_daemons.State.SILENT]
-    said = [f"{len(live)} live" + (": " + ", ".join(map(_daemon_said, live)) if live else "")]
-    if silent:
-        their = "its" if len(silent) == 1 else "their"
-        said.append(
-            f"{len(silent)} silent past {their} lease in the last day: "
-            + ", ".join(map(_daemon_said, silent))
-            + " (died, froze or lost the database; the runs held go to the next daemon that"
-            " claims)"
-        )
-    if not live:
-        said.append("start one with `agentd serve`: runs and check-ins wait until one runs")
-        return Check("daemons", False, "; ".join(said), required=False, warning=bool(silent))
-    return Check("daemons", True, "; ".join(said))
-
-
-def _daemon_said(d: dict[str, Any]) -> str:
-    runs = f"{d['runs_held']} run{'' if d['runs_held'] == 1 else 's'}"
-    return f"{d['host']} pid {d['pid']} ({d['version']}, {runs}, renewed {ago(d['renewed_s_ago'])})"
 
 
 def check_database(paths: Paths) -> list[Check]:
