@@ -236,9 +236,17 @@ async def test_expired_approval_cannot_be_granted_while_daemon_down(home: Home, 
 async def test_approval_granted_after_expiry_is_never_consumed(home: Home, serve: Any) -> None:
     out = setup(home, [append("x"), FINISH], rules='append = "approve"', expire_s=0.3)
     run_id, item = await park_on_approval(home, serve, out)
-    await asyncio.sleep(0.4)
-    # Granted late by an older CLI (or by hand): the consume refuses it all the same.
-    home.store.write(lambda c: qi.resolve(c, item.item_id, InboxStatus.APPROVED, answer="ok"))
+    assert item.expires_at is not None
+    await wait_for(lambda: time.time() > item.expires_at.timestamp(), 5)  # type: ignore[union-attr]
+    # Granted late by hand (or an older CLI), whether or not the daemon expired it before it
+    # stopped: the consume refuses it all the same.
+    home.store.write(
+        lambda c: c.execute(
+            "UPDATE inbox SET status = 'approved', answer = 'ok', resolved_at = ?"
+            " WHERE item_id = ?",
+            (time.time(), item.item_id),
+        )
+    )
     await serve()
     await wait_for(finished(home, run_id))
     assert executed(out) == []
