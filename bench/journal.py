@@ -113,10 +113,9 @@ async def timed(store: Store, runs: int, steps: int) -> float:
 # without --store the bench imports, measures and prints what it always did.
 #
 # A mode is one function measuring one repetition (records, the figure last) and one summary.
-# Still to come for issue 21, as two more entries of PG_MODES (and of the mode argument, PostgreSQL
-# only): `multi` — N daemons on one database, each its own Store and owner claiming runs under
-# leases, steps/s summed over them beside the 1-daemon conc figure and the same baselines — and
-# `notify` — notifying commits/s and the LISTEN wake-up latency beside plain commits.
+# Several real daemons on one database and the NOTIFY wake-up are bench/multi_daemon.py's (real
+# `agentd serve` processes, which this in-process bench does not start); it reuses pg_database,
+# pg_env and emit from here.
 
 
 def pg_database(store: str, workdir: Path, stats: bool) -> tuple[str, Any]:
@@ -261,7 +260,6 @@ Summary = Callable[[argparse.Namespace, list[list[dict[str, Any]]]], str]
 PG_MODES: dict[str, tuple[Repetition, Summary]] = {
     "seq": (pg_journal, pg_journal_summary),
     "conc": (pg_journal, pg_journal_summary),
-    # "multi": (pg_multi, pg_multi_summary), "notify": (pg_notify, pg_notify_summary): see above
 }
 
 

@@ -293,7 +293,7 @@ def multi(a: argparse.Namespace, url: str, workdir: Path) -> None:
 
 def _med(pairs: list[tuple[dict[str, Any], dict[str, Any]]], key: str) -> str:
     values = [f[key] for _, f in pairs if f[key] is not None]
-    return f"{statistics.median(values):.1f}" if values else "null"
+    return f"{statistics.median(values):.2f}" if values else "null"
 
 
 # ── notify: answer → wake-up with no daemon on the answering home ──────────────────────────
