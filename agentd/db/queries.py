@@ -247,8 +247,9 @@ def append_step(
     if fields["created_at"] is None:
         fields["created_at"] = stamp.now(c)
     step, row = step_insert(run_id, epoch, kind, seq, **fields)
+    sql = row.sql.replace(Insert.FENCE, c.dialect.fence_lock)  # the fence's lock, as the writer's
     try:
-        inserted = c.execute(row.sql, row.params).rowcount
+        inserted = c.execute(sql, row.params).rowcount
     except c.IntegrityError:
         raise Refused(f"run {run_id} already has a step {seq}; the journal moved on") from None
     if inserted != 1:

@@ -89,6 +89,10 @@ def test_reclaim_takes_only_our_own_running_run(store: SyncStore) -> None:
 
 ZOMBIE_WRITES = {
     "step": lambda c, run, epoch: q.append_step(c, run, epoch, StepKind.OBSERVE, data={}),
+    # With its seq given (the build driver's steps), no read of the fence first: the insert's own.
+    "step at seq": lambda c, run, epoch: q.append_step(
+        c, run, epoch, StepKind.OBSERVE, seq=2, data={}
+    ),
     "finish": lambda c, run, epoch: qt.finish(c, run, epoch, RunStatus.SUCCEEDED, "zombie"),
 }
 
