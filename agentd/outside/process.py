@@ -24,6 +24,7 @@ import functools
 import os
 import resource
 import signal
+import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -299,7 +300,8 @@ def _boot_id() -> str:
 
 
 def spawn_record(pid: int, not_before: int) -> JSON:
-    """What recovery needs to find a child's session again: `{"pgid", "start", "boot_id"}`.
+    """What recovery needs to find a child's session again: `{"pgid", "start", "boot_id",
+    "host"}` (a daemon on another host sharing the database can neither see nor stop it).
 
     The child leads its own session, so `pgid` is also the session id. `start` is the child's start
     time; when the child is already gone (reaped, its pid maybe reused), `not_before`, taken just
@@ -308,7 +310,7 @@ def spawn_record(pid: int, not_before: int) -> JSON:
     """
     proc = _stat(pid)
     start = proc.start if proc is not None and proc.start >= not_before else not_before
-    return {"pgid": pid, "start": start, "boot_id": _boot_id()}
+    return {"pgid": pid, "start": start, "boot_id": _boot_id(), "host": socket.gethostname()}
 
 
 @dataclass(frozen=True)
@@ -389,6 +391,13 @@ def _kill_exact(proc: _Proc) -> bool:
     finally:
         if pidfd >= 0:
             os.close(pidfd)
+
+
+def elsewhere(spawned: JSON | None) -> str | None:
+    """The host a recorded child was started on, when it is not this one: nothing here can see
+    or stop it (only its own daemon could, and recovery must not assume it did)."""
+    host = (spawned or {}).get("host")
+    return str(host) if host and host != socket.gethostname() else None
 
 
 async def fence(spawned: JSON | None, key: str, *, bound_s: float = _FENCE_BOUND_S) -> JSON:

@@ -40,6 +40,15 @@ class Recovery(RunJournal):
         executor = self.deps.executors.get(action)
         ctx = self._context(step.seq, action, key=step.data.get("key"))
         spawned = step.data.get("spawned")
+        host = process.elsewhere(spawned)
+        if host is not None and not (executor is not None and executor.idempotent):
+            # Started by a daemon on another host (a shared database): its command may still
+            # run there, out of our reach, whatever verify says now. Only the operator knows.
+            log.warning("action.elsewhere", action=action, host=host, key=ctx.idempotency_key)
+            await self.ask_unknown_outcome(
+                step, ctx, f"it was started on {host}, which this daemon cannot reach to stop it"
+            )
+            return
         fenced = await (
             executor.fence(ctx, spawned)
             if executor is not None  # an action gone from the config may have left processes too
