@@ -120,6 +120,17 @@ def fresh_store_url(backend: str, request: pytest.FixtureRequest) -> FreshStore:
     return fresh
 
 
+# A property's generated examples on PostgreSQL (its explicit @example cases always run): each
+# costs a database and a daemon there, which stops a second slower (its LISTEN thread), and what
+# the engine does is the same in each; SQLite keeps the property's own count.
+PG_PROPERTY_EXAMPLES = 5
+
+
+def property_examples(backend: str, sqlite: int) -> int:
+    """How many examples a property generates on `backend`: its own `sqlite` count, or fewer."""
+    return sqlite if backend == "sqlite" else min(sqlite, PG_PROPERTY_EXAMPLES)
+
+
 def backend_of(path: Path, url: str | None) -> Backend:
     """The Backend of the home whose SQLite file is at `path`: that file, or the database at `url`."""
     if url is None:

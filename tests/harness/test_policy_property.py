@@ -61,7 +61,7 @@ from agentd.models import (
     action_digest,
 )
 from agentd.operator import inbox
-from tests.conftest import FreshStore, Home, wait_for
+from tests.conftest import FreshStore, Home, property_examples, wait_for
 from tests.runs.test_approval_property import Daemon  # the in-process daemon that can be killed
 
 # Each property on SQLite and on PostgreSQL (a database per example: `fresh_store_url`).
@@ -70,8 +70,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.backends]
 # failing example ~100 times, minutes of daemons, to annotate which draws matter).
 SETTINGS: dict[str, Any] = {
     "deadline": None,
-    # fresh_store_url is function-scoped but a factory: each example opens its own store
-    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    "suppress_health_check": [HealthCheck.too_slow],
     "phases": [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
 }
 
@@ -577,17 +576,21 @@ APPROVED_THEN_REPOINTED = Change(
 )  # fmt: skip
 
 
-@settings(max_examples=25, **SETTINGS)
-@example(ch=APPROVED_THEN_DENIED)
-@example(ch=APPROVED_THEN_REPOINTED)
-@given(ch=changes())
 def test_policy_property_config_change_never_runs_outside_the_config_in_force(
-    ch: Change, fresh_store_url: FreshStore
+    backend: str, fresh_store_url: FreshStore
 ) -> None:
-    with fresh_home(fresh_store_url) as home:
-        out = home.root.parent / "out.txt"
-        trace = asyncio.run(drive_change(home, ch, out))
-        check_change(home, out, ch, trace)
+    # The property is built here, its example count by engine (tests/conftest.py).
+    @settings(max_examples=property_examples(backend, 25), **SETTINGS)
+    @example(ch=APPROVED_THEN_DENIED)
+    @example(ch=APPROVED_THEN_REPOINTED)
+    @given(ch=changes())
+    def config_change(ch: Change) -> None:
+        with fresh_home(fresh_store_url) as home:
+            out = home.root.parent / "out.txt"
+            trace = asyncio.run(drive_change(home, ch, out))
+            check_change(home, out, ch, trace)
+
+    config_change()
 
 
 # ── found on the way (fixed: each failed before) ──────────────────────────────────────────────────────
@@ -695,33 +698,39 @@ def check_rate(home: Home, runs: list[int], out: Path, limit: int) -> None:
     event(f"refused at execution: {'some' if refusals else 'none'}")
 
 
-@settings(max_examples=20, **SETTINGS)
-@given(
-    n_runs=st.integers(2, 6),
-    limit=st.integers(1, 3),
-    appends=st.integers(1, 2),
-    idempotent=st.booleans(),
-    verdict=st.sampled_from(("allow", "approve")),
-    grant_while_down=st.booleans(),
-)
-# The old bug, always tried: counted at CHECK, logged once the command ended — all ran.
-@example(n_runs=4, limit=1, appends=1, idempotent=True, verdict="allow", grant_while_down=False)
-@example(n_runs=3, limit=2, appends=1, idempotent=False, verdict="approve", grant_while_down=True)
 def test_policy_property_concurrent_runs_share_a_rate_limit(
-    n_runs: int,
-    limit: int,
-    appends: int,
-    idempotent: bool,
-    verdict: str,
-    grant_while_down: bool,
-    fresh_store_url: FreshStore,
+    backend: str, fresh_store_url: FreshStore
 ) -> None:
-    with fresh_home(fresh_store_url) as home:
-        spec = PolicySpec(verdict=verdict, limit=limit)
-        out = write_home(home, spec, [*[append("x")] * appends, FINISH], idempotent)
-        runs = [home.start_run(home.add_goal(title=f"goal {i}")) for i in range(n_runs)]
-        asyncio.run(drive_rate(home, runs, grant_while_down and verdict == "approve"))
-        check_rate(home, runs, out, limit)
+    @settings(max_examples=property_examples(backend, 20), **SETTINGS)
+    @given(
+        n_runs=st.integers(2, 6),
+        limit=st.integers(1, 3),
+        appends=st.integers(1, 2),
+        idempotent=st.booleans(),
+        verdict=st.sampled_from(("allow", "approve")),
+        grant_while_down=st.booleans(),
+    )
+    # The old bug, always tried: counted at CHECK, logged once the command ended — all ran.
+    @example(n_runs=4, limit=1, appends=1, idempotent=True, verdict="allow", grant_while_down=False)
+    @example(
+        n_runs=3, limit=2, appends=1, idempotent=False, verdict="approve", grant_while_down=True
+    )
+    def rate_limit(
+        n_runs: int,
+        limit: int,
+        appends: int,
+        idempotent: bool,
+        verdict: str,
+        grant_while_down: bool,
+    ) -> None:
+        with fresh_home(fresh_store_url) as home:
+            spec = PolicySpec(verdict=verdict, limit=limit)
+            out = write_home(home, spec, [*[append("x")] * appends, FINISH], idempotent)
+            runs = [home.start_run(home.add_goal(title=f"goal {i}")) for i in range(n_runs)]
+            asyncio.run(drive_rate(home, runs, grant_while_down and verdict == "approve"))
+            check_rate(home, runs, out, limit)
+
+    rate_limit()
 
 
 # ═════ 3. expiries ═════════════════════════════════════════════════════════════════════════════
@@ -848,22 +857,25 @@ def check_expiry(home: Home, run_id: int, out: Path, log: list[Answered]) -> Non
     assert home.run(run_id).status == RunStatus.SUCCEEDED
 
 
-@settings(max_examples=20, **SETTINGS)
-@given(
-    expire_s=st.sampled_from((0.2, 0.3, 0.5, 1.0)),
-    appends=st.integers(1, 2),
-    plan=st.lists(ANSWERS, min_size=1, max_size=2),
-)
-# The old bugs, always tried: granted past its expiry while the daemon was down (by the CLI, or
-# straight in the table), the approval was woken on and ran.
-@example(expire_s=0.2, appends=1, plan=[Answer("approve", 1.3, down=True)])
-@example(expire_s=0.2, appends=1, plan=[Answer("sneak", 1.3, down=True)])
 def test_policy_property_approval_answered_after_expiry_never_executes(
-    expire_s: float, appends: int, plan: list[Answer], fresh_store_url: FreshStore
+    backend: str, fresh_store_url: FreshStore
 ) -> None:
-    with fresh_home(fresh_store_url) as home:
-        spec = PolicySpec(verdict="approve", expire_s=expire_s)
-        out = write_home(home, spec, [*[append("red")] * appends, FINISH], idempotent=False)
-        run_id = home.start_run(home.add_goal())
-        log = asyncio.run(drive_expiry(home, run_id, list(plan)))
-        check_expiry(home, run_id, out, log)
+    @settings(max_examples=property_examples(backend, 20), **SETTINGS)
+    @given(
+        expire_s=st.sampled_from((0.2, 0.3, 0.5, 1.0)),
+        appends=st.integers(1, 2),
+        plan=st.lists(ANSWERS, min_size=1, max_size=2),
+    )
+    # The old bugs, always tried: granted past its expiry while the daemon was down (by the CLI,
+    # or straight in the table), the approval was woken on and ran.
+    @example(expire_s=0.2, appends=1, plan=[Answer("approve", 1.3, down=True)])
+    @example(expire_s=0.2, appends=1, plan=[Answer("sneak", 1.3, down=True)])
+    def expiry(expire_s: float, appends: int, plan: list[Answer]) -> None:
+        with fresh_home(fresh_store_url) as home:
+            spec = PolicySpec(verdict="approve", expire_s=expire_s)
+            out = write_home(home, spec, [*[append("red")] * appends, FINISH], idempotent=False)
+            run_id = home.start_run(home.add_goal())
+            log = asyncio.run(drive_expiry(home, run_id, list(plan)))
+            check_expiry(home, run_id, out, log)
+
+    expiry()

@@ -49,7 +49,7 @@ from agentd.models import (
 )
 from agentd.operator import inbox
 from agentd.runs.deps import Deps
-from tests.conftest import Home, finished, wait_for, waiting
+from tests.conftest import FreshStore, Home, finished, property_examples, wait_for, waiting
 
 pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
 
@@ -375,29 +375,34 @@ def check_outcome(home: Home, run_id: int, out: Path, who: Operator, verify: boo
 
 
 @pytest.mark.timeout(240)
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-@given(
-    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
-    verify=st.booleans(),
-    plan=RESPONSES,
-)
 def test_approval_property_gated_actions_execute_only_as_approved(
-    words: list[str], verify: bool, plan: list[Response]
+    backend: str, fresh_store_url: FreshStore
 ) -> None:
-    # A fresh home and event loop per example: nothing (daemon tasks, lock, DB) leaks between them.
-    with tempfile.TemporaryDirectory(prefix="agentd-prop-") as tmp:
-        home = Home(Path(tmp) / "home")
-        try:
-            out = write_home(home, [*map(append, words), FINISH], verify=verify)
-            run_id = home.start_run(home.add_goal())
-            who = asyncio.run(drive(home, run_id, list(plan)))
-            check_outcome(home, run_id, out, who, verify)
-        finally:
-            home.close()
+    # The property is built here, its example count by engine (tests/conftest.py).
+    @settings(
+        max_examples=property_examples(backend, 25),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    @given(
+        words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+        verify=st.booleans(),
+        plan=RESPONSES,
+    )
+    def gated(words: list[str], verify: bool, plan: list[Response]) -> None:
+        # A fresh home, store and event loop per example: nothing (daemon tasks, lock, DB) leaks
+        # between them.
+        with tempfile.TemporaryDirectory(prefix="agentd-prop-") as tmp, fresh_store_url() as url:
+            home = Home(Path(tmp) / "home", url)
+            try:
+                out = write_home(home, [*map(append, words), FINISH], verify=verify)
+                run_id = home.start_run(home.add_goal())
+                who = asyncio.run(drive(home, run_id, list(plan)))
+                check_outcome(home, run_id, out, who, verify)
+            finally:
+                home.close()
+
+    gated()
 
 
 # ── examples ─────────────────────────────────────────────────────────────────────────────────────
