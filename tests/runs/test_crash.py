@@ -26,7 +26,6 @@ from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import InboxKind, RunStatus, StepKind, StepStatus
-from tests.conftest import store_table
 
 RUNS = 20
 KILLS = 30
@@ -44,7 +43,7 @@ def replies() -> list[Any]:
     return out
 
 
-def write_home(home: Path, store_url: str | None) -> Path:
+def write_home(home: Path) -> Path:
     home.mkdir()
     effects = home / "effects.txt"
     (home / "replies.json").write_text(json.dumps(replies()))
@@ -78,7 +77,6 @@ def write_home(home: Path, store_url: str | None) -> Path:
             limits = {{ loop_threshold = 10 }}
             """
         )
-        + store_table(store_url)
     )
     return effects
 
@@ -112,12 +110,9 @@ def wait_ready(home: Path, starts: int, timeout_s: float = 40) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-@pytest.mark.backends
-def test_crash_sigkill_loses_nothing_and_repeats_no_side_effect(
-    tmp_path: Path, store_url: str | None
-) -> None:
+def test_crash_sigkill_loses_nothing_and_repeats_no_side_effect(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    effects = write_home(home, store_url)
+    effects = write_home(home)
     store = SyncStore(config.Paths(home).db)
     goal_ids = [
         store.write(
