@@ -58,14 +58,15 @@ class LeaseKeeper:
     async def start(self) -> list[tuple[int, int]]:
         """Register this daemon and take the runs it may drive now; returns (run_id, epoch)."""
         owner, lease_s, shared = self.deps.owner, self.lease_s, self.shared
+        most = self.deps.config.daemon.max_concurrent_runs
 
         def work(c: Conn) -> list[tuple[int, int]]:
             leases.register(
                 c, owner=owner, host=socket.gethostname(), pid=os.getpid(), version=__version__,
                 lease_s=lease_s,
             )  # fmt: skip
-            if shared:
-                return leases.claim_free(c, owner, lease_s, lapsed=True)
+            if shared:  # no more than it can drive at once
+                return leases.claim_free(c, owner, lease_s, lapsed=True, limit=most)
             return leases.claim_running(c, owner, lease_s)
 
         sent = time.monotonic()
@@ -174,10 +175,11 @@ class LeaseKeeper:
         self._breaking = bool(breaking)
         if breaking:
             self.deps.claiming = False
+            await self._hand_back()
             log.critical(
                 "daemon.schema_breaking", migrations=breaking, known=backend.latest,
-                note="a newer agentd applied a breaking migration: this daemon takes no new runs, "
-                "wakes or check-ins; upgrade agentd on this host and restart it",
+                note="a newer agentd applied a breaking migration: this daemon hands its runs to "
+                "the others and takes no new work; upgrade agentd on this host and restart it",
             )  # fmt: skip
         elif newer:
             log.warning(
@@ -185,15 +187,28 @@ class LeaseKeeper:
                 note="compatible: this daemon goes on; upgrade it when you can",
             )  # fmt: skip
 
+    async def _hand_back(self) -> None:
+        """Under a breaking schema: stop driving every run and hand them, with our check-ins and
+        messages, to the daemons that can read it (they take them at their next claim)."""
+        stopped = self.engine.let_go()
+        owner = self.deps.owner
+        try:
+            released = await self.deps.store.write(lambda c: leases.release_all(c, owner))
+        except StateError as e:  # the leases lapse by themselves then
+            log.error("lease.release_failed", error=str(e))
+            return
+        log.warning("lease.handed_back", runs=stopped, released=released)
+
     async def claim_lapsed(self) -> None:
         """Take runs whose lease lapsed (their daemon died or froze) and drive them; free the
         check-ins and messages such daemons had claimed."""
         owner, lease_s = self.deps.owner, self.lease_s
+        # No more than we can drive at once: the rest is for other daemons' next claim.
+        free = max(0, self.deps.config.daemon.max_concurrent_runs - len(self.engine.live()))
 
         def work(c: Conn) -> tuple[list[tuple[int, int]], int]:
-            return leases.claim_free(
-                c, owner, lease_s, lapsed=True
-            ), leases.free_claims_of_the_gone(c)
+            taken = leases.claim_free(c, owner, lease_s, lapsed=True, limit=free) if free else []
+            return taken, leases.free_claims_of_the_gone(c)
 
         try:
             taken, freed = await self.deps.store.write(work)

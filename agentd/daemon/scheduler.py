@@ -43,6 +43,7 @@ Launch = Callable[[int, int], None]
 # An answer's resolved_at is stamped before its transaction commits; the margin covers that gap.
 RESOLVE_MARGIN_S = 10.0
 FULL_SCAN_S = 60.0
+ALL_RUNS = 1_000_000  # a claim's limit where one daemon owns the database
 MAX_REMINDERS = 3  # `on_expire = "remind"`: then the item expires like `deny`
 
 
@@ -224,8 +225,13 @@ class Scheduler:
         """Runs started from the CLI (`agentd run start`) are rows with no owner: take them
         (SKIP LOCKED: two daemons never take the same one)."""
         owner, lease_s = self.deps.owner, self.deps.lease_s
+        free = ALL_RUNS  # the one daemon takes them all: they queue for its slots
+        if self.deps.store.backend.shared:  # no more than we can drive: the rest is for others
+            free = self.deps.config.daemon.max_concurrent_runs - len(self.live())
+            if free <= 0:
+                return
         for run_id, epoch in await self.deps.store.write(
-            lambda c: leases.claim_free(c, owner, lease_s, lapsed=False)
+            lambda c: leases.claim_free(c, owner, lease_s, lapsed=False, limit=free)
         ):
             self.launch(run_id, epoch)
 

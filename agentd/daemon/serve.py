@@ -198,6 +198,8 @@ async def _serve_locked(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     listener: Listener | None = None
+    keeping: asyncio.Task[None] | None = None
+    leases_stop = asyncio.Event()  # after the engine stops: leases are kept while runs drain
     try:
         limited = [(a, act) for a, cfg_a in cfg.agents.items() for act in cfg_a.policy.max_per_hour]
         await store.write(lambda c: accounting.set_rate_limits(c, limited))
@@ -210,6 +212,10 @@ async def _serve_locked(
         api.control.on_reload = lambda: reload_told(paths, deps, models, reloading)
         keeper = LeaseKeeper(deps, engine, shared=store.backend.shared)
         resumed = await keeper.start()
+        # Renewing and fencing from before the first run is driven until after the last one
+        # stopped: a slow start or a long drain must not outlive the leases unwatched.
+        keeping = asyncio.create_task(keeper.run(leases_stop), name="leases")
+        keeping.add_done_callback(lambda t: _stop_if_failed(t, stop))
         for run_id, epoch in resumed:
             engine.launch(run_id, epoch)
         await scheduler.tick(force=True)
@@ -234,7 +240,6 @@ async def _serve_locked(
             ready()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(scheduler.run(stop), name="scheduler")
-            tg.create_task(keeper.run(stop), name="leases")
             tg.create_task(outer.run(stop), name="outer")
             tg.create_task(watchdog(deps, stop, failures), name="watchdog")
             tg.create_task(_reloader(paths, deps, models, hup, stop, reloading), name="reload")
@@ -245,8 +250,13 @@ async def _serve_locked(
         sdnotify.notify("STOPPING=1")
         await outer.stop(cfg.daemon.shutdown_grace_s)
         await engine.stop(cfg.daemon.shutdown_grace_s)
+        leases_stop.set()
+        await keeping
         await keeper.stop()
     finally:
+        if keeping is not None and not keeping.done():
+            keeping.cancel()
+            await asyncio.gather(keeping, return_exceptions=True)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
         api.close()
@@ -255,6 +265,13 @@ async def _serve_locked(
         await store.close()
     log.info("daemon.stopped", exit_code=1 if failures else 0)
     return 1 if failures else 0
+
+
+def _stop_if_failed(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+    """A lease keeper that died (a bug) must not leave the daemon driving runs unwatched."""
+    if not task.cancelled() and task.exception() is not None:
+        log.critical("lease.keeper_failed", error=repr(task.exception()))
+        stop.set()
 
 
 def _soon(loop: asyncio.AbstractEventLoop, *calls: Callable[[], None]) -> None:

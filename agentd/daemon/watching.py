@@ -72,7 +72,7 @@ def record_poll(
                 reason = f"withdrawn: {source} became {'healthy' if healthy else 'unhealthy'}"
                 qi.resolve(c, wait["item_id"], InboxStatus.EXPIRED, answer=reason)
                 why.update(withdrew=wait["item_id"], action=wait.get("action"), reason=reason)
-            epoch = qt.wake(c, run_id, owner, why, lease_s)
+            epoch = qt.wake(c, run_id, owner, why, lease_s, expect=wait)  # this wait, no later one
             if epoch is not None:
                 woken.append((run_id, epoch))
     return woken

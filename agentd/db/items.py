@@ -121,12 +121,14 @@ def resolve(
         raise Refused(f"inbox item {item_id} is already {item.status}")
     data = {**item.data, **(extra or {})}
     edited, now = args is not None, stamp.now(c)
-    c.execute(
+    resolved = c.execute(
         "UPDATE inbox SET status = ?, answer = ?, resolved_at = ?, data = ?,"
         " args = coalesce(?, args), digest = coalesce(?, digest), edited = ?"
         " WHERE item_id = ? AND status = 'open'",
         (status, answer, now, json_col(data), json_col(args), digest, int(edited), item_id),
-    )
+    ).rowcount
+    if resolved != 1:  # closed by another process since the read (its commit came first)
+        raise Refused(f"inbox item {item_id} is already {get_item(c, item_id).status}")
     wake.notify_peers(c)  # a run waiting on it may be woken by any daemon sharing the database
     return get_item(c, item_id)
 
@@ -212,7 +214,11 @@ def event_from_row(r: tuple[Any, ...]) -> Event:
 def add_event(
     c: Conn, name: str, data: JSON, dedupe_key: str | None, source: str = "cli"
 ) -> int | None:
-    """Store an event; None when an event with the same dedupe key already exists."""
+    """Store an event; None when an event with the same dedupe key already exists.
+
+    Events commit in id order, one writer at a time (a singleton): the trigger cursor and the
+    waits read "events after id N", which a smaller id committing later would slip under."""
+    c.dialect.singleton(c, "events")
     cur = c.execute(
         "INSERT INTO events (name, data, dedupe_key, source, created_at) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT (dedupe_key) DO NOTHING RETURNING event_id",

@@ -66,8 +66,12 @@ def stopped(c: Conn, owner: str, *, release: bool) -> int:
     back at once (another daemon takes them at its next claim instead of after the lease).
     Returns the runs released."""
     c.execute(f"UPDATE daemons SET stopped_at = {c.dialect.now_sql} WHERE owner = ?", (owner,))
-    if not release:
-        return 0
+    return release_all(c, owner) if release else 0
+
+
+def release_all(c: Conn, owner: str) -> int:
+    """Hand back every run, check-in and message `owner` holds: another daemon takes them at
+    its next claim. Returns the runs released."""
     for table in ("checkins", "outbox"):  # claimed like runs (db/checkins.py, db/outbox.py)
         c.execute(
             f"UPDATE {table} SET claimed_by = NULL, claim_expires_at = NULL WHERE claimed_by = ?",

@@ -143,6 +143,9 @@ def list_runs(
 
 
 def active_run_of_goal(c: Conn, goal_id: int) -> int | None:
+    """The goal's running or waiting run (builds aside). In a write transaction that may start
+    one, the goal's singleton is held from here to the commit: two daemons never both see none."""
+    c.dialect.singleton(c, f"goal_run:{goal_id}")
     row = c.execute(
         "SELECT run_id FROM runs WHERE goal_id = ? AND status IN ('running','waiting')"
         " AND trigger != 'build' LIMIT 1",  # builds make an artifact beside the goal's run

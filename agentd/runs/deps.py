@@ -31,9 +31,9 @@ class Deps:
     sources: dict[str, Source]
     owner: str
     lease_s: float = LEASE_S
-    # False once the database holds a breaking migration newer than this agentd (a newer daemon
-    # upgraded it): this one takes no new work — runs, wakes, check-ins — and finishes nothing
-    # it cannot read (daemon/leases.py).
+    # False while this daemon may take no new work — runs, wakes, check-ins: it is fenced (its
+    # leases could not be renewed), or a newer agentd applied a breaking migration, when it also
+    # hands the runs it held to the other daemons (daemon/leases.py).
     claiming: bool = True
     menus: dict[str, Menu] = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)  # the one clock (DESIGN §5: base)

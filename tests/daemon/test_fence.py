@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -248,7 +249,8 @@ async def test_run_argv_reports_the_child_group_start_and_boot() -> None:
     )
 
     pid, start = map(int, done.stdout.split())
-    assert seen == [{"pgid": pid, "start": start, "boot_id": boot_id()}]
+    host = socket.gethostname()
+    assert seen == [{"pgid": pid, "start": start, "boot_id": boot_id(), "host": host}]
 
 
 async def test_run_argv_kills_the_group_when_on_spawn_fails() -> None:

@@ -20,6 +20,16 @@ from agentd.errors import StateError
 
 LOCK_TIMEOUT_MS = 5000  # as SQLite's busy timeout: a lock wait this long is an error, not a hang
 DEFAULT_LEASE_S = 30.0  # [store] lease_s's default (config/store.py)
+# A connection that cannot be made, or a peer that went silent (a partition, a dead host), is an
+# error within seconds, not after the kernel's TCP retries (~15 min): a renewal, a write or the
+# listener's probe must fail in time to fence or reconnect. (Ignored on a unix socket.)
+NETWORK_SETTINGS: dict[str, Any] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
 
 
 def idle_in_transaction_ms(lease_s: float) -> int:
@@ -103,7 +113,9 @@ def connect(
 ) -> PostgresConn:
     """A connection with agentd's session settings; raises StateError when it cannot connect."""
     try:
-        raw = psycopg.connect(url, autocommit=True, application_name=application_name)
+        raw = psycopg.connect(
+            url, autocommit=True, application_name=application_name, **NETWORK_SETTINGS
+        )
     except psycopg.Error as e:
         raise translate(e, url) from None
     for name in ("json", "jsonb"):

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from agentd.db.postgres.connection import label
+from agentd.db.postgres.connection import NETWORK_SETTINGS, label
 from agentd.db.wake import CHANNEL
 
 PROBE_S = 5.0  # a quiet connection is probed this often (SELECT 1)
@@ -62,8 +62,9 @@ class Listener:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(
-                    self.url, autocommit=True, application_name="agentd-listener"
-                ) as conn:
+                    self.url, autocommit=True, application_name="agentd-listener",
+                    **NETWORK_SETTINGS,
+                ) as conn:  # fmt: skip
                     conn.execute(f"LISTEN {CHANNEL}")
                     self.backend_pid = conn.info.backend_pid
                     self.connects += 1
