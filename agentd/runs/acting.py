@@ -87,7 +87,9 @@ class RunJournal:
         try:
             await self.deps.store.insert(row)
         except StateError as e:
-            if "UNIQUE constraint" in str(e):  # a duplicate seq: another writer moved on
+            # A duplicate seq: another writer moved on (SQLite's "UNIQUE constraint failed",
+            # PostgreSQL's "violates unique constraint").
+            if "unique constraint" in str(e).lower():
                 raise Refused(f"run {self.run_id}: step {seq} not journaled ({e})") from None
             raise  # transient (a lock, I/O): the engine retries the run
         self.steps.append(step)
