@@ -144,7 +144,10 @@ class Agentd:
     def store(self) -> home.HomeStore:
         """The home's database, opened on first use (never created: `agentd init` does that)."""
         if self._store is None:
-            if not self.paths.db.exists():
+            from agentd.config.where import home_store_url
+
+            # A home whose [store] names a PostgreSQL database has no file here.
+            if home_store_url(self.paths.home) is None and not self.paths.db.exists():
                 raise StateError(f"{self.paths.db}: no database here; run `agentd init`")
             self._store = home.open_store(self.paths.db)
         return self._store

@@ -84,11 +84,7 @@ async def web_page(home: Home, goal_id: int) -> str:
     return html.unescape(found[1].replace("<br>", "\n"))
 
 
-@pytest.mark.backends(
-    xfail_postgres="agentd/mcp/server.py Agentd.store: `if not self.paths.db.exists()` raises "
-    "'no database here; run `agentd init`' on a home whose [store] url names a PostgreSQL "
-    "database (there is no SQLite file): every MCP resource read fails"
-)
+@pytest.mark.backends
 @pytest.mark.parametrize(
     ("cron", "winner"),
     [
