@@ -49,6 +49,12 @@ class LeaseKeeper:
         self._schema_seen: list[tuple[int, str, bool]] = []
         self._breaking = False  # a newer agentd's breaking schema: claim nothing more
         self.renewals = 0
+        deps.lease_ok = self.lease_ok
+
+    def lease_ok(self) -> bool:
+        """Whether the leases still hold by our own clock (always, where nobody else could
+        take them)."""
+        return not self.shared or (not self.engine.fenced and time.monotonic() < self.fence_at)
 
     @property
     def fence_at(self) -> float:

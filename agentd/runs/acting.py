@@ -260,6 +260,10 @@ class RunJournal:
     async def _execute(
         self, ex: Executor, args: JSON, ctx: ActionContext
     ) -> tuple[StepStatus, JSON]:
+        if not self.deps.lease_ok():  # thawed past the fence, before the keeper could run
+            raise Refused(
+                f"run {self.run_id}: this daemon's lease may have lapsed; {ctx.action} not started"
+            )  # the intent stays without a result: its next owner recovers it (invariant 3)
         log.info("action.executing", action=ctx.action, key=ctx.idempotency_key)
         try:
             result = await ex.execute(args, ctx)

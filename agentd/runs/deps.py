@@ -35,6 +35,9 @@ class Deps:
     # leases could not be renewed), or a newer agentd applied a breaking migration, when it also
     # hands the runs it held to the other daemons (daemon/leases.py).
     claiming: bool = True
+    # Whether this daemon still vouches for its leases on its own clock (daemon/leases.py): the
+    # last check before a side effect starts, for a process thawed past its fence.
+    lease_ok: Callable[[], bool] = lambda: True
     menus: dict[str, Menu] = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)  # the one clock (DESIGN §5: base)
     db_id: str = ""  # the database's random id (meta), the first part of idempotency keys

@@ -3,7 +3,8 @@ engine: when its renewals cannot commit in time it fences itself — stops drivi
 no new work — and when a renewal commits again it drives the run again at once, under a new epoch.
 
 The renewals are held off by a row lock on the daemon's own row (another session's `FOR UPDATE`),
-which is what a database too busy or cut off looks like from the daemon."""
+which is what a database too busy or cut off looks like from the daemon. And the last check before
+a side effect: no action starts once the daemon no longer vouches for its lease."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from agentd.db import leases
 from agentd.db import queries as q
 from agentd.db.postgres.connection import connect
 from agentd.db.store import Store
+from agentd.models import StepKind, StepStatus
 from agentd.runs.engine import Engine, RunDriver
+from tests.configs import FINISH, act, append_action, scripted_home
 
-pytestmark = pytest.mark.backends("postgres")
 LEASE_S = 2.0
 
 
@@ -41,6 +43,7 @@ async def until(cond: Any, what: str, timeout_s: float = 20) -> None:
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.backends("postgres")
 async def test_keeper_fences_when_renewals_stall_and_resumes_the_run_after(home: Any) -> None:
     cfg = home.write_config(
         """
@@ -91,3 +94,30 @@ async def test_keeper_fences_when_renewals_stall_and_resumes_the_run_after(home:
         blocker.close()
         await engine.stop(1)
         await store.close()
+
+
+@pytest.mark.backends("sqlite")
+async def test_no_action_starts_once_the_lease_is_not_vouched_for(home: Any, tmp_path: Any) -> None:
+    """The last check before a side effect: a daemon thawed past its fence (its keeper has not
+    run yet) journals the intent but starts nothing; the next owner recovers it."""
+    out = tmp_path / "out.txt"
+    cfg = home.write_config(
+        scripted_home(("append", "finish"), tables=append_action(out)),
+        [act("append", word="x"), FINISH],
+    )
+    run_id = home.start_run(home.add_goal())
+    store = Store(home.paths.db, backend=home.backend())
+    await store.open()
+    deps = daemon.build_deps(cfg, store, "me:1:test")
+    deps.lease_ok = lambda: False
+    engine = Engine(deps)
+    try:
+        epoch = await store.write(lambda c: leases.claim_run(c, run_id, "me:1:test", 30))
+        engine.launch(run_id, epoch)
+        await until(lambda: not engine.tasks, "the run let go")
+    finally:
+        await engine.stop(1)
+        await store.close()
+    acts = [s for s in home.steps(run_id) if s.kind == StepKind.ACT]
+    assert [(s.action, s.status) for s in acts] == [("append", StepStatus.STARTED)]
+    assert not out.exists()
