@@ -44,7 +44,8 @@ def test_claim_free_takes_unowned_runs_once(store: SyncStore) -> None:
 
 def test_claim_free_takes_a_lapsed_lease_with_a_new_epoch(store: SyncStore) -> None:
     (run,) = new_runs(store, 1)
-    ((_, epoch_a),) = store.write(lambda c: leases.claim_free(c, "A", 0.001, lapsed=False))
+    # A's lease lapsed a second ago (a lease of a millisecond may not have, on SQLite's clock).
+    ((_, epoch_a),) = store.write(lambda c: leases.claim_free(c, "A", -1.0, lapsed=False))
     assert store.write(lambda c: leases.claim_free(c, "B", 30, lapsed=False)) == []
     (taken,) = store.write(lambda c: leases.claim_free(c, "B", 30, lapsed=True))
     assert taken == (run, epoch_a + 1)
