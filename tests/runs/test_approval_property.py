@@ -105,6 +105,12 @@ def write_home(
         .replace("__OUT__", str(out))
     )
     home.write_config(text, replies)
+    if home.store_url is not None:
+        # A killed daemon's running run goes to the next daemon once its lease lapsed (the
+        # restart on SQLite takes it at once): a short lease, so the restart is soon in charge.
+        # The [store] table is the config's last, so the key lands in it.
+        with home.paths.config.open("a") as f:
+            f.write("lease_s = 4.0\n")
     return out
 
 
