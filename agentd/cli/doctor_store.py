@@ -27,8 +27,6 @@ def check_shared_store(paths: Paths) -> list[Check] | None:
         return None
     if operator_store.served(checks):
         checks.append(check_daemons(paths))
-    # The LISTEN listener (docs/scale-out.md) would get its check here: whether the running
-    # daemon's listener holds its connection ([store] listen = false turns it off).
     return checks
 
 

@@ -21,7 +21,7 @@ def postgres_checks(paths: Paths) -> list[Check] | None:
 
     return [
         Check(f.name, f.ok, f.message, f.required, f.warning)
-        for f in checks.examine(url, store.lease_s)
+        for f in checks.examine(url, store.lease_s, store.listen)
     ]
 
 

@@ -93,3 +93,32 @@ def test_nothing_notifies_on_sqlite(home: Any) -> None:
     home.store.write(lambda c: qi.add_event(c, "ping", {}, "k"))
     assert statements and not [s for s in statements if "notify" in s.lower()]
     assert home.backend().listener(lambda: None, None) is None
+
+
+def test_doctor_counts_the_listeners_of_the_live_daemons(pg_url: str, tmp_path: Any) -> None:
+    from agentd.db import leases
+    from agentd.db.postgres import checks
+
+    def listener_check() -> checks.Finding:
+        (found,) = [f for f in checks.examine(pg_url, 30.0) if f.name == "listener"]
+        return found
+
+    backend = PostgresBackend(pg_url, tmp_path)
+    store = SyncStore(tmp_path / "agentd.db", backend=backend)
+    try:
+        store.write(
+            lambda c: leases.register(c, owner="h:1:x", host="h", pid=1, version="v", lease_s=30)
+        )
+        down = listener_check()
+        assert (down.ok, down.warning) == (False, True) and "0 listening for 1" in down.message
+        listener = backend.listener(lambda: None, None)
+        try:
+            wait_until(listener.connected.is_set, "the listener connects")
+            up = listener_check()
+            assert up.ok and "1 listening for 1 live daemon" in up.message
+        finally:
+            listener.stop()
+        off = [f for f in checks.examine(pg_url, 30.0, listen=False) if f.name == "listener"]
+        assert off[0].ok and "LISTEN off" in off[0].message
+    finally:
+        store.close()

@@ -174,13 +174,39 @@ def schema_state(url: str) -> Finding:
     )  # fmt: skip
 
 
-def examine(url: str, lease_s: float) -> list[Finding]:
+def listening(raw: psycopg.Connection[Any], listen: bool) -> Finding:
+    """Whether every live daemon's LISTEN connection is up (their listeners name themselves
+    `agentd-listener`); advice only: nothing depends on LISTEN."""
+    if not listen:
+        return Finding("listener", True, "LISTEN off ([store] listen = false): daemons notice "
+                       "other processes' commits at their safety scan", required=False)  # fmt: skip
+    if raw.execute("SELECT to_regclass('daemons')").fetchone()[0] is None:  # type: ignore[index]
+        return Finding("listener", True, "no daemon has served this database yet", required=False)
+    live = raw.execute(
+        "SELECT count(*) FROM daemons WHERE stopped_at IS NULL"
+        " AND renewed_at + lease_s >= extract(epoch from clock_timestamp())"
+    ).fetchone()[0]  # type: ignore[index]
+    heard = raw.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND application_name = 'agentd-listener'"
+    ).fetchone()[0]  # type: ignore[index]
+    said = f"{heard} listening for {live} live daemon{'' if live == 1 else 's'}"
+    if heard >= live:
+        return Finding("listener", True, said, required=False)
+    return Finding(
+        "listener", False, f"{said}: a listener is down (it reconnects by itself; meanwhile "
+        "commits reach its daemon at the safety scan). Behind a pooler in transaction mode, "
+        "set [store] listen_url to a direct connection", required=False, warning=True,
+    )  # fmt: skip
+
+
+def examine(url: str, lease_s: float, listen: bool = True) -> list[Finding]:
     """The connection first; when it fails, nothing more can be told."""
     raw, reached = reach(url)
     if raw is None:
         return [reached]
     try:
-        found = [reached, server(raw)]
+        found = [reached, server(raw), listening(raw, listen)]
     finally:
         raw.close()
     checks: dict[str, Callable[[], Finding]] = {
