@@ -1,0 +1,126 @@
+"""A check-in goal on two real daemons sharing one PostgreSQL database (issue 21, done-when): the
+goal's first check-in asks its model, which starts a run; the daemon driving that run is SIGKILLed
+while the run's non-idempotent command is in flight; the other daemon takes the run over (fenced,
+verified not done, run once) and finishes it. One check-in model call, one run, one effect."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentd.config import Paths
+from agentd.db import queries as q
+from agentd.db.store import SyncStore
+from agentd.models import RunStatus
+from tests.daemon.test_multi_daemon import Daemon, in_flight, settled, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
+
+
+def write_home(home: Path, url: str, shared: Path) -> None:
+    home.mkdir()
+    effects, fast = shared / "effects.txt", shared / "fast"
+    decide = [
+        {"action": {"kind": "append", "word": "once"}},
+        {"action": {"kind": "finish", "outcome": "succeeded", "summary": "appended"}},
+    ]
+    checkin = [{"reason": "time to act", "next_look_in_s": None,
+                "verdict": {"kind": "start_run", "request": "Append once."}}]  # fmt: skip
+    (home / "replies.json").write_text(json.dumps(decide))
+    (home / "checkins.json").write_text(json.dumps(checkin))
+    append = f'[ -e {fast} ] || sleep 60; echo "$AGENTD_IDEMPOTENCY_KEY {{word}}" >> {effects}'
+    verify = f'grep -q "^$AGENTD_IDEMPOTENCY_KEY " {effects} && echo done || echo not-done'
+    (home / "config.toml").write_text(
+        textwrap.dedent(
+            f"""
+            [store]
+            url = "{url}"
+            lease_s = 3.0
+
+            [daemon]
+            poll_interval_s = 0.05
+
+            [models.default]
+            provider = "scripted"
+            replies = "replies.json"
+
+            [models.checker]
+            provider = "scripted"
+            replies = "checkins.json"
+            request_log = "{shared / "checkins.log"}"
+
+            [actions.append]
+            type = "command"
+            argv = ["sh", "-c", '{append}']
+            verify_argv = ["sh", "-c", '{verify}']
+            timeout_s = 120
+            params = {{ word = {{ choices = ["once"] }} }}
+
+            [agents.default]
+            actions = ["append", "finish"]
+
+            [agents.default.checkin]
+            model = "checker"
+            every_s = 2
+            min_s = 1
+            jitter_s = 0
+            quiet = "none"
+            first_look = "ask"
+            """
+        )
+    )
+
+
+def test_a_checkin_goals_run_finishes_on_the_other_daemon_after_a_kill(
+    tmp_path: Path, pg_url: str
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    homes = [tmp_path / "a", tmp_path / "b"]
+    for home in homes:
+        write_home(home, pg_url, shared)
+    store = SyncStore(Paths(homes[0]).db)
+    daemons = [Daemon(h) for h in homes]
+    try:
+        for d in daemons:
+            d.start()
+        store.write(
+            lambda c: q.add_goal(c, title="Append once", why="check-in", agent="default",
+                                 criteria=["appended"], deadline=None)
+        )  # fmt: skip
+
+        def the_run() -> Any:
+            runs = store.read(lambda c: q.list_runs(c))
+            return runs[0] if runs else None
+
+        run = wait_for(the_run, "the check-in's run", *daemons)
+        wait_for(lambda: in_flight(store, run.run_id), "its command in flight", *daemons)
+        holder = next(d for d in daemons if d.owns(store.read(lambda c: q.get_run(c, run.run_id))))
+        other = daemons[1 - daemons.index(holder)]
+        os.killpg(holder.pid, signal.SIGKILL)
+        assert holder.proc is not None
+        holder.proc.wait()
+        wait_for(
+            lambda: other.owns(store.read(lambda c: q.get_run(c, run.run_id))), "takeover", other
+        )
+        (shared / "fast").touch()
+        wait_for(
+            lambda: store.read(lambda c: q.get_run(c, run.run_id)).status == RunStatus.SUCCEEDED,
+            "the run finishes",
+            other,
+        )
+    finally:
+        (shared / "fast").touch()
+        for d in daemons:
+            d.stop()
+    settled(store, run.run_id, shared)
+    assert len(store.read(lambda c: q.list_runs(c))) == 1
+    asked = (shared / "checkins.log").read_text().splitlines()
+    assert len([r for r in asked if json.loads(r).get("purpose") == "checkin"]) == 1
+    store.close()
