@@ -42,6 +42,7 @@ log = structlog.get_logger("agentd.scheduler")
 Launch = Callable[[int, int], None]
 # An answer's resolved_at is stamped before its transaction commits; the margin covers that gap.
 RESOLVE_MARGIN_S = 10.0
+SHARED_RESOLVE_MARGIN_S = 120.0  # answers from other hosts, whose clocks may be a little off
 FULL_SCAN_S = 60.0
 ALL_RUNS = 1_000_000  # a claim's limit where one daemon owns the database
 MAX_REMINDERS = 3  # `on_expire = "remind"`: then the item expires like `deny`
@@ -240,9 +241,12 @@ class Scheduler:
         looked at (indexed); a full scan runs at start and every FULL_SCAN_S as a safety net."""
         since = 0.0 if full else self._resolved_cursor
 
+        # Several hosts stamp resolved_at on their own clocks: allow for their skew.
+        margin = SHARED_RESOLVE_MARGIN_S if self.deps.store.backend.shared else RESOLVE_MARGIN_S
+
         def look(c: Any) -> tuple[float, list[tuple[int, int]]]:
             # resolved_at is on the home's clock (db/stamp.py): the margin is wall seconds
-            cursor = stamp.at(c, stamp.wall() - RESOLVE_MARGIN_S)
+            cursor = stamp.at(c, stamp.wall() - margin)
             return cursor, qw.runs_with_resolved_items(c, since)
 
         self._resolved_cursor, pairs = await self.deps.store.read(look)

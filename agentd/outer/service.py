@@ -225,7 +225,10 @@ class Outer:
         if scan.unplanned:
             await self.deps.store.write(lambda c: self._plan(c, scan.unplanned, now))
         if scan.schedules or scan.looks:
-            fired = await self.deps.store.write(lambda c: self._fire(c, scan, now, starting))
+            # A fire found late at start was missed while down, unless other daemons share the
+            # database: one of them was up, and a fire a moment late is just on time.
+            after_down = starting and not self.deps.store.backend.shared
+            fired = await self.deps.store.write(lambda c: self._fire(c, scan, now, after_down))
             if fired:
                 scan = await self.deps.store.read(lambda c: self._scan(c, now))
         self._due_at = scan.next_wake
