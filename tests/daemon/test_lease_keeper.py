@@ -80,7 +80,8 @@ async def test_keeper_fences_when_renewals_stall_and_resumes_the_run_after(home:
         blocker.execute("BEGIN")  # hold the daemon's row: its renewals wait, then time out
         blocker.execute("SELECT 1 FROM daemons WHERE owner = ? FOR UPDATE", ("me:1:test",))
         await until(lambda: engine.fenced, "the fence")
-        assert run_id not in engine.tasks and not deps.claiming
+        assert not deps.claiming
+        await until(lambda: run_id not in engine.tasks, "the run's task cancelled")
 
         blocker.execute("ROLLBACK")
         await until(lambda: not engine.fenced and run_id in engine.tasks, "the resume")
