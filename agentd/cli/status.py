@@ -38,7 +38,7 @@ def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         cfg = None  # status still shows the home; it says the check-ins cannot be planned
     with open_store(ctx) as store:
         data = at_a_glance(store, time.time(), cfg)
-        serving = daemons.serving(store)
+        serving = daemons.serving(store, here=pid is not None)
         database = store.backend.label if serving["shared"] else None  # never its password
     alive = liveness.probe(paths, pid)  # also what the daemon serves, as it answered
     served = alive.served

@@ -83,6 +83,12 @@ class LeaseKeeper:
         return taken
 
     async def run(self, stop: asyncio.Event) -> None:
+        if not self.shared:
+            # One daemon owns the database (the home lock): nobody can take its runs, so there
+            # is nothing to renew, and an idle daemon writes nothing (every commit would also
+            # refresh the open web pages).
+            await stop.wait()
+            return
         next_renewal = time.monotonic() + self.interval_s
         while not stop.is_set():
             wake_at = min(next_renewal, self.fence_at) if self.shared else next_renewal

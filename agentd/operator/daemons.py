@@ -55,17 +55,25 @@ def as_json(d: DaemonRow) -> JSON:
     }  # fmt: skip
 
 
-def listed(rows: list[DaemonRow], *, shared: bool) -> tuple[list[JSON], int]:
+def listed(
+    rows: list[DaemonRow], *, shared: bool, here: bool | None = None
+) -> tuple[list[JSON], int]:
     """The daemons to show of `rows` (newest first, as leases.daemons reads them) and how many
-    recent ones were left out past LISTED."""
+    recent ones were left out past LISTED. Where one daemon owns the database (SQLite) it renews
+    nothing: `here`, whether the home lock is held, says whether its newest start is live."""
     if not shared:
         rows = rows[:1]  # the home lock admits one daemon: older rows are its past starts
+        if here is not None and rows and rows[0].stopped_at is None:
+            only = rows[0]
+            shown = as_json(only)
+            shown["state"] = str(State.LIVE if here else State.SILENT)
+            return [shown], 0
     recent = [d for d in rows if d.live or quiet_s(d) < RECENT_S]
     recent.sort(key=lambda d: (ORDER[state(d)], -d.started_at))
     return [as_json(d) for d in recent[:LISTED]], max(0, len(recent) - LISTED)
 
 
-def serving(store: SyncStore) -> JSON:
+def serving(store: SyncStore, here: bool | None = None) -> JSON:
     """{"daemons": [...], "not_listed": n, "shared": bool} in one read; a database too old to
     record daemons (schema before 7, read before a command that writes upgrades it) has none."""
     shared = store.backend.shared
@@ -75,7 +83,7 @@ def serving(store: SyncStore) -> JSON:
         if store.read(store.backend.schema_version) >= store.backend.latest:
             raise
         rows = []  # no daemons table yet: whoever serves the home predates it
-    shown, more = listed(rows, shared=shared)
+    shown, more = listed(rows, shared=shared, here=here)
     return {"daemons": shown, "not_listed": more, "shared": shared}
 
 
