@@ -22,6 +22,7 @@ from agentd.db.postgres.connection import NETWORK_SETTINGS, label
 from agentd.db.wake import CHANNEL
 
 PROBE_S = 5.0  # a quiet connection is probed this often (SELECT 1)
+WAIT_S = 0.25  # one wait for notifications: how soon `stop` is heard (a daemon's stop waits it)
 MAX_BACKOFF_S = 30.0
 
 
@@ -86,7 +87,7 @@ class Listener:
     def _listen(self, conn: psycopg.Connection[Any]) -> None:
         probed = time.monotonic()
         while not self._stop.is_set():
-            got = sum(1 for _ in conn.notifies(timeout=1.0, stop_after=1))
+            got = sum(1 for _ in conn.notifies(timeout=WAIT_S, stop_after=1))
             if got:
                 got += sum(1 for _ in conn.notifies(timeout=0.0))  # the rest of the burst
                 self.notifications += got
