@@ -191,11 +191,11 @@ class Scheduler:
             await self._start_on_states()
         await self._wake_timers(self.deps.clock.now())
 
-    async def _wake(self, run_id: int, why: JSON, wait: JSON) -> None:
+    async def _wake(self, run_id: int, why: JSON, wait: JSON, skip_locked: bool = False) -> None:
         """Wake a run — only if it still waits for `wait` (what was matched, maybe a tick ago)."""
-        owner = self.deps.owner
+        owner, lease_s = self.deps.owner, self.deps.lease_s
         epoch = await self.deps.store.write(
-            lambda c: qt.wake(c, run_id, owner, why, self.deps.lease_s, expect=wait)
+            lambda c: qt.wake(c, run_id, owner, why, lease_s, expect=wait, skip_locked=skip_locked)
         )
         if epoch is not None:
             log.info("run.woken", run_id=run_id, by=why.get("woke_by"), why=why.get("why"))
@@ -285,7 +285,9 @@ class Scheduler:
             why: JSON = {"woke_by": "timer", "why": wait.get("why")}
             if wait.get("kind") == "event":
                 why["timed_out"] = f"no {wait.get('event')} event within {wait.get('timeout_s')}s"
-            await self._wake(run_id, why, wait)
+            # Daemons sharing the database all see a due timer: SKIP LOCKED, one wakes it and
+            # the others move on (a timer still due is seen again at the next tick).
+            await self._wake(run_id, why, wait, skip_locked=True)
 
     async def _start_on_states(self) -> None:
         """A goal added or resumed while its trigger already holds gets its run now, not at the

@@ -71,19 +71,28 @@ def wake(
     why: JSON,
     lease_s: float,
     expect: JSON | None = None,
+    skip_locked: bool = False,
 ) -> int | None:
     """Move a waiting run back to running with a WAKE step; None if it was no longer waiting.
 
     Returns the new lease epoch. Called by the daemon only, after it matched the wait condition.
+    `skip_locked`: a run another daemon is waking right now (its row locked) is left to it, None
+    at once instead of a wait on the lock — for what is looked at again anyway (due timers).
     """
     same_wait = ""
     wait_params: list[object] = []
+    if skip_locked and c.dialect.skip_locked:
+        same_wait += (
+            " AND run_id IN (SELECT run_id FROM runs WHERE run_id = ? AND status = 'waiting'"
+            f"{c.dialect.skip_locked})"
+        )
+        wait_params.append(run_id)
     if expect is not None:
         row = c.execute("SELECT wait FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None or json.loads(row[0] or "null") != expect:
             return None  # it moved on (woken and parked again) since the match was made
         if "seq" in expect:  # and the write says so too: each wait is its WAIT step's
-            same_wait = f" AND {c.dialect.jint('wait', 'seq')} = ?"
+            same_wait += f" AND {c.dialect.jint('wait', 'seq')} = ?"
             wait_params.append(expect["seq"])
     # The lease counts wall seconds on the database's clock, not the home's (stamp.py).
     epoch = returned_id(

@@ -187,3 +187,31 @@ def test_claims_of_a_gone_daemon_are_freed_and_a_live_ones_kept(store: SyncStore
     assert sorted(claimed, key=str) == sorted(
         [("checkins", "live"), ("checkins", None), ("outbox", "live"), ("outbox", None)], key=str
     )
+
+
+@pytest.mark.backends("postgres")
+def test_a_due_timer_being_woken_elsewhere_is_skipped_not_waited_for(
+    home: Any, store: SyncStore
+) -> None:
+    """Daemons sharing the database all see a due timer: the one that finds the run's row locked
+    (another is waking it) moves on at once; unlocked, the same wake goes through."""
+    (run,) = new_runs(store, 1)
+    epoch = store.write(lambda c: leases.claim_run(c, run, "A", 30))
+    store.write(lambda c: qt.suspend(c, run, epoch, {"kind": "timer"}, wake_in_s=-1.0))
+    wait = store.read(lambda c: q.get_run(c, run)).wait
+    other = SyncStore(home.paths.db, backend=home.backend())
+    try:
+        with other.transaction() as c:  # another daemon holds the run's row
+            c.execute("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run,))
+            # Waiting instead would end in the lock timeout's error, not in None.
+            skipped = store.write(
+                lambda c2: qt.wake(c2, run, "B", {"why": "timer"}, 30, expect=wait,
+                                   skip_locked=True)
+            )  # fmt: skip
+            assert skipped is None
+        woken = store.write(
+            lambda c: qt.wake(c, run, "B", {"why": "timer"}, 30, expect=wait, skip_locked=True)
+        )
+        assert woken == epoch + 1
+    finally:
+        other.close()
