@@ -155,7 +155,9 @@ class LeaseKeeper:
         self.engine.fenced = False
         self.deps.claiming = not self._breaking
         owner, lease_s = self.deps.owner, self.lease_s
-        orphans = sorted(held - self.engine.live())
+        # Every run held: the fence cancelled all their tasks, and one still ending is relaunched
+        # when it has ended (Engine.launch queues it).
+        orphans = sorted(held)
 
         def work(c: Conn) -> list[tuple[int, int | None]]:
             return [(r, leases.reclaim(c, r, owner, lease_s)) for r in orphans]
@@ -200,12 +202,13 @@ class LeaseKeeper:
             )  # fmt: skip
 
     async def _hand_back(self) -> None:
-        """Under a breaking schema: stop driving every run and hand them, with our check-ins and
-        messages, to the daemons that can read it (they take them at their next claim)."""
+        """Under a breaking schema: stop driving every run and hand them to the daemons that can
+        read it (they take them at their next claim). Check-ins and messages in flight here end
+        under their claims: released now, another daemon could send one twice."""
         stopped = self.engine.let_go()
         owner = self.deps.owner
         try:
-            released = await self.deps.store.write(lambda c: leases.release_all(c, owner))
+            released = await self.deps.store.write(lambda c: leases.release_runs(c, owner))
         except StateError as e:  # the leases lapse by themselves then
             log.error("lease.release_failed", error=str(e))
             return
@@ -214,6 +217,8 @@ class LeaseKeeper:
     async def claim_lapsed(self) -> None:
         """Take runs whose lease lapsed (their daemon died or froze) and drive them; free the
         check-ins and messages such daemons had claimed."""
+        if self.engine.stopping:  # draining: what we took now would wait for our stop
+            return
         owner, lease_s = self.deps.owner, self.lease_s
         # No more than we can drive at once: the rest is for other daemons' next claim.
         free = max(0, self.deps.config.daemon.max_concurrent_runs - len(self.engine.live()))

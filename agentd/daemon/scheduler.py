@@ -33,7 +33,7 @@ from agentd.db import leases, meta, stamp
 from agentd.db import queries as q
 from agentd.db import transitions as qt
 from agentd.db import waits as qw
-from agentd.errors import StateError
+from agentd.errors import Refused, StateError
 from agentd.models import JSON, InboxItem, InboxKind, InboxStatus
 from agentd.runs.deps import Deps
 from agentd.sources import observe_all
@@ -115,10 +115,14 @@ class Scheduler:
             fresh = self._polled | {agent}
             plan = watching.state_triggers(self.deps.config)  # per poll: a reloaded config applies
 
+            claiming = self.deps.claiming  # fenced or outdated: record the world, start nothing
+
             def work(c: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
                 woken = watching.record_poll(
-                    c, agent, raw, owner, now, wake_runs=wake, lease_s=lease_s
+                    c, agent, raw, owner, now, wake_runs=wake and claiming, lease_s=lease_s
                 )
+                if not claiming:
+                    return woken, []
                 watching.episodes(c)
                 due = watching.due(c, plan, fresh)
                 return woken, watching.start_due(c, due, owner, lease_s)
@@ -138,7 +142,7 @@ class Scheduler:
         while not stop.is_set():
             try:
                 await self.tick()
-            except StateError as e:  # a locked or briefly unwritable database: try next tick
+            except (StateError, Refused) as e:  # a locked database, a lost race: next tick
                 log.error("scheduler.tick_failed", error=str(e))
             pause = await self._pause(interval)
             waiter = asyncio.ensure_future(self._nudged.wait())

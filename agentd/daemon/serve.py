@@ -251,7 +251,9 @@ async def _serve_locked(
         await outer.stop(cfg.daemon.shutdown_grace_s)
         await engine.stop(cfg.daemon.shutdown_grace_s)
         leases_stop.set()
-        await keeping
+        (kept,) = await asyncio.gather(keeping, return_exceptions=True)
+        if isinstance(kept, BaseException):  # logged by _stop_if_failed; still hand runs back
+            failures.append(f"the lease keeper failed: {kept!r}")
         await keeper.stop()
     finally:
         if keeping is not None and not keeping.done():

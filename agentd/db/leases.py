@@ -77,6 +77,11 @@ def release_all(c: Conn, owner: str) -> int:
             f"UPDATE {table} SET claimed_by = NULL, claim_expires_at = NULL WHERE claimed_by = ?",
             (owner,),
         )
+    return release_runs(c, owner)
+
+
+def release_runs(c: Conn, owner: str) -> int:
+    """Hand back the running runs `owner` holds; returns how many."""
     return c.execute(
         "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL"
         " WHERE lease_owner = ? AND status = 'running'",

@@ -5,6 +5,7 @@ and the steps that suspend or end a run. Recovering an interrupted action is `re
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -191,10 +192,12 @@ class RunJournal:
     def _intent(self, c: Any, action: str, args: JSON, digest: str, approval: int | None) -> Step:
         self.admit(c, action, args, digest, approval)
         ref = self.ref()
+        # `host`: where it runs, for a daemon on another host recovering it (runs/recovery.py)
+        data = {"approval": approval, "key": ref.key, "config": self._config_hash(action),
+                "host": socket.gethostname()}  # fmt: skip
         return q.append_step(
             c, self.run_id, self.epoch, StepKind.ACT, status=StepStatus.STARTED, action=action,
-            args=args, digest=digest,
-            data={"approval": approval, "key": ref.key, "config": self._config_hash(action)},
+            args=args, digest=digest, data=data,
         )  # fmt: skip
 
     def _config_hash(self, action: str) -> str:

@@ -40,7 +40,9 @@ class Recovery(RunJournal):
         executor = self.deps.executors.get(action)
         ctx = self._context(step.seq, action, key=step.data.get("key"))
         spawned = step.data.get("spawned")
-        host = process.elsewhere(spawned)
+        # Where the intent was journaled, or its command spawned: a daemon frozen between the
+        # fork and the spawn record's commit left only the first.
+        host = process.elsewhere(spawned) or process.elsewhere({"host": step.data.get("host")})
         if host is not None and not (executor is not None and executor.idempotent):
             # Started by a daemon on another host (a shared database): its command may still
             # run there, out of our reach, whatever verify says now. Only the operator knows.
