@@ -29,6 +29,10 @@ NETWORK_SETTINGS: dict[str, Any] = {
     "keepalives_idle": 10,
     "keepalives_interval": 5,
     "keepalives_count": 3,
+    # Keepalives stay silent while a statement waits for the server's answer: a peer gone then
+    # is an error after this long, not the kernel's retransmissions (libpq 12+; psycopg[binary]
+    # ships a newer one).
+    "tcp_user_timeout": 30_000,
 }
 
 
