@@ -126,6 +126,8 @@ def test_a_stopped_daemon_is_not_responding_and_an_approval_waits_for_it(
         data = json.loads(cli(home, "status", "--json").stdout)
         doctor = cli(home, "doctor")
         approved = cli(home, "inbox", "approve", str(item.item_id))
+        # Read while it is still stopped: once thawed it may consume the approval at once.
+        kept = home.store.read(lambda c: qi.get_item(c, item.item_id))
     finally:
         proc.send_signal(signal.SIGCONT)
     assert "not responding" in status.stdout and f"kill -CONT {proc.pid}" in status.stdout
@@ -135,7 +137,6 @@ def test_a_stopped_daemon_is_not_responding_and_an_approval_waits_for_it(
     assert approved.returncode == 0, approved.stderr
     assert "continues within a second" not in approved.stdout
     assert "not responding" in approved.stdout and "answers again" in approved.stdout
-    kept = home.store.read(lambda c: qi.get_item(c, item.item_id))
     assert kept.status == InboxStatus.APPROVED  # nothing lost while it was stopped
 
     until("the approved action to run", lambda: out.exists() and "hello" in out.read_text())
