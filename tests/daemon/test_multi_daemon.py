@@ -44,13 +44,10 @@ def write_home(home: Path, url: str, shared: Path) -> None:
         {"action": {"kind": "finish", "outcome": "succeeded", "summary": "appended"}},
     ]
     (home / "replies.json").write_text(json.dumps(replies))
-    append = (
-        f"[ -e {fast} ] || sleep 60; "  # in flight until the test lets it through
-        f'echo "$AGENTD_IDEMPOTENCY_KEY {{word}}" >> {effects}'
-    )
-    verify = f'grep -q "^$AGENTD_IDEMPOTENCY_KEY " {effects} && echo done || echo not-done'
+    held = f"[ -e {fast} ] || sleep 60; "  # in flight until the test lets it through
     (home / "config.toml").write_text(
-        textwrap.dedent(
+        append_table(effects, ["once"], before=held, timeout_s=120)
+        + textwrap.dedent(
             f"""
             [store]
             url = "{url}"
@@ -63,17 +60,24 @@ def write_home(home: Path, url: str, shared: Path) -> None:
             provider = "scripted"
             replies = "replies.json"
 
-            [actions.append]
-            type = "command"
-            argv = ["sh", "-c", '{append}']
-            verify_argv = ["sh", "-c", '{verify}']
-            timeout_s = 120
-            params = {{ word = {{ choices = ["once"] }} }}
-
             [agents.default]
             actions = ["append", "finish"]
             """
         )
+    )
+
+
+def append_table(effects: Path, words: list[str], before: str = "", timeout_s: float = 60) -> str:
+    """`[actions.append]`: a non-idempotent command that appends its idempotency key and word to
+    `effects` (after the shell `before`), verified by looking for the key there."""
+    append = f'{before}echo "$AGENTD_IDEMPOTENCY_KEY {{word}}" >> {effects}'
+    verify = f'grep -q "^$AGENTD_IDEMPOTENCY_KEY " {effects} && echo done || echo not-done'
+    return (
+        '[actions.append]\ntype = "command"\n'
+        f'argv = ["sh", "-c", \'{append}\']\n'
+        f'verify_argv = ["sh", "-c", \'{verify}\']\n'
+        f"timeout_s = {timeout_s}\n"
+        f"params = {{ word = {{ choices = {json.dumps(words)} }} }}\n"
     )
 
 

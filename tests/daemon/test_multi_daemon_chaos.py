@@ -26,7 +26,7 @@ from agentd.config import Paths
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import Run, RunStatus, StepKind, StepStatus
-from tests.daemon.test_multi_daemon import Daemon, wait_for
+from tests.daemon.test_multi_daemon import Daemon, append_table, wait_for
 
 CHAOS_S = float(os.environ.get("AGENTD_CHAOS_S", "45"))
 RUNS = 20
@@ -48,10 +48,9 @@ def replies() -> list[Any]:
 def write_home(home: Path, url: str, effects: Path) -> None:
     home.mkdir()
     (home / "replies.json").write_text(json.dumps(replies()))
-    append = f'sleep 0.3; echo "$AGENTD_IDEMPOTENCY_KEY {{word}}" >> {effects}'
-    verify = f'grep -q "^$AGENTD_IDEMPOTENCY_KEY " {effects} && echo done || echo not-done'
     (home / "config.toml").write_text(
-        textwrap.dedent(
+        append_table(effects, WORDS, before="sleep 0.3; ")
+        + textwrap.dedent(
             f"""
             [store]
             url = "{url}"
@@ -67,12 +66,6 @@ def write_home(home: Path, url: str, effects: Path) -> None:
             [models.default]
             provider = "scripted"
             replies = "replies.json"
-
-            [actions.append]
-            type = "command"
-            argv = ["sh", "-c", '{append}']
-            verify_argv = ["sh", "-c", '{verify}']
-            params = {{ word = {{ choices = {json.dumps(WORDS)} }} }}
 
             [agents.default]
             actions = ["append", "sleep", "finish"]

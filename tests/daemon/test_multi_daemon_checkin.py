@@ -18,63 +18,37 @@ from agentd.config import Paths
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import RunStatus
+from tests.daemon import test_multi_daemon as multi
 from tests.daemon.test_multi_daemon import Daemon, in_flight, settled, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
 
 def write_home(home: Path, url: str, shared: Path) -> None:
-    home.mkdir()
-    effects, fast = shared / "effects.txt", shared / "fast"
-    decide = [
-        {"action": {"kind": "append", "word": "once"}},
-        {"action": {"kind": "finish", "outcome": "succeeded", "summary": "appended"}},
-    ]
+    """The takeover tests' home (one held append, then finish) with a check-in that starts it."""
+    multi.write_home(home, url, shared)
     checkin = [{"reason": "time to act", "next_look_in_s": None,
                 "verdict": {"kind": "start_run", "request": "Append once."}}]  # fmt: skip
-    (home / "replies.json").write_text(json.dumps(decide))
     (home / "checkins.json").write_text(json.dumps(checkin))
-    append = f'[ -e {fast} ] || sleep 60; echo "$AGENTD_IDEMPOTENCY_KEY {{word}}" >> {effects}'
-    verify = f'grep -q "^$AGENTD_IDEMPOTENCY_KEY " {effects} && echo done || echo not-done'
-    (home / "config.toml").write_text(
-        textwrap.dedent(
-            f"""
-            [store]
-            url = "{url}"
-            lease_s = 3.0
+    with (home / "config.toml").open("a") as config:
+        config.write(
+            textwrap.dedent(
+                f"""
+                [models.checker]
+                provider = "scripted"
+                replies = "checkins.json"
+                request_log = "{shared / "checkins.log"}"
 
-            [daemon]
-            poll_interval_s = 0.05
-
-            [models.default]
-            provider = "scripted"
-            replies = "replies.json"
-
-            [models.checker]
-            provider = "scripted"
-            replies = "checkins.json"
-            request_log = "{shared / "checkins.log"}"
-
-            [actions.append]
-            type = "command"
-            argv = ["sh", "-c", '{append}']
-            verify_argv = ["sh", "-c", '{verify}']
-            timeout_s = 120
-            params = {{ word = {{ choices = ["once"] }} }}
-
-            [agents.default]
-            actions = ["append", "finish"]
-
-            [agents.default.checkin]
-            model = "checker"
-            every_s = 2
-            min_s = 1
-            jitter_s = 0
-            quiet = "none"
-            first_look = "ask"
-            """
+                [agents.default.checkin]
+                model = "checker"
+                every_s = 2
+                min_s = 1
+                jitter_s = 0
+                quiet = "none"
+                first_look = "ask"
+                """
+            )
         )
-    )
 
 
 def test_a_checkin_goals_run_finishes_on_the_other_daemon_after_a_kill(
