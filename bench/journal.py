@@ -31,8 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agentd.db import leases
 from agentd.db import queries as q
-from agentd.db import waits as qw
 from agentd.db.conn import Conn
 from agentd.db.sqlite.connection import connect
 from agentd.db.store import Store
@@ -96,7 +96,7 @@ async def timed(store: Store, runs: int, steps: int) -> float:
         ids = [
             q.create_run(c, goal_id=goal_id, agent="bench", trigger="bench") for _ in range(runs)
         ]
-        return [(r, qw.claim_run(c, r, "bench", 3600)) for r in ids]
+        return [(r, leases.claim_run(c, r, "bench", 3600)) for r in ids]
 
     pairs = await store.write(setup)
     start = time.perf_counter()

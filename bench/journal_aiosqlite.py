@@ -30,8 +30,8 @@ import aiosqlite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agentd.db import leases
 from agentd.db import queries as q
-from agentd.db import waits as qw
 from agentd.db.sqlite.connection import BUSY_TIMEOUT_MS
 from agentd.db.store import Store, SyncStore
 from agentd.models import StepKind
@@ -47,7 +47,7 @@ def fresh(workdir: Path, runs: int) -> tuple[Path, list[tuple[int, int]]]:
     def setup(c: Any) -> list[tuple[int, int]]:
         goal_id = q.add_goal(c, title="b", why="b", agent="b", criteria=[], deadline=None)
         ids = [q.create_run(c, goal_id=goal_id, agent="b", trigger="b") for _ in range(runs)]
-        return [(r, qw.claim_run(c, r, "bench", 3600)) for r in ids]
+        return [(r, leases.claim_run(c, r, "bench", 3600)) for r in ids]
 
     pairs = store.write(setup)
     store.close()

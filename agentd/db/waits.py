@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 from agentd.db.conn import Conn
-from agentd.db.leases import claim_run as claim_run  # tests and benches take a lease here
 from agentd.models import JSON
 
 # ── what the daemon's waker matches ─────────────────────────────────────────────────────────────

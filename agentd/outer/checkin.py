@@ -25,9 +25,9 @@ import structlog
 
 from agentd.config import AgentConfig
 from agentd.db import checkins as qc
+from agentd.db import leases
 from agentd.db import memory as mem
 from agentd.db import queries as q
-from agentd.db import waits as qw
 from agentd.db.checkins import Checkin, CheckinStatus
 from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected, Refused
 from agentd.harness.menu import MAX_REPLY_CHARS
@@ -299,7 +299,7 @@ def _apply(c: Any, deps: Deps, row: Checkin, reply: Reply, now: float) -> tuple[
                 c, goal_id=goal.goal_id, agent=goal.agent, trigger=f"checkin:{row.checkin_id}",
                 data={"request": v["request"], "checkin_id": row.checkin_id},
             )  # fmt: skip
-            started = (run_id, qw.claim_run(c, run_id, deps.owner, deps.lease_s))
+            started = (run_id, leases.claim_run(c, run_id, deps.owner, deps.lease_s))
             effect["run_id"] = run_id
     elif kind == "achieved":
         effect.update(verdicts.achieved(c, row, v["evidence"], now))

@@ -29,9 +29,9 @@ from agentd import config
 from agentd.clock import ManualClock
 from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
+from agentd.db import leases
 from agentd.db import queries as q
 from agentd.db import schedules as qs
-from agentd.db import waits as qw
 from agentd.db.store import Store, SyncStore
 from agentd.errors import Refused
 from agentd.models import RunStatus
@@ -370,7 +370,7 @@ class AgentdRun:
     def ended_run(self, c: Any, status: RunStatus, summary: str, run_id: int | None = None) -> None:
         if run_id is None:
             run_id = q.create_run(c, goal_id=self.goal_id, agent="default", trigger="schedule")
-        epoch = qw.claim_run(c, run_id, OWNER, 300)
+        epoch = leases.claim_run(c, run_id, OWNER, 300)
         control.finish(c, control.RunRef(run_id, self.goal_id, epoch, 2), status, summary)
 
     def end_run(self, run_id: int, need: Need) -> None:

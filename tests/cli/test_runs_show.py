@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from agentd.cli import app
+from agentd.db import leases
 from agentd.db import queries as q
 from agentd.db import transitions as qt
-from agentd.db import waits as qw
 from agentd.db.store import SyncStore
 from agentd.models import RunStatus, StepKind, StepStatus, Verdict
 
@@ -212,7 +212,7 @@ def test_views_of_hostile_world_text_are_inert(cli_home: Any) -> None:
 
 def test_follow_of_a_finished_run_prints_it_and_returns(cli_home: Any) -> None:
     run_id = cli_home.start_run(cli_home.add_goal())
-    epoch = cli_home.store.write(lambda c: qw.claim_run(c, run_id, "me", 60))
+    epoch = cli_home.store.write(lambda c: leases.claim_run(c, run_id, "me", 60))
     cli_home.store.write(lambda c: qt.finish(c, run_id, epoch, RunStatus.SUCCEEDED, "all good"))
     text = agentd(cli_home.root, "runs", "show", str(run_id), "--follow").stdout
     assert "[succeeded]" in text and "finish   succeeded: all good" in text
@@ -220,7 +220,7 @@ def test_follow_of_a_finished_run_prints_it_and_returns(cli_home: Any) -> None:
 
 def test_follow_prints_steps_as_they_happen_and_each_action_once(cli_home: Any) -> None:
     run_id = cli_home.start_run(cli_home.add_goal())
-    epoch = cli_home.store.write(lambda c: qw.claim_run(c, run_id, "me", 60))
+    epoch = cli_home.store.write(lambda c: leases.claim_run(c, run_id, "me", 60))
 
     def the_run() -> None:  # another process's writes, from its own connection
         store = SyncStore(cli_home.paths.db)

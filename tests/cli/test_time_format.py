@@ -16,9 +16,9 @@ from typer.testing import CliRunner, Result
 
 from agentd.cli import app
 from agentd.db import items as qi
+from agentd.db import leases
 from agentd.db import queries as q
 from agentd.db import transitions as qt
-from agentd.db import waits as qw
 from agentd.errors import UsageError
 from agentd.models import InboxKind, StepKind
 from agentd.operator.parse import parse_when
@@ -124,7 +124,7 @@ def test_every_json_time_is_iso_8601_with_z(cli_home: Any) -> None:
 
     def journal(c: Any) -> None:
         q.append_step(c, run_id, 0, StepKind.DECIDE, data={"reason": "wait"})
-        epoch = qw.claim_run(c, run_id, "me", 60)
+        epoch = leases.claim_run(c, run_id, "me", 60)
         qt.suspend(
             c, run_id, epoch, {"kind": "timer", "why": "sleep", "until": until}, wake_at=until
         )

@@ -26,11 +26,10 @@ import pytest
 
 from agentd import config
 from agentd.daemon.scheduler import Scheduler
-from agentd.db import accounting, meta, outbox
+from agentd.db import accounting, leases, meta, outbox
 from agentd.db import checkins as qc
 from agentd.db import items as qi
 from agentd.db import queries as q
-from agentd.db import waits as qw
 from agentd.db.backend import Backend
 from agentd.db.conn import Conn
 from agentd.db.dialect import singleton_key
@@ -128,7 +127,7 @@ def second_waits(first: SyncStore, second: SyncStore, name: str, work: Callable[
 def _goal_run(c: Conn, agent: str = "a") -> tuple[int, int, int]:
     goal = q.add_goal(c, title="t", why="t", agent=agent, criteria=[], deadline=None)
     run = q.create_run(c, goal_id=goal, agent=agent, trigger="t")
-    return goal, run, qw.claim_run(c, run, "me", 60)
+    return goal, run, leases.claim_run(c, run, "me", 60)
 
 
 @pytest.mark.backends

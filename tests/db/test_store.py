@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from agentd.db import meta
+from agentd.db import leases, meta
 from agentd.db import queries as q
 from agentd.db import transitions as qt
-from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.db.backend import Backend
 from agentd.db.conn import Conn
@@ -113,7 +112,7 @@ async def _run_with_steps(store: Store, runs: int) -> list[tuple[int, int]]:
     def setup(c: Conn) -> list[tuple[int, int]]:
         goal = q.add_goal(c, title="t", why="t", agent="a", criteria=[], deadline=None)
         ids = [q.create_run(c, goal_id=goal, agent="a", trigger="t") for _ in range(runs)]
-        return [(r, qw.claim_run(c, r, "me", 60)) for r in ids]
+        return [(r, leases.claim_run(c, r, "me", 60)) for r in ids]
 
     return await store.write(setup)
 
@@ -186,7 +185,7 @@ def test_retention_drops_old_finished_runs_steps_but_keeps_runs_and_live_journal
     def arrange(c: Conn) -> tuple[int, int]:
         goal = q.add_goal(c, title="t", why="t", agent="a", criteria=[], deadline=None)
         old, live = (q.create_run(c, goal_id=goal, agent="a", trigger="t") for _ in range(2))
-        epoch = qw.claim_run(c, old, "me", 60)
+        epoch = leases.claim_run(c, old, "me", 60)
         qt.finish(c, old, epoch, RunStatus.SUCCEEDED, "done long ago")
         c.execute("UPDATE runs SET updated_at = 1000 WHERE run_id = ?", (old,))
         worlds.add_snapshot(c, "a", None, {"x": 1}, {})

@@ -16,9 +16,8 @@ import pytest
 from agentd import config
 from agentd.daemon.scheduler import Scheduler
 from agentd.db import items as qi
-from agentd.db import meta
+from agentd.db import leases, meta
 from agentd.db import queries as q
-from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.errors import Refused
 from agentd.models import (
@@ -308,8 +307,8 @@ async def test_orphaned_running_run_is_readopted(home: Home) -> None:
     other = home.start_run(home.add_goal())
     # Ours with no task driving it (a load failed): readopted. Another daemon's: never taken
     # here, whatever this process drives (a lapsed lease is the lease keeper's to claim).
-    home.store.write(lambda c: qw.claim_run(c, run_id, "me", 300))
-    home.store.write(lambda c: qw.claim_run(c, other, "other-daemon", 300))
+    home.store.write(lambda c: leases.claim_run(c, run_id, "me", 300))
+    home.store.write(lambda c: leases.claim_run(c, other, "other-daemon", 300))
     from agentd.daemon import serve as daemon
     from agentd.db.store import Store
 

@@ -42,11 +42,10 @@ from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 
 from agentd import config
-from agentd.db import accounting, meta
+from agentd.db import accounting, leases, meta
 from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db import transitions as qt
-from agentd.db import waits as qw
 from agentd.errors import Refused, UsageError
 from agentd.harness import policy as harness
 from agentd.models import (
@@ -422,7 +421,7 @@ def journal_intent(home: Home, ch: Change, out: Path) -> int:
     def work(c: Any) -> str:
         accounting.set_rate_limits(c, limited)
         # The dead daemon's lease has lapsed: on PostgreSQL a daemon takes the run only then.
-        epoch = qw.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
+        epoch = leases.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
         journal_prefix(c, run_id, epoch, ch.first, ch.before)
         item_id = None
         if approved:

@@ -11,9 +11,9 @@ import pytest
 
 from agentd.db import artifacts as qa
 from agentd.db import items as qi
+from agentd.db import leases
 from agentd.db import memory as qm
 from agentd.db import queries as q
-from agentd.db import waits as qw
 from agentd.inner import spec as build_spec
 from agentd.models import InboxKind, RunStatus, StepKind
 from tests.conftest import Home, finished, wait_for, waiting
@@ -462,7 +462,7 @@ async def test_a_check_in_nudge_can_suggest_a_build_and_accepting_starts_it(home
             if run_id is None:  # then the build the accepted decision started
                 act = next(s for s in home.steps(run) if s.kind == StepKind.ACT)
                 run_id = int(act.result["build_run"])
-            epoch = home.store.write(lambda c, r=run_id: qw.claim_run(c, r, "test:1", 60))
+            epoch = home.store.write(lambda c, r=run_id: leases.claim_run(c, r, "test:1", 60))
             driver = await RunDriver.load(deps, run_id, epoch, drivers)
             while await driver.advance():
                 pass

@@ -16,12 +16,11 @@ import pytest
 from agentd.clock import ManualClock
 from agentd.config import Config
 from agentd.daemon import serve as daemon
-from agentd.db import accounting
+from agentd.db import accounting, leases
 from agentd.db import checkins as qc
 from agentd.db import items as qi
 from agentd.db import memory as dbmem
 from agentd.db import queries as q
-from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.db.store import Store
 from agentd.harness.menu import Menu
@@ -180,7 +179,7 @@ def world_moves(env: Env, n: int) -> None:
 def failed_run(env: Env, goal_id: int, summary: str = "the deploy broke") -> int:
     def work(c: Any) -> int:
         run_id = q.create_run(c, goal_id=goal_id, agent="default", trigger="test")
-        epoch = qw.claim_run(c, run_id, "test:1", 60)
+        epoch = leases.claim_run(c, run_id, "test:1", 60)
         control.finish(c, control.RunRef(run_id, goal_id, epoch, 2), RunStatus.FAILED, summary)
         return run_id
 
@@ -379,7 +378,7 @@ async def test_accept_starts_a_run_whose_first_decision_is_the_suggestion(make: 
     accepted = inbox.accept(env.home.store, env.deps.config, item.item_id)
     run_id = accepted.data["run_id"]
     assert accepted.status == InboxStatus.ANSWERED and accepted.answer == "accepted"
-    epoch = env.write(lambda c: qw.claim_run(c, run_id, "test:1", 60))
+    epoch = env.write(lambda c: leases.claim_run(c, run_id, "test:1", 60))
     driver = await RunDriver.load(env.deps, run_id, epoch)
     while await driver.advance():
         pass

@@ -30,9 +30,9 @@ from agentd import config
 from agentd.daemon import serve as daemon
 from agentd.daemon.scheduler import Scheduler
 from agentd.db import items as qi
+from agentd.db import leases
 from agentd.db import queries as q
 from agentd.db import transitions as qt
-from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.db.store import Store
 from agentd.errors import Refused
@@ -627,7 +627,7 @@ async def test_approval_unknown_outcome_is_asked_even_if_killed_before_asking(
     def journal(c: Any) -> None:
         # The killed daemon's lease has lapsed: on PostgreSQL another daemon takes the run
         # over only then (on SQLite the restarted daemon takes every running run at start).
-        epoch = qw.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
+        epoch = leases.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
         snapshot_id = worlds.add_snapshot(c, "default", run_id, {}, {})
         q.append_step(
             c, run_id, epoch, StepKind.OBSERVE, data={"snapshot_id": snapshot_id, "changes": {}}

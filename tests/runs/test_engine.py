@@ -16,8 +16,8 @@ import pytest
 from agentd import config
 from agentd.clock import Clock, ManualClock, SystemClock
 from agentd.db import items as qi
+from agentd.db import leases
 from agentd.db import queries as q
-from agentd.db import waits as qw
 from agentd.models import InboxKind, RunStatus, StepKind, StepStatus
 from agentd.operator import inbox
 from agentd.runs import control
@@ -275,7 +275,7 @@ def park(
     run_id = home.start_run(goal_id)
 
     def work(c: Any) -> list[Any]:
-        epoch = qw.claim_run(c, run_id, "test", 300)
+        epoch = leases.claim_run(c, run_id, "test", 300)
         ref = control.RunRef(run_id=run_id, goal_id=goal_id, epoch=epoch, seq=2)
         return control.control(
             SlowStepInserts(c), ref, cfg, action, args, "digest",
@@ -375,7 +375,7 @@ async def test_engine_unknown_outcome_asks_instead_of_retrying(
     # A journaled intent with no result: what a crash mid-action leaves behind. The dead
     # daemon's lease has lapsed (on PostgreSQL another daemon takes a run over only then).
     def intent(c: Any) -> None:
-        epoch = qw.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
+        epoch = leases.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
         q.append_step(
             c,
             run_id,

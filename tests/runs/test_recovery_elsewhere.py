@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from agentd.db import leases
 from agentd.db import queries as q
-from agentd.db import waits as qw
 from agentd.models import StepKind, StepStatus
 from tests.configs import FINISH, append_action, scripted_home
 from tests.conftest import Home, finished, wait_for
@@ -36,7 +36,7 @@ def home_with_intent(
     data: dict[str, Any] = {"host": host, **({"spawned": spawned} if spawned_record else {})}
 
     def intent(c: Any) -> None:
-        epoch = qw.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
+        epoch = leases.claim_run(c, run_id, "dead-daemon", LAPSED_LEASE_S)
         q.append_step(c, run_id, epoch, StepKind.ACT, status=StepStatus.STARTED,
                       action="append", args={"word": "once"}, data=data)  # fmt: skip
 

@@ -17,9 +17,9 @@ from typer.testing import CliRunner, Result
 from agentd import log
 from agentd.cli import app
 from agentd.db import items as qi
+from agentd.db import leases
 from agentd.db import queries as q
 from agentd.db import transitions as qt
-from agentd.db import waits as qw
 from agentd.models import InboxKind, RunStatus, Step, StepKind, StepStatus, action_digest, utcnow
 from agentd.text import CONTINUATION, safe
 from agentd.views import records
@@ -230,7 +230,7 @@ def test_json_output_escapes_c1_and_bidi_and_keeps_the_values(cli_home: Any) -> 
 
 def test_runs_show_of_a_run_finished_with_a_hostile_summary_is_inert(cli_home: Any) -> None:
     run_id = cli_home.start_run(cli_home.add_goal())
-    epoch = cli_home.store.write(lambda c: qw.claim_run(c, run_id, "me", 60))
+    epoch = cli_home.store.write(lambda c: leases.claim_run(c, run_id, "me", 60))
     cli_home.store.write(lambda c: qt.finish(c, run_id, epoch, RunStatus.SUCCEEDED, HOSTILE))
     assert_inert(agentd(cli_home.root, "runs", "show", str(run_id)).stdout)
 
