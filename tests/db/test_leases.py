@@ -164,7 +164,10 @@ def test_claims_of_a_gone_daemon_are_freed_and_a_live_ones_kept(store: SyncStore
 
     def arrange(c: Any) -> None:
         leases.register(c, owner="live", host="h", pid=1, version="v", lease_s=30)
-        leases.register(c, owner="gone", host="h", pid=2, version="v", lease_s=0.001)
+        leases.register(c, owner="gone", host="h", pid=2, version="v", lease_s=1.0)
+        # silent for a minute, past its lease (a lease of a millisecond may not have run out by
+        # SQLite's millisecond clock)
+        c.execute("UPDATE daemons SET renewed_at = renewed_at - 60 WHERE owner = 'gone'")
         goal = q.add_goal(c, title="g", why="w", agent="a", criteria=[], deadline=None)
         for n, owner in enumerate(("live", "gone")):
             checkin = checkins.add_due(c, goal, due_at=now - 100 + n, fired_at=now - 100 + n)
