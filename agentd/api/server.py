@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from agentd.api import connections, control, decide, openfiles
+from agentd.api import connections, control, decide, metrics, openfiles
 from agentd.config import Paths
 from agentd.errors import NotFound
 from agentd.mcp import server as mcp_server
@@ -189,7 +189,8 @@ class ApiServer:
         limits = self.limits
         if not self.sockets or self.token is None or limits is None:
             return  # nothing bound
-        app = connections.closing_refusals(guard(self.app(), self.token, self.pages_on))
+        guarded = guard(self.app(), self.token, self.pages_on)
+        app = connections.closing_refusals(metrics.before(guarded, self.deps))  # GET /metrics
         config = uvicorn.Config(
             app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2,
             date_header=False, server_header=False, http=connections.protocol(limits), ws="none",

@@ -183,6 +183,12 @@ if TYPE_CHECKING:
     from agentd.config.sources import (
         http_url as http_url,
     )
+    from agentd.config.telemetry import (
+        MetricsConfig as MetricsConfig,
+    )
+    from agentd.config.telemetry import (
+        TracingConfig as TracingConfig,
+    )
 
 # The tables' models load when a caller first asks for one of their names, not with the package:
 # pydantic builds each model as its module is imported, which costs a command that only needs
@@ -193,6 +199,7 @@ _LAZY = {
     "agents": "AgentConfig Budget Checkin ExpiryRule Limits Policy",
     "api": "ApiConfig WebConfig",
     "build": "BuildConfig",
+    "telemetry": "MetricsConfig TracingConfig",
     "file": "BUILTIN_ACTIONS Config DaemonConfig McpConfig load parse",
     "models": "AnthropicModel ModelConfig OpenAIModel OtherModel Price RunbookModel ScriptedModel "
     "TemplateModel",

@@ -18,6 +18,7 @@ from agentd.config.api import ApiConfig, WebConfig
 from agentd.config.models import ModelConfig, Price
 from agentd.config.sources import SOURCE_STATES, SourceConfig
 from agentd.config.store import StoreConfig
+from agentd.config.telemetry import MetricsConfig, TracingConfig
 from agentd.errors import ConfigError
 
 BUILTIN_ACTIONS = ("finish", "ask", "notify", "sleep", "wait_event", "build")
@@ -50,6 +51,8 @@ class Config(_Strict):
     mcp: McpConfig = McpConfig()
     api: ApiConfig = ApiConfig()
     web: WebConfig = WebConfig()
+    metrics: MetricsConfig = MetricsConfig()  # [metrics]: GET /metrics (config/telemetry.py)
+    tracing: TracingConfig = TracingConfig()  # [tracing]: OpenTelemetry traces
     models: dict[str, ModelConfig] = {}
     sources: dict[str, SourceConfig] = {}
     actions: dict[str, ActionConfig] = {}

@@ -49,6 +49,8 @@ class LeaseKeeper:
         self._schema_seen: list[tuple[int, str, bool]] = []
         self._breaking = False  # a newer agentd's breaking schema: claim nothing more
         self.renewals = 0
+        self.fences = 0  # times it fenced itself (metrics)
+        self.takeovers = 0  # lapsed runs it took over (metrics)
         deps.lease_ok = self.lease_ok
 
     def lease_ok(self) -> bool:
@@ -110,6 +112,7 @@ class LeaseKeeper:
         if not self.shared or self.engine.fenced or time.monotonic() < self.fence_at:
             return
         self.engine.fenced = True
+        self.fences += 1
         self.deps.claiming = False  # no wakes, adoptions or check-ins while we cannot vouch
         stopped = self.engine.let_go()
         log.error(
@@ -236,6 +239,7 @@ class LeaseKeeper:
             log.warning(
                 "lease.claims_freed", rows=freed, note="check-ins or messages of a gone daemon"
             )
+        self.takeovers += len(taken)
         for run_id, epoch in taken:
             log.warning("run.taken_over", run_id=run_id, epoch=epoch)
             self.engine.launch(run_id, epoch)

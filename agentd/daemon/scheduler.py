@@ -147,8 +147,13 @@ class Scheduler:
             pause = await self._pause(interval)
             waiter = asyncio.ensure_future(self._nudged.wait())
             stopper = asyncio.ensure_future(stop.wait())
+            slept = time.monotonic()
             try:
-                await asyncio.wait({waiter, stopper}, timeout=pause, return_when="FIRST_COMPLETED")
+                done, _ = await asyncio.wait(
+                    {waiter, stopper}, timeout=pause, return_when="FIRST_COMPLETED"
+                )
+                if not done:  # woke by the timer: how late the loop let this tick start
+                    self.deps.meter.tick_lag(time.monotonic() - slept - pause)
             finally:
                 waiter.cancel()
                 stopper.cancel()

@@ -31,7 +31,7 @@ from agentd.api import openfiles
 from agentd.api.server import ApiServer
 from agentd.clock import Clock
 from agentd.config import Config, Paths
-from agentd.daemon import clocks, sdnotify
+from agentd.daemon import clocks, metering, sdnotify
 from agentd.daemon.leases import LeaseKeeper
 from agentd.daemon.scheduler import Scheduler
 from agentd.daemon.watchdog import watchdog
@@ -211,6 +211,7 @@ async def _serve_locked(
         reloading = asyncio.Lock()
         api.control.on_reload = lambda: reload_told(paths, deps, models, reloading)
         keeper = LeaseKeeper(deps, engine, shared=store.backend.shared)
+        metering.watch(deps, engine, keeper, lambda: listener)  # GET /metrics reads them
         resumed = await keeper.start()
         # Renewing and fencing from before the first run is driven until after the last one
         # stopped: a slow start or a long drain must not outlive the leases unwatched.

@@ -78,7 +78,7 @@ class BuildCalls(RunDriver):
         )  # fmt: skip
         try:
             async with asyncio.timeout(MODEL_TIMEOUT_S):
-                return await self.deps.models[name].complete(request)
+                return await self.deps.complete(name, request)
         except (ModelError, TimeoutError) as e:
             await self.backoff(e)
         except ModelRejected as e:

@@ -133,6 +133,7 @@ class Sender:
             # or query is often its secret.
             error = None if error is None else urls_shown(error)
         now = self.deps.clock.now()
+        self.deps.meter.delivery(row.channel, "sent" if error is None else "failed")
         if error is None:
             await self.deps.store.write(lambda c: outbox.sent(c, row.outbox_id, now))
             log.info("notify.sent", channel=row.channel, item_id=row.item_id, stage=row.stage)

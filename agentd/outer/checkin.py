@@ -187,7 +187,7 @@ async def _ask(deps: Deps, row: Checkin) -> bool:
     request = checkin_facts.request(deps, row, goal, agent, memory, now)
     try:
         async with asyncio.timeout(MODEL_TIMEOUT_S):
-            reply = await deps.models[name].complete(request)
+            reply = await deps.complete(name, request)
     except (ModelError, TimeoutError) as e:
         err: BaseException = e  # `e` is unbound after the block; the lambda runs later
         await _write(deps, row.checkin_id, lambda c: _model_failed(c, deps, row, agent, err, now))

@@ -6,6 +6,7 @@ and the steps that suspend or end a run. Recovering an interrupted action is `re
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -137,7 +138,8 @@ class RunJournal:
             return
         self.steps.append(step)
         ctx = self._context(step.seq, action)
-        status, result = await self._execute(self.deps.executors[action], args, ctx)
+        committed = time.monotonic()  # the intent's commit: how soon the action starts after it
+        status, result = await self._execute(self.deps.executors[action], args, ctx, committed)
         # Held in memory until journaled: a transient failure to write it must not make the
         # retry re-run the action or ask the operator about an outcome we know.
         self.deps.held[(self.run_id, step.seq)] = (status, result)
@@ -261,18 +263,22 @@ class RunJournal:
         log.warning("action.refused", action=action, rule=rule, verdict=str(needs))
 
     async def _execute(
-        self, ex: Executor, args: JSON, ctx: ActionContext
+        self, ex: Executor, args: JSON, ctx: ActionContext, committed: float | None = None
     ) -> tuple[StepStatus, JSON]:
         if not self.deps.lease_ok():  # thawed past the fence, before the keeper could run
             raise Refused(
                 f"run {self.run_id}: this daemon's lease may have lapsed; {ctx.action} not started"
             )  # the intent stays without a result: its next owner recovers it (invariant 3)
         log.info("action.executing", action=ctx.action, key=ctx.idempotency_key)
+        lag_s = None if committed is None else time.monotonic() - committed
         try:
             result = await ex.execute(args, ctx)
         except ActionFailed as e:
+            self.deps.meter.action(ctx.action, "failed", lag_s)
             return StepStatus.ERROR, {"ok": False, "error": str(e)}
-        return (StepStatus.DONE if result.get("ok", True) else StepStatus.ERROR), result
+        ok = result.get("ok", True)
+        self.deps.meter.action(ctx.action, "ok" if ok else "error", lag_s)
+        return (StepStatus.DONE if ok else StepStatus.ERROR), result
 
     async def _complete(self, step: Step, status: StepStatus, result: JSON) -> None:
         done: Step = await self._write(

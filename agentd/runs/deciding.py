@@ -50,7 +50,7 @@ class Deciding(ModelCalls):
         request = self._request(decisions + 1)
         try:
             async with asyncio.timeout(MODEL_TIMEOUT_S):
-                reply = await self.deps.models[name].complete(request)
+                reply = await self.deps.complete(name, request)
         except (ModelError, TimeoutError) as e:
             await self.backoff(e)
             return

@@ -3,6 +3,8 @@ and passed down — no globals."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -11,9 +13,10 @@ from agentd.clock import Clock, SystemClock
 from agentd.config import Config
 from agentd.db.store import Store
 from agentd.harness.menu import Menu
-from agentd.llm import Model
+from agentd.llm import Model, ModelReply, ModelRequest
 from agentd.models import JSON, StepStatus
 from agentd.sources import Source
+from agentd.telemetry.meter import Meter
 
 # How long a claimed run's lease lasts without renewal, in the database's seconds: the daemon
 # sets `Deps.lease_s` from `[store] lease_s` (config/store.py) and renews every third of it.
@@ -46,6 +49,30 @@ class Deps:
     held: dict[tuple[int, int], tuple[StepStatus, JSON]] = field(default_factory=dict)
     # Nudges the scheduler after a commit it may act on (a run started waiting).
     on_change: Callable[[], None] = lambda: None
+    # This daemon's metrics (agentd/telemetry/): the loops report to it, GET /metrics renders it.
+    meter: Meter = field(default_factory=Meter)
+
+    async def complete(self, name: str, request: ModelRequest) -> ModelReply:
+        """Ask the model configured as `name`, measured (agentd/telemetry/): latency, outcome,
+        tokens and cost by provider and model. Errors pass through unchanged."""
+        cfg = self.config.models.get(name)
+        provider = cfg.provider if cfg is not None else "other"
+        started = time.monotonic()
+        try:
+            reply = await self.models[name].complete(request)
+        except BaseException as e:
+            outcome = "timeout" if isinstance(e, TimeoutError | asyncio.CancelledError) else "error"
+            self.meter.model_call(
+                provider, name, request.purpose, outcome, time.monotonic() - started
+            )
+            raise
+        price = self.config.price_of(reply.model)
+        cost = (
+            price.cost_usd(reply.tokens_in, reply.tokens_out, reply.tokens_cached) if price else 0
+        )
+        self.meter.model_call(provider, name, request.purpose, "ok", time.monotonic() - started,
+                              reply.tokens_in, reply.tokens_out, cost)  # fmt: skip
+        return reply
 
     def menu(self, agent: str) -> Menu:
         if agent not in self.menus:

@@ -75,7 +75,7 @@ class Engine:
                 try:
                     driver = await RunDriver.load(self.deps, run_id, epoch, self.drivers)
                     structlog.contextvars.bind_contextvars(goal_id=driver.goal_id)
-                    while not self.stopping and await driver.advance():
+                    while not self.stopping and await self._step(driver):
                         pass
                     return
                 except Refused as e:  # lease lost or run cancelled under us: stop touching it
@@ -99,6 +99,16 @@ class Engine:
                     else:
                         await self._park_unloaded(run_id, epoch, e)
                     return
+
+    async def _step(self, driver: RunDriver) -> bool:
+        """One `advance`, its new steps counted as they ended it (the meter: a dict update)."""
+        last_seq = driver.steps[-1].seq if driver.steps else 0
+        more = await driver.advance()
+        for step in reversed(driver.steps):
+            if step.seq <= last_seq:
+                break
+            self.deps.meter.step(str(step.kind), str(step.status))
+        return more
 
     async def _abandon(self, run_id: int, epoch: int, reason: str) -> None:
         """Finish a run that cannot be driven any more, with the usual notice."""

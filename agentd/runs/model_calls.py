@@ -55,7 +55,7 @@ class ModelCalls(RunJournal):
         tokens: JSON = {}
         try:
             async with asyncio.timeout(MODEL_TIMEOUT_S):
-                reply = await self.deps.models[name].complete(request)
+                reply = await self.deps.complete(name, request)
             summary = _summary_text(reply.text)
             data.update(model=reply.model, raw=reply.text[:4000], cost_usd=self._cost(reply))
             tokens = {"tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out}
