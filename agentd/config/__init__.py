@@ -150,6 +150,12 @@ if TYPE_CHECKING:
     from agentd.config.models import (
         TemplateModel as TemplateModel,
     )
+    from agentd.config.promql import (
+        PrometheusSource as PrometheusSource,
+    )
+    from agentd.config.promql import (
+        PromQuery as PromQuery,
+    )
     from agentd.config.sources import (
         CHECK_FAILED as CHECK_FAILED,
     )
@@ -200,6 +206,7 @@ _LAZY = {
     "api": "ApiConfig WebConfig",
     "build": "BuildConfig",
     "telemetry": "MetricsConfig TracingConfig",
+    "promql": "PrometheusSource PromQuery",
     "file": "BUILTIN_ACTIONS Config DaemonConfig McpConfig load parse",
     "models": "AnthropicModel ModelConfig OpenAIModel OtherModel Price RunbookModel ScriptedModel "
     "TemplateModel",

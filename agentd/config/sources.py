@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from agentd.config.actions import McpServerRef, program_argv
 from agentd.config.actions import Strict as _Strict
 from agentd.config.actions import http_url as http_url  # re-exported: it lived here
+from agentd.config.promql import PrometheusSource
 
 # The states a source with health is in; a watching agent emits `SOURCE.STATE` when one begins.
 HEALTHY, UNHEALTHY, CHECK_FAILED = "healthy", "unhealthy", "check_failed"
@@ -75,7 +76,8 @@ class McpSource(McpServerRef):
 
 
 SourceConfig = Annotated[
-    HttpSource | CommandSource | FileTailSource | McpSource, Field(discriminator="type")
+    HttpSource | CommandSource | FileTailSource | McpSource | PrometheusSource,
+    Field(discriminator="type"),
 ]
 
 

@@ -20,6 +20,7 @@ from agentd.config import (
     FileTailSource,
     HttpSource,
     McpSource,
+    PrometheusSource,
     SourceConfig,
 )
 from agentd.models import JSON
@@ -50,6 +51,10 @@ def build(name: str, cfg: SourceConfig, base_env: Mapping[str, str]) -> Source:
         from agentd.sources.mcp import McpSourceReader
 
         return McpSourceReader(name, cfg, base_env=base_env)
+    if isinstance(cfg, PrometheusSource):
+        from agentd.sources.prometheus import PrometheusReader
+
+        return PrometheusReader(name, cfg)
     raise TypeError(f"unknown source config {type(cfg).__name__}")
 
 
@@ -77,6 +82,7 @@ COUNTERS = frozenset(
         "last_state",
         "last_since",
         "last_streak",
+        "readings",  # a prometheus source's values move every look; its `breached` list is news
     }
 )
 
