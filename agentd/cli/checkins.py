@@ -1,5 +1,5 @@
-"""When goals check in on their own: `goal schedule`, `goal cadence`, `goal snooze`, and the
-check-in journal, `checkins`."""
+"""When goals check in on their own: `goal schedule`, `goal cadence`, `goal snooze`, the
+check-in journal, `checkins`, and how their nudges fared, `checkins report`."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from agentd.cli.root import (
     duration,
     emit,
     open_store,
+    sub_app,
 )
 from agentd.errors import UsageError
 from agentd.models import JSON
@@ -241,7 +242,11 @@ def goal_snooze(
     _shown(as_json, out, f"goal {goal_id} snoozed until {until}" if seconds else "snooze ended")
 
 
-@app.command("checkins")
+checkins_app = sub_app(no_args_is_help=False, invoke_without_command=True)
+app.add_typer(checkins_app, name="checkins")
+
+
+@checkins_app.callback(invoke_without_command=True)
 def checkins_cmd(
     ctx: typer.Context,
     goal: Annotated[int | None, Opt(metavar="GOAL_ID", help="Only this goal's check-ins.")] = None,
@@ -252,13 +257,42 @@ def checkins_cmd(
 
     A check-in first asks, with no model call, whether anything moved since the last one; most
     end there as `skipped`. `missed` rows are fires the misfire policy did not run (with why).
+    `agentd checkins report` says how the nudges fared, per goal.
 
     \b
     Examples:
       agentd checkins
       agentd checkins --goal 3 --json
+      agentd checkins report
     """
+    if ctx.invoked_subcommand is not None:
+        return
     with open_store(ctx) as store:
         rows = plan.journal(store, goal, limit)
         now = plan.home_now(store)
     emit(as_json, render_outer.as_json(rows), lambda: render_outer.checkins_table(rows, now))
+
+
+@checkins_app.command("report")
+def checkins_report(
+    ctx: typer.Context,
+    goal: Annotated[int | None, Opt(metavar="GOAL_ID", help="Only this goal.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """How the nudges fared, per goal: the share accepted, dismissed and ignored until they
+    lapsed (of those no longer open), the median time to a person's reaction, and what they did
+    to the goal's cadence (each dismissed or ignored nudge backs its check-ins off a step).
+
+    A goal whose nudges are mostly dismissed is called out here and in `agentd status`.
+
+    \b
+    Examples:
+      agentd checkins report
+      agentd checkins report --goal 3 --json
+    """
+    from agentd.operator import nudges
+    from agentd.views import nudges as render_nudges
+
+    with open_store(ctx) as store:
+        entries = nudges.quality(store, goal)
+    emit(as_json, entries, lambda: render_nudges.report_text(entries))

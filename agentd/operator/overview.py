@@ -11,6 +11,7 @@ from agentd.db import outbox
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import JSON, GoalStatus, InboxKind, RunStatus, from_ts
+from agentd.operator import nudges
 from agentd.outer import timebase
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ def gather(c: Any, home_now: float, cfg: Config | None = None) -> JSON:
         **({} if cfg is not None else {"next_checkins_error": CONFIG_ERROR}),
         "failing_checkins": failing[:FAILING_LISTED],  # goals whose last check-ins failed
         "failing_goals": len(failing),
+        "dismissed_nudges": nudges.mostly_dismissed(c),  # goals whose nudges are mostly dismissed
         "now": from_ts(now),
         "notify": outbox.channel_health(c),  # per channel: pending, failing (agentd/notify/)
     }

@@ -18,6 +18,7 @@ from agentd.views import evidence as ev
 from agentd.views import outer
 from agentd.views.held import held_summary, late_summary
 from agentd.views.inbox_status import shown_status
+from agentd.views.nudges import dismissed_text
 from agentd.views.tables import field_lines, table, terminal_width
 from agentd.views.times import local, relative, stamp
 
@@ -138,6 +139,8 @@ def status_view(data: JSON, now: datetime) -> str:
         parts.append("active runs:\n" + runs_table(data["active_runs"], now))
     if data.get("failing_checkins"):
         parts.append(f"failing check-ins:\n{failing_text(data)}")
+    if data.get("dismissed_nudges"):  # agentd/operator/nudges.py
+        parts.append(f"nudges mostly dismissed:\n{dismissed_text(data['dismissed_nudges'])}")
     parts.append(f"next check-ins:\n{next_checkins_text(data)}")
     return "\n\n".join(parts)
 
