@@ -34,6 +34,7 @@ class ActionContext:
     action: str
     db_id: str = ""
     on_spawn: Callable[[JSON], Awaitable[None]] | None = None
+    traceparent: str | None = None  # W3C trace context of the action's span ([tracing] on)
 
     @property
     def idempotency_key(self) -> str:

@@ -50,6 +50,8 @@ class HttpExecutor:
         secrets = resolve_secrets(self.cfg.secret_names(), self.lookup, self.name)
         url = self._url(label, args, secrets)
         headers = {k: _fill_secrets(v, secrets) for k, v in self.cfg.headers.items()}
+        if ctx.traceparent is not None:  # the receiver's spans join the run's trace
+            headers["traceparent"] = ctx.traceparent
         headers["Idempotency-Key"] = ctx.idempotency_key  # last: the one a receiver dedupes on
         result = await exchange(
             method,

@@ -4,11 +4,13 @@ step anything (agentd/telemetry/meter.py; the names are in docs/observability.md
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from agentd.api.metrics import names_of
 from agentd.runs.deps import Deps
+from agentd.telemetry.tracing import Tracing
 
 
 def watch(deps: Deps, engine: Any, keeper: Any, listener: Callable[[], Any]) -> None:
@@ -39,3 +41,14 @@ def watch(deps: Deps, engine: Any, keeper: Any, listener: Callable[[], Any]) -> 
 
     m.watch("agentd_listener_up", "1 while the LISTEN connection is up (shared store; 0 on "
             "SQLite, which needs none).", up)  # fmt: skip
+
+
+def start_tracing(deps: Deps) -> None:
+    """`[tracing]` as configured at start (a reload does not change it: restart to)."""
+    deps.tracing = Tracing.start(deps.config.tracing, deps.meter)
+    deps.tracing.db_id = deps.db_id  # a run's trace id derives from it: one trace per run
+
+
+async def stop_tracing(deps: Deps) -> None:
+    """Flush what is queued (bounded by the export timeout), on a thread: never the loop's."""
+    await asyncio.to_thread(deps.tracing.stop, deps.config.tracing.timeout_s)

@@ -204,6 +204,7 @@ async def _serve_locked(
         limited = [(a, act) for a, cfg_a in cfg.agents.items() for act in cfg_a.policy.max_per_hour]
         await store.write(lambda c: accounting.set_rate_limits(c, limited))
         deps.db_id = await store.write(meta.db_id)
+        metering.start_tracing(deps)  # [tracing]: off unless configured
         await store.write(lambda c: meta.set_loaded_config(c, config_sha))
         deps.clock = clock or await clocks.home_clock(store, *scaled)
         outer = Outer(deps, engine.launch)  # its pace follows the clock
@@ -265,6 +266,7 @@ async def _serve_locked(
         api.close()
         if listener is not None:
             await asyncio.to_thread(listener.stop)
+        await metering.stop_tracing(deps)
         await store.close()
     log.info("daemon.stopped", exit_code=1 if failures else 0)
     return 1 if failures else 0

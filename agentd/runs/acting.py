@@ -5,6 +5,7 @@ and the steps that suspend or end a run. Recovering an interrupted action is `re
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from collections.abc import Callable
@@ -271,8 +272,12 @@ class RunJournal:
             )  # the intent stays without a result: its next owner recovers it (invariant 3)
         log.info("action.executing", action=ctx.action, key=ctx.idempotency_key)
         lag_s = None if committed is None else time.monotonic() - committed
+        tracing = self.deps.tracing
         try:
-            result = await ex.execute(args, ctx)
+            with tracing.child(f"action {ctx.action}", **{"agentd.action": ctx.action,
+                               "agentd.run_id": self.run_id, "agentd.seq": ctx.seq}):  # fmt: skip
+                ctx = dataclasses.replace(ctx, traceparent=tracing.traceparent())
+                result = await ex.execute(args, ctx)
         except ActionFailed as e:
             self.deps.meter.action(ctx.action, "failed", lag_s)
             return StepStatus.ERROR, {"ok": False, "error": str(e)}

@@ -17,6 +17,7 @@ from agentd.llm import Model, ModelReply, ModelRequest
 from agentd.models import JSON, StepStatus
 from agentd.sources import Source
 from agentd.telemetry.meter import Meter
+from agentd.telemetry.tracing import Tracing
 
 # How long a claimed run's lease lasts without renewal, in the database's seconds: the daemon
 # sets `Deps.lease_s` from `[store] lease_s` (config/store.py) and renews every third of it.
@@ -51,6 +52,7 @@ class Deps:
     on_change: Callable[[], None] = lambda: None
     # This daemon's metrics (agentd/telemetry/): the loops report to it, GET /metrics renders it.
     meter: Meter = field(default_factory=Meter)
+    tracing: Tracing = field(default_factory=Tracing.off)  # [tracing]: off unless configured
 
     async def complete(self, name: str, request: ModelRequest) -> ModelReply:
         """Ask the model configured as `name`, measured (agentd/telemetry/): latency, outcome,
@@ -59,7 +61,12 @@ class Deps:
         provider = cfg.provider if cfg is not None else "other"
         started = time.monotonic()
         try:
-            reply = await self.models[name].complete(request)
+            with self.tracing.model_call(provider, name, request.purpose, request.prompt) as span:
+                reply = await self.models[name].complete(request)
+                if span is not None:
+                    span.set_attributes({"gen_ai.response.model": reply.model,
+                                         "gen_ai.usage.input_tokens": reply.tokens_in,
+                                         "gen_ai.usage.output_tokens": reply.tokens_out})  # fmt: skip
         except BaseException as e:
             outcome = "timeout" if isinstance(e, TimeoutError | asyncio.CancelledError) else "error"
             self.meter.model_call(

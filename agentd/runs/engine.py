@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from typing import Any
 
 import structlog
@@ -101,13 +102,30 @@ class Engine:
                     return
 
     async def _step(self, driver: RunDriver) -> bool:
-        """One `advance`, its new steps counted as they ended it (the meter: a dict update)."""
-        last_seq = driver.steps[-1].seq if driver.steps else 0
-        more = await driver.advance()
-        for step in reversed(driver.steps):
-            if step.seq <= last_seq:
-                break
+        """One `advance`, its new steps counted as they ended it (the meter: a dict update) and
+        traced as one span when [tracing] is on (linked to the step a wake resumes from)."""
+        steps = driver.steps
+        last_seq = steps[-1].seq if steps else 0
+        links = (
+            [s.seq for s in steps[-2:-1] if s.kind == StepKind.WAIT]
+            if steps and steps[-1].kind == StepKind.WAKE
+            else []
+        )
+        with self.deps.tracing.step(driver.run_id, driver.goal_id, last_seq + 1, links) as span:
+            more = await driver.advance()
+            new = list(itertools.takewhile(lambda s: s.seq > last_seq, reversed(driver.steps)))[
+                ::-1
+            ]
+            if span is not None and new:
+                span.update_name(f"step {new[0].kind}")
+                span.set_attribute("agentd.step.status", str(new[-1].status))
+        for step in new:
             self.deps.meter.step(str(step.kind), str(step.status))
+        if new and new[-1].kind == StepKind.FINISH:  # the run's root span, sent as it ends
+            status, began = str(new[-1].data.get("status")), driver.steps[0].created_at.timestamp()
+            self.deps.tracing.run_ended(
+                driver.run_id, driver.goal_id, driver.agent_name, status, began
+            )
         return more
 
     async def _abandon(self, run_id: int, epoch: int, reason: str) -> None:

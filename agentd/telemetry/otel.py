@@ -1,0 +1,72 @@
+"""The OpenTelemetry SDK behind agentd/telemetry/tracing.py (imported only with `[tracing]
+enabled`; an ImportError here means the `tracing` extra is missing): the provider, its bounded
+batch queue, and an exporter that reports a dead collector once instead of at every batch."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from agentd.telemetry.tracing import quiet_sdk_loggers
+
+log = structlog.get_logger("agentd.telemetry")
+
+
+class _OnceExporter(SpanExporter):
+    """The OTLP exporter, whose failures are counted (spans dropped) and logged once per outage:
+    `tracing.export_failed` at the first, `tracing.export_recovered` when a batch goes again."""
+
+    def __init__(self, inner: SpanExporter, endpoint: str, on_drop: Callable[[int], None]) -> None:
+        self.inner = inner
+        self.endpoint = endpoint
+        self.on_drop = on_drop
+        self.failing = False
+        self.lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception as e:  # the SDK's thread: an exception would end it
+            result = SpanExportResult.FAILURE
+            error = f"{type(e).__name__}: {e}"
+        else:
+            error = "the collector refused or did not answer"
+        with self.lock:
+            if result == SpanExportResult.SUCCESS:
+                if self.failing:
+                    log.info("tracing.export_recovered", endpoint=self.endpoint)
+                self.failing = False
+                return result
+            self.on_drop(len(spans))
+            if not self.failing:
+                self.failing = True
+                log.warning("tracing.export_failed", endpoint=self.endpoint, error=error[:300],
+                            note="spans are dropped until the collector answers; steps go on")  # fmt: skip
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
+
+
+def provider(cfg: Any, ids: Callable[[], Any], on_drop: Callable[[int], None]) -> TracerProvider:
+    quiet_sdk_loggers()
+    resource = Resource.create({"service.name": cfg.service_name})
+    tracer_provider = TracerProvider(resource=resource, id_generator=ids())
+    inner = OTLPSpanExporter(endpoint=cfg.endpoint, timeout=cfg.timeout_s)
+    exporter = _OnceExporter(inner, cfg.endpoint, on_drop)
+    processor = BatchSpanProcessor(
+        exporter, max_queue_size=cfg.queue_size, schedule_delay_millis=500,
+        max_export_batch_size=min(512, cfg.queue_size), export_timeout_millis=cfg.timeout_s * 1000,
+    )  # fmt: skip
+    tracer_provider.add_span_processor(processor)
+    return tracer_provider
