@@ -13,8 +13,9 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
-from agentd.telemetry.tracing import quiet_sdk_loggers
+from agentd.telemetry.tracing import given_span_id, given_trace_id, quiet_sdk_loggers
 
 log = structlog.get_logger("agentd.telemetry")
 
@@ -58,10 +59,23 @@ class _OnceExporter(SpanExporter):
         return bool(self.inner.force_flush(timeout_millis))
 
 
-def provider(cfg: Any, ids: Callable[[], Any], on_drop: Callable[[int], None]) -> TracerProvider:
+class _Ids(RandomIdGenerator):
+    """Span and trace ids derived by agentd/telemetry/tracing.py when it set them (a step's, a
+    run's: links and the run's root name them), else random."""
+
+    def generate_span_id(self) -> int:
+        given = given_span_id()
+        return given if given is not None else super().generate_span_id()
+
+    def generate_trace_id(self) -> int:
+        given = given_trace_id()
+        return given if given is not None else super().generate_trace_id()
+
+
+def provider(cfg: Any, on_drop: Callable[[int], None]) -> TracerProvider:
     quiet_sdk_loggers()
     resource = Resource.create({"service.name": cfg.service_name})
-    tracer_provider = TracerProvider(resource=resource, id_generator=ids())
+    tracer_provider = TracerProvider(resource=resource, id_generator=_Ids())
     inner = OTLPSpanExporter(endpoint=cfg.endpoint, timeout=cfg.timeout_s)
     exporter = _OnceExporter(inner, cfg.endpoint, on_drop)
     processor = BatchSpanProcessor(

@@ -42,6 +42,7 @@ class Tracing:
         self.tracer = tracer
         self.capture_prompts = capture_prompts
         self.db_id = db_id
+        self.broken = False  # a tracing error was logged
 
     @classmethod
     def off(cls) -> Tracing:
@@ -62,7 +63,7 @@ class Tracing:
             hint = "[tracing] enabled needs the extra: pip install 'agentd-daemon[tracing]'"
             log.warning("tracing.unavailable", error=str(e), note=hint)
             return cls.off()
-        provider = otel.provider(cfg, _IdsFromContext, lambda n: _dropped(meter, n))
+        provider = otel.provider(cfg, lambda n: _dropped(meter, n))
         return cls(provider, provider.get_tracer("agentd"), capture_prompts=cfg.capture_prompts)
 
     # ── spans ──────────────────────────────────────────────────────────────────────────────────
@@ -90,13 +91,17 @@ class Tracing:
             return
         from opentelemetry import trace
 
-        linked = [trace.Link(self._link(run_id, s)) for s in links]
         token = _span_id.set(self.step_span_id(run_id, first_seq))
         try:  # the id is taken as the span starts: its children get random ones
+            linked = [trace.Link(self._link(run_id, s)) for s in links]
             span = self.tracer.start_span(
                 "step", context=self._run_context(run_id), links=linked,
                 attributes={"agentd.run_id": run_id, "agentd.goal_id": goal_id, "agentd.seq": first_seq},
             )  # fmt: skip
+        except Exception as e:  # tracing never stops a step
+            self._failed(e)
+            yield None
+            return
         finally:
             _span_id.reset(token)
         with trace.use_span(span, end_on_exit=True):
@@ -127,10 +132,18 @@ class Tracing:
                 attributes={"agentd.run_id": run_id, "agentd.goal_id": goal_id,
                             "agentd.agent": agent, "agentd.run.status": status},
             )  # fmt: skip
+            span.end()
+        except Exception as e:  # tracing never stops a run
+            self._failed(e)
         finally:
             _trace_id.reset(ids[0])
             _span_id.reset(ids[1])
-        span.end()
+
+    def _failed(self, error: Exception) -> None:
+        """A bug or an SDK surprise in tracing: logged once, never raised into a step."""
+        if not self.broken:
+            self.broken = True
+            log.error("tracing.failed", error=repr(error), note="spans may be missing")
 
     @contextlib.contextmanager
     def child(self, name: str, **attributes: Any) -> Iterator[Any]:
@@ -188,21 +201,13 @@ def _dropped(meter: Any, n: int) -> None:
     meter.dropped_spans.inc(n)
 
 
-class _IdsFromContext:
-    """Span ids from `_span_id` when set (a step's, derived: links can name it), else random."""
+def given_span_id() -> int | None:
+    """The span id the next span takes, if one was derived for it (agentd/telemetry/otel.py)."""
+    return _span_id.get()
 
-    def __init__(self) -> None:
-        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
-        self.random = RandomIdGenerator()
-
-    def generate_span_id(self) -> int:
-        given = _span_id.get()
-        return given if given is not None else int(self.random.generate_span_id())
-
-    def generate_trace_id(self) -> int:
-        given = _trace_id.get()
-        return given if given is not None else int(self.random.generate_trace_id())
+def given_trace_id() -> int | None:
+    return _trace_id.get()
 
 
 def quiet_sdk_loggers() -> None:
