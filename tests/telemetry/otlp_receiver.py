@@ -55,3 +55,14 @@ class Receiver:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+if (
+    __name__ == "__main__"
+):  # bench/telemetry.py runs one apart: its decoding costs the bench nothing
+    import time as _time
+
+    served = Receiver()
+    print(served.url, flush=True)
+    while True:
+        _time.sleep(3600)
