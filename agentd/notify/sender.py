@@ -124,7 +124,11 @@ class Sender:
                 stamp = int(SYSTEM.now())
                 # Inert here, once for every channel (and for rows planned by older code).
                 message = inert(row.message)
-                await channel.send(message, message_id=message_id, timestamp=stamp)
+                with self.deps.tracing.child(f"notify {row.channel}", **{
+                    "agentd.channel": row.channel, "agentd.item_id": row.item_id,
+                    "agentd.goal_id": row.goal_id, "agentd.stage": row.stage,
+                }):  # fmt: skip
+                    await channel.send(message, message_id=message_id, timestamp=stamp)
             except DeliveryFailed as e:
                 error = str(e)
             except Exception as e:  # a channel's unforeseen error is one more failed attempt

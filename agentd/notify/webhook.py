@@ -24,6 +24,7 @@ from agentd.config.notify import WebhookNotify
 from agentd.errors import DeliveryFailed
 from agentd.models import JSON
 from agentd.notify import subject
+from agentd.telemetry.tracing import current_traceparent
 from agentd.text import url_shown, urls_shown
 
 
@@ -101,6 +102,8 @@ class Webhook:
             "webhook-id": message_id,
             "webhook-timestamp": str(timestamp),
         }
+        if (traceparent := current_traceparent()) is not None:  # [tracing]: the notify span's
+            headers["traceparent"] = traceparent
         if self.cfg.secret_env is not None:
             secret = config.secret(self.cfg.secret_env)
             if secret is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import sys
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -171,20 +172,26 @@ class Tracing:
 
     def traceparent(self) -> str | None:
         """The W3C `traceparent` of the current span (None: off, or no span)."""
-        if not self.on:
-            return None
-        from opentelemetry import trace
-
-        ctx = trace.get_current_span().get_span_context()
-        if not ctx.is_valid:
-            return None
-        return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+        return current_traceparent() if self.on else None
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """Flush what is queued (bounded), then shut the exporter down (call on a thread)."""
         if self.provider is not None:
             self.provider.force_flush(int(timeout_s * 1000))
             self.provider.shutdown()
+
+
+def current_traceparent() -> str | None:
+    """The W3C `traceparent` of the current span, for an outgoing request (a webhook); None when
+    tracing never started in this process (nothing is imported for it) or no span is current."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from opentelemetry import trace
+
+    ctx = trace.get_current_span().get_span_context()
+    if not ctx.is_valid:
+        return None
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
 
 def _client() -> Any:
