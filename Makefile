@@ -71,6 +71,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/memory.py --runs 10000 --workdir .bench
 	$(BIN)/python bench/prompt_size.py --decisions 1000 --workdir .bench
 	$(BIN)/python bench/outer_loop.py --seeds 20 --workdir .bench
+	$(BIN)/python bench/telemetry.py steps --runs 50 --steps 200 --reps 5 --workdir .bench
+	$(BIN)/python bench/telemetry.py metrics --goals 1000 --waiting 10000 --reps 5 --workdir .bench
 	$(BIN)/python bench/inner_loop.py --workdir .bench
 	$(BIN)/python bench/cli_startup.py --reps 15 --warmup 2 --workdir .bench
 

@@ -8,15 +8,23 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import structlog
+
 from agentd.api.metrics import names_of
 from agentd.runs.deps import Deps
 from agentd.telemetry.tracing import Tracing
+
+log = structlog.get_logger("agentd.daemon")
 
 
 def watch(deps: Deps, engine: Any, keeper: Any, listener: Callable[[], Any]) -> None:
     """Point the meter at the daemon's parts; `listener()` is the LISTEN thread or None."""
     m = deps.meter
     m.names = names_of(deps.config)
+    cfg = deps.config
+    if cfg.metrics.enabled and cfg.api.listen_port(cfg.web) is None:
+        log.warning("metrics.no_port", note="[metrics] enabled, but no [api] port: GET /metrics "
+                    "is served on the unix socket api.sock only; set [api] port for Prometheus")  # fmt: skip
     store = deps.store
     m.store("postgres" if store.backend.shared else "sqlite")
     m.watch("agentd_store_commits", "Group commits made by this daemon's writer.",
