@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 
 log = structlog.get_logger("agentd.telemetry")
+RUNS_CACHED = 4096  # runs whose root context is kept (a few hundred bytes each)
 # The ids the next span takes (a step's, a run's: derived, so links and parents can name them).
 _span_id: ContextVar[int | None] = ContextVar("agentd_span_id", default=None)
 _trace_id: ContextVar[int | None] = ContextVar("agentd_trace_id", default=None)
@@ -44,6 +45,7 @@ class Tracing:
         self.capture_prompts = capture_prompts
         self.db_id = db_id
         self.broken = False  # a tracing error was logged
+        self._runs: dict[int, Any] = {}  # run id → its root's context (`_run_context`)
 
     @classmethod
     def off(cls) -> Tracing:
@@ -69,6 +71,16 @@ class Tracing:
 
     # ── spans ──────────────────────────────────────────────────────────────────────────────────
     def _run_context(self, run_id: int) -> Any:
+        """The context whose span is the run's root (by its derived ids), cached per run."""
+        found = self._runs.get(run_id)
+        if found is not None:
+            return found
+        if len(self._runs) >= RUNS_CACHED:
+            self._runs.clear()
+        found = self._runs[run_id] = self._new_run_context(run_id)
+        return found
+
+    def _new_run_context(self, run_id: int) -> Any:
         from opentelemetry import trace
 
         ctx = trace.SpanContext(
