@@ -73,12 +73,8 @@ class _Home(Collector):
             "Nudges posted, by the goal's agent and outcome (accepted, dismissed, ignored, open).",
             labels=["agent", "outcome"],
         )
-        counted: dict[tuple[str, str], float] = {}
-        for agent, outcome, n in f["nudges"]:
-            key = (bound(agent, names.agents), str(outcome))
-            counted[key] = counted.get(key, 0) + n
-        for (agent, outcome), n in sorted(counted.items()):
-            nudges.add_metric([agent, outcome], n)
+        for labels, n in _summed(f["nudges"], names.agents):
+            nudges.add_metric(labels, n)
         yield nudges
         outbox = GaugeMetricFamily(
             "agentd_outbox_messages",
@@ -86,12 +82,8 @@ class _Home(Collector):
             "status (pending, sent, failed, cancelled; home-wide).",
             labels=["channel", "status"],
         )
-        msgs: dict[tuple[str, str], float] = {}
-        for channel, status, n in f["outbox"]:
-            key = (bound(channel, names.channels), str(status))
-            msgs[key] = msgs.get(key, 0) + n
-        for (channel, status), n in sorted(msgs.items()):
-            outbox.add_metric([channel, status], n)
+        for labels, n in _summed(f["outbox"], names.channels):
+            outbox.add_metric(labels, n)
         yield outbox
         held = GaugeMetricFamily(
             "agentd_notifications_held",
@@ -113,6 +105,16 @@ class _Home(Collector):
         for status, n in f["goals"]:
             goals.add_metric([str(status)], n)
         yield goals
+
+
+def _summed(rows: list[tuple[Any, ...]], known: frozenset[str]) -> list[tuple[list[str], float]]:
+    """(name, value, count) rows with the name bounded (unknown names become `other`, so their
+    counts are summed into one series), sorted by labels."""
+    sums: dict[tuple[str, str], float] = {}
+    for name, value, n in rows:
+        key = (bound(name, known), str(value))
+        sums[key] = sums.get(key, 0) + n
+    return [([name, value], n) for (name, value), n in sorted(sums.items())]
 
 
 def render(meter: Meter, figures: dict[str, Any] | None) -> bytes:

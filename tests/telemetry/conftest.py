@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.telemetry.homes import MetricsHome
 from tests.telemetry.prom_server import Prometheus, missing_reason
 
 BANNER_MARK = "PROMETHEUS TEST SKIPPED"
@@ -38,6 +39,16 @@ def prometheus() -> Iterator[Prometheus]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[MetricsHome]:
+    """A home serving /metrics on a port of its own (tests/telemetry/homes.py), stopped after."""
+    h = MetricsHome(tmp_path / "home")
+    try:
+        yield h
+    finally:
+        h.stop()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,15 +31,6 @@ def named_metrics(expr: str) -> set[str]:
                 break
         names.add(name)
     return names
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[MetricsHome]:
-    h = MetricsHome(tmp_path / "home")
-    try:
-        yield h
-    finally:
-        h.stop()
 
 
 def test_every_metric_the_dashboard_names_is_exported(home: MetricsHome) -> None:

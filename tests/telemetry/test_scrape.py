@@ -4,8 +4,6 @@ approval, one action, one check-in — and sees the metrics the issue names with
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -13,15 +11,6 @@ from tests.telemetry.homes import TITLE, MetricsHome
 from tests.telemetry.prom_server import Prometheus
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[MetricsHome]:
-    h = MetricsHome(tmp_path / "home")
-    try:
-        yield h
-    finally:
-        h.stop()
 
 
 def value(prom: Prometheus, promql: str) -> float:
