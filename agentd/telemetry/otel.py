@@ -4,6 +4,7 @@ batch queue, and an exporter that reports a dead collector once instead of at ev
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -72,8 +73,33 @@ class _Ids(RandomIdGenerator):
         return given if given is not None else super().generate_trace_id()
 
 
+class _QueueFull(logging.Handler):
+    """The SDK logs "Queue full, dropping span." for each span a full queue drops (on the thread
+    that ended it): counted, and said once per daemon instead of once per span."""
+
+    def __init__(self, on_drop: Callable[[int], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.on_drop = on_drop
+        self.told = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not str(record.msg).startswith("Queue full"):
+            return
+        self.on_drop(1)
+        if not self.told:
+            self.told = True
+            log.warning("tracing.queue_full", note="spans are dropped while the exporter falls "
+                        "behind (agentd_trace_spans_dropped_total counts them); steps go on")  # fmt: skip
+
+
 def provider(cfg: Any, on_drop: Callable[[int], None]) -> TracerProvider:
     quiet_sdk_loggers()
+    queue_log = logging.getLogger("opentelemetry.sdk._shared_internal")
+    queue_log.setLevel(logging.WARNING)
+    queue_log.propagate = False  # its other messages: the export failures we say once
+    for old in [h for h in queue_log.handlers if isinstance(h, _QueueFull)]:
+        queue_log.removeHandler(old)
+    queue_log.addHandler(_QueueFull(on_drop))
     resource = Resource.create({"service.name": cfg.service_name})
     tracer_provider = TracerProvider(resource=resource, id_generator=_Ids())
     inner = OTLPSpanExporter(endpoint=cfg.endpoint, timeout=cfg.timeout_s)

@@ -232,5 +232,5 @@ def given_trace_id() -> int | None:
 def quiet_sdk_loggers() -> None:
     """The SDK logs each failed export (with tracebacks) through `logging`: we say it once."""
     for name in ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
-                 "opentelemetry.sdk.trace.export", "opentelemetry.sdk._shared_internal"):  # fmt: skip
+                 "opentelemetry.exporter.otlp.proto.http", "opentelemetry.sdk.trace.export"):  # fmt: skip
         logging.getLogger(name).setLevel(logging.CRITICAL)
