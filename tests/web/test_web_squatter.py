@@ -125,15 +125,13 @@ async def test_web_browser_a_port_squatter_gets_no_session_and_nothing_it_saw_ap
 
     await serve()  # agentd is back on its port
     session_id = held.split(".")[0]
+    forged = proof.request_mac("0" * 64, "POST", f"/items/{item.item_id}/approve", "c" * 24)
     stolen = [{k: v for k, v in h.items() if k not in HOP} for _, _, h, _ in seen.requests]
     stolen += [
         {"x-agentd-key": held},
         {"x-agentd-auth": held},
         {"x-agentd-auth": f"{session_id}.{'c' * 24}.{'0' * 64}"},
-        {
-            "x-agentd-auth": f"{session_id}.{'c' * 24}."
-            + proof.request_mac("0" * 64, "POST", "/", "c" * 24)
-        },  # fmt: skip
+        {"x-agentd-auth": f"{session_id}.{'c' * 24}.{forged}"},
     ]
     async with httpx.AsyncClient(base_url=base) as c:
         for headers in stolen:
