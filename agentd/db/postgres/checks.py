@@ -53,7 +53,7 @@ def reach(url: str) -> tuple[psycopg.Connection[Any] | None, Finding]:
     try:
         raw = psycopg.connect(url, autocommit=True, application_name="agentd doctor", **bound)
     except psycopg.Error as e:
-        why = _first_line(e)
+        why = connection.redact(_first_line(e), url)
         return None, Finding(
             "database",
             False,

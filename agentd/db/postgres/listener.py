@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from agentd.db.postgres.connection import NETWORK_SETTINGS, label
+from agentd.db.postgres.connection import NETWORK_SETTINGS, label, redact
 from agentd.db.wake import CHANNEL
 
 PROBE_S = 5.0  # a quiet connection is probed this often (SELECT 1)
@@ -82,7 +82,9 @@ class Listener:
                     self._listen(conn)
             except psycopg.Error as e:
                 self.connected.clear()
-                self.last_error = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                self.last_error = redact(
+                    (str(e).strip().splitlines() or [type(e).__name__])[0], self.url
+                )
                 self.log.warning("listener.lost", error=self.last_error, retry_in_s=backoff_s)
                 self._stop.wait(backoff_s)
                 backoff_s = min(MAX_BACKOFF_S, backoff_s * 2)
