@@ -35,7 +35,7 @@ from agentd.daemon import clocks, sdnotify
 from agentd.daemon.leases import LeaseKeeper
 from agentd.daemon.scheduler import Scheduler
 from agentd.daemon.watchdog import watchdog
-from agentd.db import accounting, faults, meta, stamp
+from agentd.db import accounting, faults, leases, meta, stamp
 from agentd.db import queries as q
 from agentd.db.artifacts import BUILD_TRIGGER
 from agentd.db.store import Store
@@ -212,6 +212,8 @@ async def _serve_locked(
         api.control.on_reload = lambda: reload_told(paths, deps, models, reloading)
         keeper = LeaseKeeper(deps, engine, shared=store.backend.shared)
         resumed = await keeper.start()
+        # Each daemon's own record of what it runs (the one in meta is the last to load's).
+        await store.write(lambda c: leases.loaded_config(c, owner, config_sha))
         # Renewing and fencing from before the first run is driven until after the last one
         # stopped: a slow start or a long drain must not outlive the leases unwatched.
         keeping = asyncio.create_task(keeper.run(leases_stop), name="leases")
@@ -371,6 +373,7 @@ async def reload_verdict(paths: Paths, deps: Deps, models: dict[str, Model]) -> 
     try:
         await deps.store.write(lambda c: accounting.set_rate_limits(c, limited))
         await deps.store.write(lambda c: meta.set_loaded_config(c, sha))
+        await deps.store.write(lambda c: leases.loaded_config(c, deps.owner, sha))
     except StateError as e:
         log.error("config.reload_unrecorded", error=str(e))
     restart = needs_restart(old, cfg)

@@ -324,6 +324,14 @@ MIGRATIONS: list[Migration] = [
     CREATE TABLE agentd_locks (lock_key bigint PRIMARY KEY);
     """,
     ),
+    Migration(
+        "config per daemon: the sha256 of the config each daemon runs, and when it loaded it"
+        " (SQLite's version 9)",
+        f"""
+    ALTER TABLE daemons ADD COLUMN config_sha256 text;
+    ALTER TABLE daemons ADD COLUMN config_loaded_at {TIME};
+    """,
+    ),
 ]
 
 _LEDGER = """
