@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,34 @@ def test_status_shows_each_daemons_config_and_flags_the_odd_one(home: Home) -> N
     text = daemons_table(shown)
     assert "000000000000" in text and "111111111111" in text and "DIFFERS" in text
     assert "live daemons run different configs" in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_real_daemon_records_its_config_at_start_and_reload(tmp_path: Path) -> None:
+    from tests.daemon.test_daemon import FINISH, Daemon
+    from tests.daemon.test_reload import configure, hup
+
+    d = Daemon(tmp_path / "home")
+    try:
+        d.write([FINISH])
+        configure(d, "allow")
+        proc = d.serve()
+
+        def runs() -> str | None:
+            mine = [r for r in d.store.read(leases.daemons) if r.pid == proc.pid]
+            return mine[0].config_sha256 if mine else None
+
+        def on_disk() -> str:
+            return hashlib.sha256(d.paths.config.read_bytes()).hexdigest()
+
+        assert runs() == on_disk()
+        assert check_loaded_config(d.paths, proc.pid).ok  # type: ignore[union-attr]
+        configure(d, "approve")  # tightened, not reloaded yet: doctor says so
+        assert not check_loaded_config(d.paths, proc.pid).ok  # type: ignore[union-attr]
+        hup(d, proc, '"config.reloaded"')
+        assert runs() == on_disk()
+        assert check_loaded_config(d.paths, proc.pid).ok  # type: ignore[union-attr]
+        assert d.terminate(proc)[0] == 0
+    finally:
+        d.kill_all()
