@@ -128,8 +128,8 @@ function login(){localStorage.removeItem(S);const at=location.pathname+location.
   location.replace(at==='/'?'/login':'/login?next='+encodeURIComponent(at))}
 async function load(again){
   const r=await get(location.href);if(r===null||r.status===401)return login();
-  if(again&&dirty)return stale();  // typed into while it was fetched: kept, and said
-  const doc=new DOMParser().parseFromString(await r.text(),'text/html'),n=doc.querySelector('nav');
+  const t=await r.text();if(again&&dirty)return stale();  // typed into meanwhile: kept, said
+  const doc=new DOMParser().parseFromString(t,'text/html'),n=doc.querySelector('nav');
   const m=doc.querySelector('main')||Object.assign(document.createElement('main'),
     {textContent:doc.body.textContent});  // not one of our pages: its text, inert
   document.title=doc.title||document.title;if(n)document.querySelector('nav').replaceWith(n);
@@ -154,6 +154,7 @@ document.addEventListener('submit',e=>{const f=e.target,s=e.submitter;  // never
   const u=new URL(f.action);auth(ses,'POST',u.pathname+u.search).then(a=>{if(a===null)return login();
     f.querySelectorAll('input[name=_auth]').forEach(x=>x.remove());
     const i=document.createElement('input');i.type='hidden';i.name='_auth';i.value=a;f.prepend(i);
+    if(!f.isConnected){f.hidden=true;document.body.append(f)}  // a reload swapped it out
     f.dataset.signed='';f.requestSubmit(s||undefined);delete f.dataset.signed},
     ()=>alert('agentd does not answer on this address: nothing was sent. Try again later.'))});
 """
