@@ -154,7 +154,7 @@ document.addEventListener('submit',e=>{const f=e.target,s=e.submitter;  // never
   const u=new URL(f.action);auth(ses,'POST',u.pathname+u.search).then(a=>{if(a===null)return login();
     f.querySelectorAll('input[name=_auth]').forEach(x=>x.remove());
     const i=document.createElement('input');i.type='hidden';i.name='_auth';i.value=a;f.prepend(i);
-    if(!f.isConnected){f.hidden=true;document.body.append(f)}  // a reload swapped it out
+    if(!f.isConnected){f.hidden=true;document.body.prepend(f)}  // a reload swapped it out
     f.dataset.signed='';f.requestSubmit(s||undefined);delete f.dataset.signed},
     ()=>alert('agentd does not answer on this address: nothing was sent. Try again later.'))});
 """
