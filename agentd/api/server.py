@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import math
 import os
 import socket
@@ -31,6 +32,7 @@ from agentd.api import connections, control, decide, metrics, openfiles
 from agentd.config import Paths
 from agentd.errors import NotFound
 from agentd.mcp import server as mcp_server
+from agentd.operator import home, sessions
 from agentd.runs.deps import Deps
 from agentd.text import to_json
 from agentd.web import auth, data, html, routes
@@ -150,10 +152,24 @@ class ApiServer:
                 tcp.close()
                 log.error("api.port_failed", port=port, error=str(e))
                 self.port_failed = f"{port}: {e.strerror or e}"
+                if e.errno == errno.EADDRINUSE:
+                    self._end_sessions(port)
             else:
                 self.sockets.append(tcp)
                 self.port = tcp.getsockname()[1]
         return self.unix
+
+    def _end_sessions(self, port: int) -> None:
+        """Another program answers on our port: a page opened there while it did ran its
+        script in the sessions' origin, so every session ends (its browsers log in again)."""
+        store = home.open_store(self.paths.db, poke=False)
+        try:
+            ended = sessions.revoke(store, None)
+        finally:
+            store.close()
+        if ended:
+            log.warning("web.sessions_ended", port=port, sessions=ended,
+                        why="another program holds the port")  # fmt: skip
 
     def app(self) -> Starlette:
         # The config in force at each request (a reload swaps `deps.config`), never a copy.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from agentd.db.sqlite import safety, schema
 from agentd.errors import AgentdError, ConfigError, ModelError
 from agentd.llm import SUMMARY_SCHEMA, ModelRequest
 from agentd.llm.scripted import load_replies
+from agentd.operator import daemons as operator_daemons
 from agentd.operator import health as operator_health
 from agentd.operator import home as operator_home
 from agentd.operator import liveness
@@ -90,7 +92,7 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
     readable = paths.db.exists() if shared is None else operator_store.served(shared)
     checks.append(check_daemon(liveness.probe(paths, daemon_pid)))
     if cfg is not None:
-        loaded = check_loaded_config(paths, daemon_pid)
+        loaded = check_loaded_config(paths, daemon_pid, shared=shared is not None)
         checks += [loaded] if loaded is not None else []
         sees = doctor_reach.daemon_sees(paths, cfg, daemon_pid)
         models = [check_model(n, m, sees) for n, m in cfg.models.items()]
@@ -138,16 +140,24 @@ def check_daemon(alive: liveness.Daemon) -> Check:
     return Check("daemon", True, running, False)
 
 
-def check_loaded_config(paths: Paths, pid: int | None) -> Check | None:
-    """Does the running daemon use the config on disk? Information: an edit not yet reloaded is
-    normal for a moment, but what doctor just checked is not what runs. None: nothing to say
-    (no daemon, or one that recorded no config)."""
-    if pid is None or not paths.db.exists():
+def check_loaded_config(paths: Paths, pid: int | None, *, shared: bool = False) -> Check | None:
+    """Does this host's running daemon use the config on disk? Its own row among the daemons
+    serving the database says what it loaded (on a shared store each daemon loads its own: the
+    home-wide record is only the last to load's, an older daemon's fallback). Information: an
+    edit not yet reloaded is normal for a moment, but what doctor just checked is not what runs.
+    None: nothing to say (no daemon, or one that recorded no config). `shared`: the state is in
+    a database server, not the home's file."""
+    if pid is None or not (shared or paths.db.exists()):
         return None
     try:
         store = operator_home.inspect_store(paths.db)
         try:
-            loaded = store.read(lambda c: meta.get_meta(c, LOADED_CONFIG_KEY))
+            mine = [d for d in operator_daemons.serving(store)["daemons"]
+                    if d["host"] == socket.gethostname() and d["pid"] == pid
+                    and d["state"] != "stopped"]  # fmt: skip
+            loaded = (mine[0]["config_sha256"] if mine else None) or store.read(
+                lambda c: meta.get_meta(c, LOADED_CONFIG_KEY)
+            )
         finally:
             store.close()
         on_disk = hashlib.sha256(paths.config.read_bytes()).hexdigest()
@@ -156,12 +166,12 @@ def check_loaded_config(paths: Paths, pid: int | None) -> Check | None:
     if not loaded:
         return None
     if loaded == on_disk:
-        return Check("config loaded", True, "the daemon runs the config on disk")
+        return Check("config loaded", True, f"the daemon (pid {pid}) runs the config on disk")
     return Check(
         "config loaded",
         False,
-        f"{paths.config} changed since the daemon loaded it; apply it with `agentd reload` "
-        "(it waits for the daemon's verdict and names any error)",
+        f"{paths.config} is not what the daemon (pid {pid}) loaded; apply it with `agentd "
+        "reload` (it waits for the daemon's verdict and names any error)",
         False,
     )
 

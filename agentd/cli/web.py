@@ -150,9 +150,9 @@ def sessions_cmd(
     """List the browsers logged in to the web inbox, or end their sessions.
 
     One session per login: when it began, when it was last seen (to within five minutes), when
-    it expires (30 days after the login) and the browser it came from. Logging out ends one; so
-    do --revoke, a new token (`agentd web --rotate`) and time. A browser whose session ended is
-    asked to log in again at its next request."""
+    it expires (7 days after the login; 12 hours unused end it sooner) and the browser it came
+    from. Logging out ends one; so do --revoke, a new token (`agentd web --rotate`) and time. A
+    browser whose session ended is asked to log in again at its next request."""
     paths = paths_of(ctx)
     token = auth.token(paths.api_token) if paths.api_token.exists() else None
     with open_store(ctx) as store:

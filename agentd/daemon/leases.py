@@ -9,7 +9,9 @@ Self-fencing: a renewal that committed proves the leases last until at least its
 lease (the database stamped them later). If no renewal has succeeded by that instant less a margin
 — the database is unreachable, or the daemon was frozen (SIGSTOP, a VM pause) — the daemon stops
 driving every run and kills their commands before anyone else can own them: a new owner on another
-host cannot reach those processes. It drives runs again once a renewal succeeds.
+host cannot reach those processes. It drives runs again once a renewal succeeds. Renewals, claims
+and resumes go through a connection of their own on a shared store (`Store.write_apart`): a
+writer stuck behind a slow write or a lock does not hold them back, so it cannot fence us.
 """
 
 from __future__ import annotations
@@ -139,7 +141,8 @@ class LeaseKeeper:
             fencing = self.shared and not self.engine.fenced
             budget = max(0.5, self.fence_at - sent) if fencing else self.interval_s
             async with asyncio.timeout(budget):
-                held, taken = await self.deps.store.write(work)
+                # On a connection of its own: a slow batch of the writer cannot fence us.
+                held, taken = await self.deps.store.write_apart(work)
         except (StateError, TimeoutError) as e:
             log.error("lease.renew_failed", error=str(e) or "timed out")
             self._fence_if_due()
@@ -166,7 +169,7 @@ class LeaseKeeper:
             return [(r, leases.reclaim(c, r, owner, lease_s)) for r in orphans]
 
         try:
-            relaunched = await self.deps.store.write(work)
+            relaunched = await self.deps.store.write_apart(work)
         except StateError as e:  # the scheduler's orphan scan takes them later
             log.error("lease.resume_failed", error=str(e))
             relaunched = []
@@ -231,7 +234,7 @@ class LeaseKeeper:
             return taken, leases.free_claims_of_the_gone(c)
 
         try:
-            taken, freed = await self.deps.store.write(work)
+            taken, freed = await self.deps.store.write_apart(work)
         except StateError as e:
             log.error("lease.claim_failed", error=str(e))
             return

@@ -35,7 +35,7 @@ from agentd.daemon import clocks, metering, sdnotify
 from agentd.daemon.leases import LeaseKeeper
 from agentd.daemon.scheduler import Scheduler
 from agentd.daemon.watchdog import watchdog
-from agentd.db import accounting, faults, meta, stamp
+from agentd.db import accounting, faults, leases, meta, stamp
 from agentd.db import queries as q
 from agentd.db.artifacts import BUILD_TRIGGER
 from agentd.db.store import Store
@@ -214,6 +214,8 @@ async def _serve_locked(
         keeper = LeaseKeeper(deps, engine, shared=store.backend.shared)
         metering.watch(deps, engine, keeper, lambda: listener)  # GET /metrics reads them
         resumed = await keeper.start()
+        # Each daemon's own record of what it runs (the one in meta is the last to load's).
+        await store.write(lambda c: leases.loaded_config(c, owner, config_sha))
         # Renewing and fencing from before the first run is driven until after the last one
         # stopped: a slow start or a long drain must not outlive the leases unwatched.
         keeping = asyncio.create_task(keeper.run(leases_stop), name="leases")
@@ -374,6 +376,7 @@ async def reload_verdict(paths: Paths, deps: Deps, models: dict[str, Model]) -> 
     try:
         await deps.store.write(lambda c: accounting.set_rate_limits(c, limited))
         await deps.store.write(lambda c: meta.set_loaded_config(c, sha))
+        await deps.store.write(lambda c: leases.loaded_config(c, deps.owner, sha))
     except StateError as e:
         log.error("config.reload_unrecorded", error=str(e))
     restart = needs_restart(old, cfg)

@@ -35,6 +35,7 @@ from agentd.errors import StateError
 SKIPPED = {
     "schema_migrations": "PostgreSQL's ledger of migrations: the target keeps its own",
     "daemons": "the heartbeats of live daemons: each daemon writes its own when it starts",
+    "agentd_locks": "PostgreSQL's rows the singletons lock: no state in them",
 }
 IDLE_MS = 600_000  # the copy's own session: reading a slow source is not a frozen daemon
 LOCK_KEY = 0x61676E746401  # pg_advisory_xact_lock: one copy into a database at a time

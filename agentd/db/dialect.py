@@ -36,11 +36,20 @@ class Dialect:
     def singleton(self, c: Any, name: str) -> None:
         """Make the caller's write transaction the only one doing `name` (retention, inbox expiry,
         rate-limit bookkeeping, the notify queue) until it commits, across every daemon sharing
-        the database: PostgreSQL's transaction-scoped advisory lock, waited for. SQLite's BEGIN
-        IMMEDIATE already serialises writers, so nothing more is needed there."""
+        the database: on PostgreSQL, a lock on `name`'s row of `agentd_locks`, waited for. Only
+        a role that may update that table (agentd's) can take it — an advisory lock's key anyone
+        who can connect computes and holds. SQLite's BEGIN IMMEDIATE already serialises writers,
+        so nothing more is needed there."""
         if self.sqlite:
             return
-        c.execute("SELECT pg_advisory_xact_lock(?)", (singleton_key(name),))
+        key = singleton_key(name)
+        locked = "SELECT lock_key FROM agentd_locks WHERE lock_key = ? FOR UPDATE"
+        if c.execute(locked, (key,)).fetchone() is None:  # the first time `name` is locked
+            # A second inserter waits on the first's uncommitted row: a lock already.
+            c.execute(
+                "INSERT INTO agentd_locks (lock_key) VALUES (?) ON CONFLICT DO NOTHING", (key,)
+            )
+            c.execute(locked, (key,))
 
     def jtext(self, col: str, path: str) -> str:
         """The JSON value at `path` (dotted: "nudge.topic") in the column `col`, as SQL text on
@@ -108,8 +117,8 @@ class Dialect:
 
 
 def singleton_key(name: str) -> int:
-    """The advisory lock key of a singleton's `name`: a stable signed 64-bit number (PostgreSQL's
-    bigint), the same in every process (Python's hash() is salted per process)."""
+    """The row of `agentd_locks` that stands for a singleton's `name`: a stable signed 64-bit
+    number (PostgreSQL's bigint), the same in every process (Python's hash() is salted)."""
     digest = hashlib.blake2b(f"agentd:{name}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 

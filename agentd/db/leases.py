@@ -37,6 +37,8 @@ class DaemonRow:
     stopped_at: float | None
     runs_held: int
     silent_s: float  # database seconds since its last renewal
+    config_sha256: str | None = None  # the config it runs (None: an older agentd's row)
+    config_loaded_s_ago: float | None = None  # database seconds since it loaded that config
 
     @property
     def live(self) -> bool:
@@ -58,6 +60,15 @@ def register(c: Conn, *, owner: str, host: str, pid: int, version: str, lease_s:
         "INSERT INTO daemons (owner, host, pid, version, lease_s, started_at, renewed_at)"
         f" VALUES (?, ?, ?, ?, ?, {now}, {now})",
         (owner, host, pid, version, lease_s),
+    )
+
+
+def loaded_config(c: Conn, owner: str, sha256_hex: str) -> None:
+    """`owner` runs the config whose file's bytes hash to `sha256_hex` (at start, each reload)."""
+    c.execute(
+        f"UPDATE daemons SET config_sha256 = ?, config_loaded_at = {c.dialect.now_sql}"
+        " WHERE owner = ?",
+        (sha256_hex, owner),
     )
 
 
@@ -94,8 +105,8 @@ def daemons(c: Conn) -> list[DaemonRow]:
     rows = c.execute(
         "SELECT d.owner, d.host, d.pid, d.version, d.lease_s, d.started_at, d.renewed_at,"
         " d.stopped_at, (SELECT count(*) FROM runs r WHERE r.lease_owner = d.owner"
-        f" AND r.status = 'running'), {c.dialect.now_sql} - d.renewed_at"
-        " FROM daemons d ORDER BY d.started_at DESC"
+        f" AND r.status = 'running'), {c.dialect.now_sql} - d.renewed_at, d.config_sha256,"
+        f" {c.dialect.now_sql} - d.config_loaded_at FROM daemons d ORDER BY d.started_at DESC"
     ).fetchall()
     return [_daemon_row(r) for r in rows]
 
@@ -105,7 +116,8 @@ def _daemon_row(r: Any) -> DaemonRow:
         owner=r[0], host=r[1], pid=int(r[2]), version=r[3], lease_s=float(r[4]),
         started_at=float(r[5]), renewed_at=float(r[6]),
         stopped_at=None if r[7] is None else float(r[7]), runs_held=int(r[8]),
-        silent_s=max(0.0, float(r[9])),
+        silent_s=max(0.0, float(r[9])), config_sha256=r[10],
+        config_loaded_s_ago=None if r[11] is None else max(0.0, float(r[11])),
     )  # fmt: skip
 
 

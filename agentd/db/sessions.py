@@ -1,6 +1,8 @@
-"""Queries on web inbox sessions (table `web_sessions`): one row per login, found by the SHA-256
-of its key (the key itself is never stored), live while not ended, not expired and opened with
-the token in force (`token_mark`); ended by logout, by the operator, or when the token rotates."""
+"""Queries on web inbox sessions (table `web_sessions`): one row per login, with a random salt
+(`key_hash`) the session's signing key is derived from (operator/sessions.py), live while not
+ended, not expired, seen within the idle limit and opened with the token in force
+(`token_mark`); ended by logout, by the operator, when the token rotates, or when another
+program held the daemon's port."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from typing import Any
 from agentd.db.conn import Conn, new_id
 
 COLS = "session_id, client, created_at, seen_at, expires_at, token_mark"
-LIVE = "ended_at IS NULL AND expires_at > ? AND token_mark = ?"
+# Parameters: now, the oldest `seen_at` still live (now - idle life), the token's mark.
+LIVE = "ended_at IS NULL AND expires_at > ? AND seen_at > ? AND token_mark = ?"
 KEEP_ENDED_S = 30 * 86400  # an ended or expired row is deleted this long after it ended
 
 
@@ -43,23 +46,26 @@ def open_session(
     return new_id(cur)
 
 
-def live_by_key(c: Conn, key_hash: str, token_mark: str, now: float) -> WebSession | None:
+def live_by_id(
+    c: Conn, session_id: int, token_mark: str, now: float, idle_s: float
+) -> tuple[WebSession, str] | None:
+    """The live session `session_id` and its salt, or None."""
     row = c.execute(
-        f"SELECT {COLS} FROM web_sessions WHERE key_hash = ? AND {LIVE}",
-        (key_hash, now, token_mark),
+        f"SELECT {COLS}, key_hash FROM web_sessions WHERE session_id = ? AND {LIVE}",
+        (session_id, now, now - idle_s, token_mark),
     ).fetchone()
-    return None if row is None else _session(row)
+    return None if row is None else (_session(row[:-1]), str(row[-1]))
 
 
 def seen(c: Conn, session_id: int, now: float) -> None:
     c.execute("UPDATE web_sessions SET seen_at = ? WHERE session_id = ?", (now, session_id))
 
 
-def live(c: Conn, token_mark: str, now: float) -> list[WebSession]:
+def live(c: Conn, token_mark: str, now: float, idle_s: float) -> list[WebSession]:
     """The live sessions, most recently seen first."""
     rows = c.execute(
         f"SELECT {COLS} FROM web_sessions WHERE {LIVE} ORDER BY seen_at DESC, session_id DESC",
-        (now, token_mark),
+        (now, now - idle_s, token_mark),
     )
     return [_session(r) for r in rows]
 

@@ -156,6 +156,9 @@ class Store:
         self._writer: Writer = self.backend.writer(check=check, errors=self.errors)
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="agentd-reader")
         self._rconn: Conn | None = None
+        # `write_apart`'s thread and store (a shared database only), opened at first use.
+        self._apart_thread = ThreadPoolExecutor(1, thread_name_prefix="agentd-apart")
+        self._apart: SyncStore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
 
@@ -185,6 +188,9 @@ class Store:
         if self._rconn is not None:
             await asyncio.get_running_loop().run_in_executor(self._reader, self._rconn.close)
         self._reader.shutdown(wait=True)
+        if self._apart is not None:
+            await asyncio.get_running_loop().run_in_executor(self._apart_thread, self._apart.close)
+        self._apart_thread.shutdown(wait=False)  # a renewal stuck on a dead peer is not waited
 
     async def write(self, work: Work[T]) -> T:
         """Run `work` inside a write transaction; returns once it is committed (durable)."""
@@ -193,6 +199,29 @@ class Store:
         fut: asyncio.Future[T] = self._loop.create_future()
         self._writer.submit(work, fut)
         return await fut
+
+    async def write_apart(self, work: Work[T]) -> T:
+        """`write`, but on a connection and a thread of its own where several daemons share the
+        database: what must never queue behind the writer's batches (a lease renewal — one
+        slow write would otherwise fence the daemon). SQLite's one writer does it there."""
+        import asyncio
+
+        if not self.backend.shared:
+            return await self.write(work)
+        if self._closing:
+            raise StateError(f"{self.backend.label}: the store is closed; not writing")
+
+        def run() -> T:
+            if self._apart is not None and self.backend.broken(self._apart.conn):
+                self._apart.close()  # the server closed it: open another
+                self._apart = None
+            if self._apart is None:
+                self._apart = SyncStore(
+                    self.path, migrate_schema=False, poke=False, backend=self.backend
+                )
+            return self._apart.write(work)
+
+        return await asyncio.get_running_loop().run_in_executor(self._apart_thread, run)
 
     async def insert(self, row: Insert) -> None:
         """Insert one fenced row; returns once it is committed (durable)."""

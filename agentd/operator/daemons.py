@@ -1,5 +1,6 @@
 """The daemons serving the home's database, as `agentd status` and `agentd doctor` show them: each
-one's state (live, silent past its lease, stopped), the runs it holds and how long ago it renewed,
+one's state (live, silent past its lease, stopped), the runs it holds, how long ago it renewed,
+the config it runs (its digest, when loaded, and whether it differs from the other live ones),
 all on the database's clock (agentd/db/leases.py). Live ones first; a stopped or silent one only
 while it is recent. On SQLite the home lock admits one daemon: the newest is the only one shown.
 """
@@ -52,7 +53,26 @@ def as_json(d: DaemonRow) -> JSON:
         "renewed_at": from_ts(d.renewed_at),
         "stopped_at": None if d.stopped_at is None else from_ts(d.stopped_at),
         "stopped_s_ago": None if d.stopped_at is None else round(quiet_s(d), 1),
+        "config_sha256": d.config_sha256, "config_differs": False,
+        "config_loaded_s_ago": (
+            None if d.config_loaded_s_ago is None else round(d.config_loaded_s_ago, 1)
+        ),
     }  # fmt: skip
+
+
+def flag_disagreement(shown: list[JSON]) -> list[JSON]:
+    """Mark the live daemons whose config is not the one most of them run (on a tie, not the
+    newest loaded): a host tightened and reloaded while another runs the old rules."""
+    live = [d for d in shown if d["state"] == State.LIVE and d["config_sha256"]]
+    digests = {d["config_sha256"] for d in live}
+    if len(digests) < 2:
+        return shown
+    newest = min(live, key=lambda d: d["config_loaded_s_ago"] or 0.0)["config_sha256"]
+    common = max(digests, key=lambda sha: (sum(d["config_sha256"] == sha for d in live),
+                                          sha == newest))  # fmt: skip
+    for d in live:
+        d["config_differs"] = d["config_sha256"] != common
+    return shown
 
 
 def listed(
@@ -65,12 +85,13 @@ def listed(
         rows = rows[:1]  # the home lock admits one daemon: older rows are its past starts
         if here is not None and rows and rows[0].stopped_at is None:
             only = rows[0]
-            shown = as_json(only)
-            shown["state"] = str(State.LIVE if here else State.SILENT)
-            return [shown], 0
+            one = as_json(only)
+            one["state"] = str(State.LIVE if here else State.SILENT)
+            return [one], 0
     recent = [d for d in rows if d.live or quiet_s(d) < RECENT_S]
     recent.sort(key=lambda d: (ORDER[state(d)], -d.started_at))
-    return [as_json(d) for d in recent[:LISTED]], max(0, len(recent) - LISTED)
+    shown = flag_disagreement([as_json(d) for d in recent])
+    return shown[:LISTED], max(0, len(recent) - LISTED)
 
 
 def serving(store: SyncStore, here: bool | None = None) -> JSON:

@@ -1,7 +1,9 @@
-"""Web inbox sessions, for the pages and `agentd web sessions`: a login opens one with a fresh
-random key (handed to the browser once, stored only as its SHA-256), every page request checks
-it, logout ends it; a session also ends when it expires, when the operator revokes it, and when
-the token changes (each row keeps a digest of the token it was opened with)."""
+"""Web inbox sessions, for the pages and `agentd web sessions`: a login opens one with a random
+salt, and hands the browser the session's signing key, derived from the token and that salt (a
+copy of the database alone derives nothing). The key never travels again: the page asks the
+daemon to prove it holds it, then signs each request with it (web/proof.py). Logout ends a
+session; so do expiry, idleness, the operator, and a change of the token (each row keeps a
+digest of the token it was opened with)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,11 @@ from agentd.db import sessions as q
 from agentd.db.sessions import WebSession
 from agentd.operator.home import HomeStore
 
-__all__ = ["WebSession", "check", "end", "live", "login", "logout", "revoke"]
-LIFETIME_S = 30 * 86400  # a login lasts this long at most, used or not
+__all__ = ["WebSession", "check", "end", "live", "login", "logout", "revoke", "used"]
+LIFETIME_S = 7 * 86400  # a login lasts this long at most, used or not
+# A session not used for this long is over: a browser left logged in for days is a key
+# lying around, and a stolen one ages out while its owner is away.
+IDLE_S = 12 * 3600.0
 SEEN_EVERY_S = 300.0  # `seen_at` is written at most this often (a page read is not a write)
 CLIENT_CHARS = 120
 
@@ -29,28 +34,40 @@ def token_mark(token: str) -> str:
     return hmac.new(token.encode(), b"agentd-web-session-token", hashlib.sha256).hexdigest()[:32]
 
 
-def _hash(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
+def signing_key(token: str, salt: str) -> str:
+    """A session's signing key (64 hex digits): only the token's holder derives it from the salt."""
+    return hmac.new(
+        token.encode(), b"agentd-web-session\0" + salt.encode(), hashlib.sha256
+    ).hexdigest()
 
 
 def login(store: HomeStore, token: str, client: str, now: float | None = None) -> str:
-    """Open a session for a browser that gave `token` (checked by the caller); returns its key."""
-    key = secrets.token_urlsafe(32)
+    """Open a session for a browser that gave `token` (checked by the caller); returns what the
+    page keeps: `SESSION_ID.SIGNING_KEY`."""
+    salt = hashlib.sha256(secrets.token_bytes(32)).hexdigest()
     at = _now(now)
-    store.write(lambda c: q.open_session(
-        c, key_hash=_hash(key), token_mark=token_mark(token), client=client[:CLIENT_CHARS],
+    session_id = store.write(lambda c: q.open_session(
+        c, key_hash=salt, token_mark=token_mark(token), client=client[:CLIENT_CHARS],
         now=at, expires_at=at + LIFETIME_S,
     ))  # fmt: skip
-    return key
+    return f"{session_id}.{signing_key(token, salt)}"
 
 
-def check(store: HomeStore, key: str, token: str, now: float | None = None) -> WebSession | None:
-    """The live session `key` opens, or None (unknown, ended, expired, or of another token)."""
+def check(
+    store: HomeStore, session_id: int, token: str, now: float | None = None
+) -> tuple[WebSession, str] | None:
+    """The live session `session_id` and its signing key, or None (unknown, ended, expired,
+    idle too long, or of another token)."""
     at = _now(now)
-    found = store.read(lambda c: q.live_by_key(c, _hash(key), token_mark(token), at))
-    if found is not None and at - found.seen_at >= SEEN_EVERY_S:
-        store.write(lambda c: q.seen(c, found.session_id, at))
-    return found
+    found = store.read(lambda c: q.live_by_id(c, session_id, token_mark(token), at, IDLE_S))
+    return None if found is None else (found[0], signing_key(token, found[1]))
+
+
+def used(store: HomeStore, session: WebSession, now: float | None = None) -> None:
+    """`session` signed a request: it is seen (written now and then: a read is not a write)."""
+    at = _now(now)
+    if at - session.seen_at >= SEEN_EVERY_S:
+        store.write(lambda c: q.seen(c, session.session_id, at))
 
 
 def logout(store: HomeStore, session_id: int, now: float | None = None) -> bool:
@@ -62,7 +79,7 @@ def live(store: HomeStore, token: str | None, now: float | None = None) -> list[
     if token is None:
         return []
     at = _now(now)
-    return store.read(lambda c: q.live(c, token_mark(token), at))
+    return store.read(lambda c: q.live(c, token_mark(token), at, IDLE_S))
 
 
 def revoke(store: HomeStore, session_ids: list[int] | None, now: float | None = None) -> int:

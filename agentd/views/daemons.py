@@ -1,6 +1,7 @@
 """The daemons serving a database, as `agentd status` lists them (agentd.operator.daemons): one
-line each — owner, host, pid, version, runs held, last renewal and state — times counted on the
-database's clock, never against the home's now."""
+line each — owner, host, pid, version, runs held, last renewal, config and state — times counted
+on the database's clock, never against the home's now; a line names live daemons that run
+another config than the others."""
 
 from __future__ import annotations
 
@@ -28,18 +29,32 @@ def state_text(d: JSON) -> str:
     return "live"
 
 
+def config_text(d: JSON) -> str:
+    """`3f2a9c1d0b7e · 2h ago`, with `DIFFERS` when the other live daemons run another."""
+    sha = d.get("config_sha256")
+    if not sha:
+        return "-"
+    text = f"{safe(sha[:12])} · {ago(d.get('config_loaded_s_ago'))}"
+    return f"{text} DIFFERS" if d.get("config_differs") else text
+
+
 def daemons_table(daemons: Sequence[JSON], not_listed: int = 0) -> str:
     rows = [
         (safe(d["owner"]), safe(d["host"]), d["pid"], safe(d["version"]), d["runs_held"],
-         ago(d["renewed_s_ago"]), state_text(d))
+         ago(d["renewed_s_ago"]), config_text(d), state_text(d))
         for d in daemons
     ]  # fmt: skip
-    headers = ("owner", "host", "pid", "version", "runs", "renewed", "state")
+    headers = ("owner", "host", "pid", "version", "runs", "renewed", "config", "state")
     # The owner names its host and pid: at narrow widths those columns go first.
     text = table(headers, rows, {"owner": 40, "host": 24}, floors={"owner": 20},
-                 drop=("host", "pid"))  # fmt: skip
+                 drop=("host", "pid", "config"))  # fmt: skip
     if not_listed:
         text += f"\n… and {not_listed} more"
+    differ = [d for d in daemons if d.get("config_differs")]
+    if differ:
+        hosts = ", ".join(sorted({safe(d["host"]) for d in differ}))
+        text += (f"\nlive daemons run different configs ({hosts}: DIFFERS): reload or restart "
+                 "them with the same config.toml, or they apply different rules")  # fmt: skip
     return text
 
 

@@ -2,10 +2,10 @@
 
 In order: a trusted Host (DNS rebinding), `POST /poke` only over the unix socket, no cross-site
 state change (403), a Bearer token for `/api/` and `/mcp`, the pages only when `[web] enabled`,
-then a live session's key (web/keys.py): a navigation, which carries none, gets the shell whose
-script fetches the page with it (or goes to the login, which comes back to the page asked for).
-Every response, refusals included, says it may not be framed, sniffed, cached or followed by a
-referrer.
+then a live session's signature of this request (web/proof.py): a navigation, which carries
+none, gets the shell whose script fetches the page signed (or goes to the login, which comes
+back to the page asked for). Every response, refusals included, says it may not be framed,
+sniffed, cached or followed by a referrer.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentd.text import to_json
-from agentd.web import auth, html, keys, routes
+from agentd.web import auth, html, keys, proof, routes
 
 MCP_PATH = "/mcp"  # agentd's MCP server over streamable HTTP, as `agentd mcp` over stdio
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -53,7 +53,7 @@ def guard(app: ASGIApp, token: auth.Token, pages_on: Callable[[], bool]) -> ASGI
         refusal = _refusal(request, token.current(), pages_on())
         if refusal is None and _needs_session(request.url.path):
             key, receive = await keys.key_of(scope, receive)
-            refusal = await _session_refusal(request, key, _site(app))
+            refusal = await _session_refusal(request, proof.Signed.parse(key), _site(app))
         await (refusal or app)(scope, receive, send_with_headers)
 
     return guarded
@@ -67,7 +67,10 @@ def _site(app: ASGIApp) -> routes.Site:
 
 
 def _needs_session(path: str) -> bool:
-    """Past `_refusal`, everything but the login, the poke, the JSON API and /mcp."""
+    """Past `_refusal`, everything but the login, the proof, the poke, the JSON API, /mcp and
+    the old item links (a redirect that shows nothing: a signed fetch must not follow one)."""
+    if path.startswith("/inbox/") and path.removeprefix("/inbox/").isdigit():
+        return False
     return path not in routes.PUBLIC and path != "/poke" and not _bearer_path(path)
 
 
@@ -99,9 +102,14 @@ def _refusal(request: Request, secret: str, pages_on: bool) -> Response | None:
     return None
 
 
-async def _session_refusal(request: Request, key: str | None, site: routes.Site) -> Response | None:
-    """None when `key` opens a live session (its id goes to the route: logout ends it)."""
-    session_id = None if key is None else await site.session(key)
+async def _session_refusal(
+    request: Request, signed: proof.Signed | None, site: routes.Site
+) -> Response | None:
+    """None when `signed` is a live session's signature of this very request (the session's id
+    goes to the route: logout ends it)."""
+    scope = request.scope
+    target = proof.target(scope.get("raw_path") or scope["path"].encode(), scope["query_string"])
+    session_id = None if signed is None else await site.session(signed, request.method, target)
     if session_id is not None:
         request.scope.setdefault("state", {})[routes.SESSION] = session_id
         return None

@@ -89,11 +89,14 @@ ol.tl{list-style:none;padding:0;margin:.3rem 0;border-left:2px solid #d0d0d8}
 @media(max-width:32rem){body{padding:0 .6rem 2rem} td,th{padding:.3rem .2rem} h1{font-size:1.15rem}}
 """
 
-# The pages' one script. The session's key lives in this origin's localStorage (scheme, host and
-# port: a server on another 127.0.0.1 port never sees it, as it sees every cookie) and goes out
-# only from here: as a header when the script fetches the page asked for (a navigation gets the
-# shell, which holds nothing) and the events, and as the first field of every form submitted.
-# `data-key` (just logged in): keep the key, end this browser's previous session, go on;
+# The pages' one script. The session (`ID.KEY`: its id and signing key) lives in this origin's
+# localStorage (scheme, host and port: a server on another 127.0.0.1 port never sees it, as it
+# sees every cookie), and the key never leaves this script: before each request, `auth` asks
+# /prove with a fresh nonce, checks the answer is the HMAC only agentd can make (whoever took
+# the port while agentd was down cannot), and only then signs that request (method, path, the
+# daemon's one-use challenge; web/proof.py) — the header of what it fetches, the first field of
+# a form. A server that does not prove itself gets nothing, and the page tries again later.
+# `data-key` (just logged in): keep the session, end this browser's previous one, go on;
 # `data-forget` (logged out): drop it. On a change the daemon reports, <main> is fetched again —
 # unless a form has been touched or the edit form opened, then a banner asks for a reload
 # (typing is never thrown away, not even typing done while the page was being fetched). The
@@ -102,21 +105,31 @@ ol.tl{list-style:none;padding:0;margin:.3rem 0;border-left:2px solid #d0d0d8}
 # bubble: it is heard on its way down; only a fold marked `data-keep` (the edit form) counts,
 # not one a page arrives with open (the filters).
 SCRIPT = """
-const S='agentd-key',b=document.body.dataset;let key=localStorage.getItem(S),dirty=false;
-const H=()=>({headers:{'X-Agentd-Key':key}});
-if(b.key!==undefined){const old=key;localStorage.setItem(S,b.key);
-  if(old&&old!==b.key)fetch('/logout',{method:'POST',keepalive:true,...H()});
-  location.replace(b.next)}
+const S='agentd-session',b=document.body.dataset,E=new TextEncoder();localStorage.removeItem('agentd-key');
+let ses=localStorage.getItem(S),dirty=false;
+const hex=a=>[...new Uint8Array(a)].map(x=>x.toString(16).padStart(2,'0')).join('');
+async function sign(k,t){const c=await crypto.subtle.importKey('raw',E.encode(k),
+  {name:'HMAC',hash:'SHA-256'},false,['sign']);return hex(await crypto.subtle.sign('HMAC',c,E.encode(t)))}
+async function auth(s,m,t){const [id,k]=s.split('.'),n=hex(crypto.getRandomValues(new Uint8Array(16)));
+  const r=await fetch('/prove?session='+id+'&nonce='+n,{cache:'no-store'});
+  if(r.status===401)return null;if(!r.ok)throw new Error('not agentd');const p=await r.json();
+  if(typeof p.challenge!=='string'||p.proof!==await sign(k,'agentd-daemon\\n'+n+'\\n'+p.challenge))
+    throw new Error('not agentd');  // not this home's daemon: nothing of the session goes to it
+  return id+'.'+p.challenge+'.'+await sign(k,'agentd-client\\n'+m+'\\n'+t+'\\n'+p.challenge)}
+async function get(url){const u=new URL(url,location.href),a=await auth(ses,'GET',u.pathname+u.search);
+  return a===null?null:fetch(u,{headers:{'X-Agentd-Auth':a}})}
+if(b.key!==undefined){const old=ses;localStorage.setItem(S,b.key);
+  const go=()=>location.replace(b.next);if(!old||old===b.key)go();else auth(old,'POST','/logout').then(
+    a=>a&&fetch('/logout',{method:'POST',keepalive:true,headers:{'X-Agentd-Auth':a}})).then(go,go)}
 else if(b.forget!==undefined){localStorage.removeItem(S);location.replace(b.next)}
-else if(!key)login();else load().then(listen,()=>{document.getElementById('boot').textContent=
+else if(!ses)login();else load().then(listen,()=>{document.getElementById('boot').textContent=
   'agentd does not answer: reload the page to try again.'});
 function login(){localStorage.removeItem(S);const at=location.pathname+location.search;
   location.replace(at==='/'?'/login':'/login?next='+encodeURIComponent(at))}
 async function load(again){
-  const r=await fetch(location.href,H());if(r.status===401)return login();
-  if(again&&dirty)return stale();  // typed into while it was fetched: kept, and said
-  if(r.redirected)history.replaceState(null,'',r.url);  // an old /inbox/ID link
-  const doc=new DOMParser().parseFromString(await r.text(),'text/html'),n=doc.querySelector('nav');
+  const r=await get(location.href);if(r===null||r.status===401)return login();
+  const t=await r.text();if(again&&dirty)return stale();  // typed into meanwhile: kept, said
+  const doc=new DOMParser().parseFromString(t,'text/html'),n=doc.querySelector('nav');
   const m=doc.querySelector('main')||Object.assign(document.createElement('main'),
     {textContent:doc.body.textContent});  // not one of our pages: its text, inert
   document.title=doc.title||document.title;if(n)document.querySelector('nav').replaceWith(n);
@@ -125,7 +138,7 @@ async function load(again){
   (document.querySelector('main')||document.getElementById('boot')).replaceWith(m);
   b.version=(+b.version||0)+1;return true}
 async function listen(ok){
-  while(ok){try{const r=await fetch('/events',H());if(r.status===401)return login();
+  while(ok){try{const r=await get('/events');if(r===null||r.status===401)return login();
     const rd=r.body.getReader(),dec=new TextDecoder();let buf='',i;
     for(;;){const {value,done}=await rd.read();if(done)break;buf+=dec.decode(value,{stream:true});
       while((i=buf.indexOf('\\n\\n'))>=0){const e=buf.slice(0,i);buf=buf.slice(i+2);
@@ -135,9 +148,15 @@ function stale(){document.getElementById('stale').style.display='block';return t
 function changed(){if(dirty)stale();else load(true)}
 document.addEventListener('input',()=>{dirty=true});
 document.addEventListener('toggle',e=>{if(e.target.open&&e.target.dataset.keep!==undefined)dirty=true},true);
-document.addEventListener('submit',e=>{const f=e.target;  // never a GET form: the URL keeps no key
-  if(!key||f.elements._key||f.method!=='post')return;
-  const i=document.createElement('input');i.type='hidden';i.name='_key';i.value=key;f.prepend(i)});
+document.addEventListener('submit',e=>{const f=e.target,s=e.submitter;  // never a GET form
+  if(!ses||f.method!=='post'||f.dataset.signed!==undefined)return;e.preventDefault();
+  dirty=true;  // no reload may swap this form out while it is being signed
+  const u=new URL(f.action);auth(ses,'POST',u.pathname+u.search).then(a=>{if(a===null)return login();
+    f.querySelectorAll('input[name=_auth]').forEach(x=>x.remove());
+    const i=document.createElement('input');i.type='hidden';i.name='_auth';i.value=a;f.prepend(i);
+    if(!f.isConnected){f.hidden=true;document.body.prepend(f)}  // a reload swapped it out
+    f.dataset.signed='';f.requestSubmit(s||undefined);delete f.dataset.signed},
+    ()=>alert('agentd does not answer on this address: nothing was sent. Try again later.'))});
 """
 
 

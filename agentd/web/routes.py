@@ -1,8 +1,9 @@
 """The web inbox's routes: login and logout, the inbox, an item (with its forms), goals, a run.
 Reads and writes run in a thread over a short-lived store (agentd/web/data.py, the CLI's code
 paths); after a write the daemon is told at once (`changed`): the scheduler wakes the run, pages
-update. A login opens a session of its own (agentd/operator/sessions.py) and hands its key to the
-page's script; logout ends it. Every form ends in a redirect (POST-redirect-GET) to a page whose
+update. A login opens a session of its own (agentd/operator/sessions.py) and hands its signing
+key to the page's script, which signs each request after `/prove` showed it is agentd
+(web/proof.py); logout ends it. Every form ends in a redirect (POST-redirect-GET) to a page whose
 flash box shows what that form did, under a key the daemon handed out (agentd/web/flash.py)."""
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from agentd.config import Config
 from agentd.errors import AgentdError, NotFound
 from agentd.operator import home, sessions
-from agentd.web import auth, data, edit, flash, html
+from agentd.web import auth, data, edit, flash, html, proof
 from agentd.web import goal_page as goal_view
 from agentd.web import inbox_page as inbox_view
 from agentd.web import item_page as item_view
@@ -46,6 +47,7 @@ class Site:
         self.token = token
         self.changed = changed
         self.notes = flash.Notes()
+        self.challenges = proof.Challenges()
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         def run() -> T:
@@ -67,10 +69,16 @@ class Site:
     def secret(self) -> str:
         return self.token.current()
 
-    async def session(self, key: str) -> int | None:
-        """The id of the live session `key` opens, or None."""
-        found = await self.call(sessions.check, key, self.secret)
-        return None if found is None else found.session_id
+    async def session(self, signed: proof.Signed, method: str, target: str) -> int | None:
+        """The id of the live session that signed this request, or None: a challenge not handed
+        out for it (or used already), a session not live, a signature that does not match."""
+        if not self.challenges.take(signed.challenge, signed.session_id):
+            return None
+        found = await self.call(sessions.check, signed.session_id, self.secret)
+        if found is None or not signed.valid(found[1], method, target):
+            return None
+        await self.call(sessions.used, found[0])
+        return found[0].session_id
 
     def note(self, path: str, text: str, *, failed: bool = False) -> str:
         """`path` with the query whose `note` shows `text` in the flash box of that page."""
@@ -114,6 +122,21 @@ async def _login(request: Request, given: str, next_path: str) -> Response:
     return response
 
 
+async def prove(request: Request) -> Response:
+    """`/prove?session=ID&nonce=N`: agentd shows a page it holds the session's key (the HMAC of
+    the page's nonce and a fresh challenge), and hands out the challenge its request signs."""
+    site = _site(request)
+    session, nonce = request.query_params.get("session", ""), request.query_params.get("nonce", "")
+    if not session.isdigit() or len(session) > 18 or not proof.NONCE.fullmatch(nonce):
+        return JSONResponse({"error": "`session` is a number and `nonce` 16-64 hex digits"}, 400)
+    found = await site.call(sessions.check, int(session), site.secret)
+    if found is None:
+        return JSONResponse({"error": "log in first"}, 401, headers=NO_STORE)
+    challenge = site.challenges.issue(int(session))
+    answer = {"challenge": challenge, "proof": proof.daemon_proof(found[1], nonce, challenge)}
+    return JSONResponse(answer, headers=NO_STORE)
+
+
 async def logout(request: Request) -> Response:
     """End this browser's session (a POST, behind the same cross-site refusal as any form)."""
     site = _site(request)
@@ -154,7 +177,7 @@ async def item_page(request: Request) -> Response:
 
 
 async def _form(request: Request) -> dict[str, str]:
-    return {k: str(v) for k, v in (await request.form()).items() if k != "_key"}
+    return {k: str(v) for k, v in (await request.form()).items() if k != "_auth"}
 
 
 async def _done(request: Request, page: str, work: Callable[[home.HomeStore], Any]) -> Response:
@@ -235,6 +258,7 @@ async def run_page(request: Request) -> Response:
 ROUTES = [
     Route("/login", login_form, methods=["GET"]),
     Route("/login", login_post, methods=["POST"]),
+    Route("/prove", prove, methods=["GET"]),
     Route("/logout", logout, methods=["POST"]),
     Route("/", inbox_page, methods=["GET"]),
     Route("/items/{item_id:int}", item_page, methods=["GET"]),
@@ -246,4 +270,4 @@ ROUTES = [
     Route("/goals/{goal_id:int}", goal_page, methods=["GET"]),
     Route("/runs/{run_id:int}", run_page, methods=["GET"]),
 ]
-PUBLIC = frozenset({"/login"})
+PUBLIC = frozenset({"/login", "/prove"})

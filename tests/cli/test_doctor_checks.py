@@ -340,5 +340,5 @@ async def test_doctor_says_when_the_daemon_runs_another_config(home: Home, serve
     assert same["config loaded"]["ok"]
     loaded = changed["config loaded"]
     assert not loaded["ok"] and not loaded["required"]
-    assert "changed since the daemon loaded it" in loaded["message"]
+    assert "is not what the daemon" in loaded["message"]
     assert "`agentd reload`" in loaded["message"] and "kill -HUP" not in loaded["message"]

@@ -151,7 +151,7 @@ def test_postgres_lists_live_first_then_silent_then_stopped_from_the_last_day(
     lines = text.splitlines()
     title = next(n for n, line in enumerate(lines) if line.startswith("daemons serving"))
     assert lines[title + 1].split() == ["OWNER", "HOST", "PID", "VERSION", "RUNS", "RENEWED",
-                                        "STATE"]  # fmt: skip
+                                        "CONFIG", "STATE"]  # fmt: skip
     rows = lines[title + 2 : title + 5]
     assert rows[0].startswith("a:1:live") and rows[0].rstrip().endswith("live")
     assert " 3 " in rows[0] and ("now" in rows[0] or "s ago" in rows[0])

@@ -40,7 +40,7 @@ def pg_catalogue(conn: PostgresConn) -> tuple[dict[str, dict[str, tuple[str, boo
     tables: dict[str, dict[str, tuple[str, bool]]] = {}
     for table, column, kind, nullable in conn.execute(
         "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns"
-        " WHERE table_schema = 'public' AND table_name != 'schema_migrations'"
+        " WHERE table_schema = 'public' AND table_name NOT IN ('schema_migrations', 'agentd_locks')"
     ):
         tables.setdefault(table, {})[column] = (kind, nullable == "NO")
     indexes = {

@@ -1,8 +1,8 @@
 """Several daemons on one database (issue 21): the work only one of them may do at a time, each
 shown with two stores on one database — a SQLite file, and a PostgreSQL database from pg_url.
 
-- Singletons (retention, rate-limit bookkeeping, inbox expiry, the notify queue's expansion) take
-  an advisory lock at the start of their write transaction on PostgreSQL: a second daemon's
+- Singletons (retention, rate-limit bookkeeping, inbox expiry, the notify queue's expansion) lock
+  their row of `agentd_locks` at the start of their write transaction on PostgreSQL: a second daemon's
   transaction waits for the first to commit, then finds the work done or the budget spent.
   SQLite's BEGIN IMMEDIATE serialises writers already: the same outcomes, with no lock to see.
 - Check-ins and outbox messages are claimed (SKIP LOCKED on PostgreSQL): two claimers get
@@ -32,7 +32,6 @@ from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.backend import Backend
 from agentd.db.conn import Conn
-from agentd.db.dialect import singleton_key
 from agentd.db.store import SyncStore
 from agentd.models import InboxKind, InboxStatus, StepKind, StepStatus
 from agentd.notify.plan import plan_queued
@@ -87,14 +86,13 @@ class Background:
 
 
 def waiting_for(store: SyncStore, name: str) -> bool:
-    """Whether a transaction waits for the singleton `name` (PostgreSQL's pg_locks: an advisory
-    lock's bigint key is split into classid, its high half, and objid, its low half)."""
-    key = singleton_key(name) & 0xFFFF_FFFF_FFFF_FFFF
+    """Whether a transaction waits for a singleton's row in `agentd_locks`: for the row's lock
+    or for the transaction that holds it (pg_locks; pg_stat_activity is a snapshot inside the
+    transaction that reads it). The tests hold one singleton at a time: `name` is that one."""
     row = store.read(
         lambda c: c.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            " AND classid::bigint = ? AND objid::bigint = ?",
-            (key >> 32, key & 0xFFFF_FFFF),
+            "SELECT count(*) FROM pg_locks WHERE NOT granted"
+            " AND locktype IN ('transactionid', 'tuple')"
         ).fetchone()
     )
     return int(row[0]) > 0

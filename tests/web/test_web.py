@@ -21,6 +21,7 @@ from agentd.errors import ConfigError
 from agentd.web import auth, keys
 from tests.configs import FINISH, act, scripted_home, with_web
 from tests.conftest import Home, closed_port, finished, wait_for, waiting
+from tests.web.signed import Signed
 
 CONFIG = scripted_home(["finish", "ask"])
 HOSTILE = "<script>alert(1)</script> \x1b[2J\x1b[31mred \u202eevil"
@@ -57,7 +58,7 @@ async def login(c: httpx.AsyncClient, home: Home) -> str:
     token = home.paths.api_token.read_text().strip()
     key, where = handed(await c.get("/login", params={"token": token}))
     assert where == "/"
-    c.headers[keys.HEADER] = key
+    c.auth = Signed(key)
     return key
 
 
@@ -86,7 +87,7 @@ async def test_web_each_login_hands_the_page_a_key_of_its_own(home: Home, serve:
         assert first.headers["set-cookie"].startswith(f"{auth.LEGACY_COOKIE}=")
         assert "max-age=0" in first.headers["set-cookie"].lower()
         for key in (a, b):
-            assert (await c.get("/", headers={keys.HEADER: key})).status_code == 200
+            assert (await c.get("/", auth=Signed(key))).status_code == 200
 
 
 async def test_web_refuses_untrusted_hosts(home: Home, serve: Any) -> None:
@@ -183,7 +184,7 @@ async def test_web_login_comes_back_to_the_page_asked_for(home: Home, serve: Any
         r = await c.post("/login", data={"token": token, "next": page}, headers=SAME)
         key, where = handed(r)
         assert where == page
-        shown = await c.get(page, headers={keys.HEADER: key})
+        shown = await c.get(page, auth=Signed(key))
     assert shown.status_code == 200 and f"Item {item.item_id}:" in shown.text
 
 
@@ -209,7 +210,7 @@ async def test_web_a_link_from_anywhere_gets_the_shell_and_nothing_else(
     cross = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}
     async with web(home) as c:
         await login(c, home)
-        c.headers.pop(keys.HEADER)
+        c.auth = None  # type: ignore[assignment]
         r = await c.get(f"/items/{item.item_id}", headers=cross)
         assert r.status_code == 401 and 'id="boot"' in r.text and "need it" not in r.text
         # Chromium sends "//evil.example/x" as the path when a link says so.
@@ -282,9 +283,10 @@ async def test_web_logout_ends_the_session(home: Home, serve: Any) -> None:
         assert login_page and login_page[1].startswith("/login?note=")
         assert "Logged out." in (await c.get(login_page[1].replace("&amp;", "&"))).text
         # The key the browser held opens nothing any more, as a header or a form's field.
-        assert (await c.get("/", headers={keys.HEADER: key})).status_code == 401
-        c.headers.pop(keys.HEADER)
-        form = await c.post("/logout", content=f"_key={key}", headers={
+        assert (await c.get("/", auth=Signed(key))).status_code == 401
+        c.auth = None  # type: ignore[assignment]
+        stale = f"{key.split('.')[0]}.{'c' * 24}.{'0' * 64}"  # a signature, for a spent challenge
+        form = await c.post("/logout", content=f"_auth={stale}", headers={
             **SAME, "content-type": "application/x-www-form-urlencoded"})  # fmt: skip
         assert form.status_code == 303 and form.headers["location"] == "/login"
 
@@ -303,7 +305,7 @@ async def test_web_a_new_token_takes_effect_without_a_restart(home: Home, serve:
         fresh = await c.get(
             "/login", params={"token": "a-rotated-token-of-forty-three-characters-xx"}
         )
-        assert (await c.get("/", headers={keys.HEADER: handed(fresh)[0]})).status_code == 200
+        assert (await c.get("/", auth=Signed(handed(fresh)[0]))).status_code == 200
         bearer = {"Authorization": "Bearer a-rotated-token-of-forty-three-characters-xx"}
         assert (await c.get("/api/inbox", headers=bearer)).status_code == 200
 

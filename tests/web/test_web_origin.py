@@ -121,6 +121,8 @@ async def test_web_browser_a_new_login_in_the_same_browser_ends_the_old_session(
     context, page = await logged_in(browser, home, base)
     token = home.paths.api_token.read_text().strip()
     await page.goto(f"{base}/login?token={token}")  # the URL of `agentd web`, opened again
+    # The old session is signed out (after agentd proved itself), then the inbox opens.
+    await page.wait_for_url(f"{base}/")
     await page.wait_for_selector("main")
     await wait_for(lambda: len(sessions.live(home.store, token)) == 1)
     await page.reload()

@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agentd import config
@@ -34,8 +35,9 @@ from agentd.db.store import SyncStore
 from agentd.llm.runbook import VOCABULARY
 from agentd.models import GoalStatus, InboxItem, InboxKind, InboxStatus, StepKind
 from agentd.views import evidence as ev
-from agentd.web import evidence_html, keys
+from agentd.web import evidence_html
 from tests import browser_support
+from tests.web.signed import Signed
 from tests.web.test_web_browser import free_port
 
 # One daemon and one browser for the module, its pages checked in order. Meant for one xdist
@@ -348,8 +350,8 @@ def test_web_pages_item_shows_the_world_once(site: Site, pages: Any, artifacts: 
     url = f"{site.base}/items/{site.approval.item_id}"
     open_page(tab, url, "#execute")
     assert "World at the time: <data>" in site.approval.body  # what makes it a test
-    key = tab.evaluate("localStorage.getItem('agentd-key')")
-    html = tab.request.get(url, headers={keys.HEADER: key}).text()
+    session = tab.evaluate("localStorage.getItem('agentd-session')")
+    html = httpx.get(url, auth=Signed(session)).text
     assert outside_evidence(html).count(WORLD_MARK) == 1, outside_evidence(html)
     assert "World at the time" not in html
     # What a person reads with both folds open: the world once, and in the world's fold.

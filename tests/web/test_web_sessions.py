@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from agentd.cli import app
 from agentd.db import items as qi
 from agentd.operator import sessions
-from agentd.web import keys
 from tests.conftest import Home
+from tests.web.signed import Signed, form_field
 from tests.web.test_web import SAME, handed, started, web
 
 FORM = {**SAME, "content-type": "application/x-www-form-urlencoded"}
@@ -36,7 +36,7 @@ async def key_for(c: httpx.AsyncClient, home: Home, browser: str) -> str:
 
 
 async def opens(c: httpx.AsyncClient, key: str) -> bool:
-    r = await c.get("/", headers={keys.HEADER: key})
+    r = await c.get("/", auth=Signed(key))
     assert r.status_code in (200, 401), r.status_code
     return r.status_code == 200
 
@@ -45,7 +45,7 @@ async def test_web_logout_ends_only_its_own_session(home: Home, serve: Any) -> N
     await started(home, serve)
     async with web(home) as c:
         phone, desk = await key_for(c, home, "phone"), await key_for(c, home, "desk")
-        out = await c.post("/logout", headers={**SAME, keys.HEADER: phone})
+        out = await c.post("/logout", headers=SAME, auth=Signed(phone))
         assert out.status_code == 200
         assert not await opens(c, phone) and await opens(c, desk)
 
@@ -98,13 +98,27 @@ async def test_web_rotate_ends_every_session(home: Home, serve: Any) -> None:
 def test_web_session_seen_is_written_only_now_and_then(home: Home) -> None:
     home.root.mkdir(parents=True)
     token = "t" * 43
-    key = sessions.login(home.store, token, "phone", now=1000.0)
-    assert sessions.check(home.store, key, token, now=1100.0).seen_at == 1000.0  # type: ignore[union-attr]
-    sessions.check(home.store, key, token, now=1000.0 + sessions.SEEN_EVERY_S)
+    session_id = int(sessions.login(home.store, token, "phone", now=1000.0).split(".")[0])
+    found = sessions.check(home.store, session_id, token, now=1100.0)
+    assert found is not None and found[0].seen_at == 1000.0
+    sessions.used(home.store, found[0], now=1100.0)  # too soon to write
+    assert sessions.live(home.store, token, now=1100.0)[0].seen_at == 1000.0
+    sessions.used(home.store, found[0], now=1000.0 + sessions.SEEN_EVERY_S)
     (live,) = sessions.live(home.store, token, now=1400.0)
     assert live.seen_at == 1000.0 + sessions.SEEN_EVERY_S
-    assert sessions.check(home.store, key, "u" * 43, now=1400.0) is None  # another token
-    assert sessions.check(home.store, key, token, now=1000.0 + sessions.LIFETIME_S) is None
+    assert sessions.check(home.store, session_id, "u" * 43, now=1400.0) is None  # another token
+    late = 1000.0 + sessions.LIFETIME_S
+    assert sessions.check(home.store, session_id, token, now=late) is None
+
+
+def test_web_session_ends_when_idle(home: Home) -> None:
+    """A session nobody used for IDLE_S is over, however long its life had to run."""
+    home.root.mkdir(parents=True)
+    token = "t" * 43
+    session_id = int(sessions.login(home.store, token, "phone", now=1000.0).split(".")[0])
+    assert sessions.IDLE_S <= 86400 < sessions.LIFETIME_S <= 7 * 86400
+    assert sessions.check(home.store, session_id, token, now=999.0 + sessions.IDLE_S) is not None
+    assert sessions.check(home.store, session_id, token, now=1001.0 + sessions.IDLE_S) is None
 
 
 async def test_web_a_form_proves_its_session_by_its_first_field(home: Home, serve: Any) -> None:
@@ -112,12 +126,18 @@ async def test_web_a_form_proves_its_session_by_its_first_field(home: Home, serv
     url = f"/items/{item.item_id}/answer"
     async with web(home) as c:
         key = await key_for(c, home, "phone")
-        late = await c.post(url, content=f"text=eu-west-1&_key={key}", headers=FORM)
+        signed = await form_field(c, key, url)
+        late = await c.post(url, content=f"text=eu-west-1&_auth={signed}", headers=FORM)
         assert late.status_code == 303 and late.headers["location"] == "/login"
-        long = await c.post(url, content=f"_key={key}{'x' * 5000}&text=x", headers=FORM)
+        signed = await form_field(c, key, url)
+        long = await c.post(url, content=f"_auth={signed}{'x' * 5000}&text=x", headers=FORM)
         assert long.status_code == 303 and long.headers["location"] == "/login"
+        other = await form_field(c, key, f"/items/{item.item_id}/dismiss")  # another path's
+        moved = await c.post(url, content=f"_auth={other}&text=eu-west-1", headers=FORM)
+        assert moved.status_code == 303 and moved.headers["location"] == "/login"
         assert home.store.read(lambda db: qi.get_item(db, item.item_id)).status == "open"
-        first = await c.post(url, content=f"_key={key}&text=eu-west-1", headers=FORM)
+        signed = await form_field(c, key, url)
+        first = await c.post(url, content=f"_auth={signed}&text=eu-west-1", headers=FORM)
         assert first.status_code == 303 and first.headers["location"].startswith(
             f"/items/{item.item_id}?note="
         )

@@ -1,8 +1,8 @@
 """What `agentd doctor` checks of a PostgreSQL store (through agentd/operator/store_health.py): can
 this host connect, is the server new enough, does a new connection carry the session settings
-agentd relies on (a pooler in transaction mode drops them), and is the schema one this agentd can
-serve. Each finding says what to do; the URL is named by `connection.label`, never with its
-password. Nothing is written.
+agentd relies on (a pooler in transaction mode drops them), may every role connect (PUBLIC), and
+is the schema one this agentd can serve. Each finding says what to do; the URL is named by
+`connection.label`, never with its password. Nothing is written.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def reach(url: str) -> tuple[psycopg.Connection[Any] | None, Finding]:
     try:
         raw = psycopg.connect(url, autocommit=True, application_name="agentd doctor", **bound)
     except psycopg.Error as e:
-        why = _first_line(e)
+        why = connection.redact(_first_line(e), url)
         return None, Finding(
             "database",
             False,
@@ -200,13 +200,37 @@ def listening(raw: psycopg.Connection[Any], listen: bool) -> Finding:
     )  # fmt: skip
 
 
+def access(raw: psycopg.Connection[Any]) -> Finding:
+    """Whether every role of the server may connect to the database (PostgreSQL's default for
+    PUBLIC): advice, since agentd locks only rows of its own tables, but such a role can still
+    flood NOTIFY, fill connection slots and read whatever was granted to PUBLIC."""
+    name, user, public = raw.execute(
+        "SELECT current_database(), current_user,"
+        " has_database_privilege('public', current_database(), 'CONNECT')"
+    ).fetchone()  # type: ignore[misc]
+    if not public:
+        return Finding("access", True, "only the roles granted CONNECT may connect", required=False)
+    db, role = _ident(str(name)), _ident(str(user))
+    return Finding(
+        "access", False, f"every role of the server may connect to {db} (PUBLIC has CONNECT): "
+        f"run `REVOKE CONNECT ON DATABASE {db} FROM PUBLIC; GRANT CONNECT ON DATABASE {db} TO "
+        f"{role};` as its owner (docs/scale-out.md)", required=False, warning=True,
+    )  # fmt: skip
+
+
+def _ident(name: str) -> str:
+    """`name` as SQL writes it: bare when it is a plain lower-case word, else double-quoted."""
+    plain = name.replace("_", "a").isalnum() and name.islower() and not name[:1].isdigit()
+    return name if plain and name.isascii() else '"' + name.replace('"', '""') + '"'
+
+
 def examine(url: str, lease_s: float, listen: bool = True) -> list[Finding]:
     """The connection first; when it fails, nothing more can be told."""
     raw, reached = reach(url)
     if raw is None:
         return [reached]
     try:
-        found = [reached, server(raw), listening(raw, listen)]
+        found = [reached, server(raw), access(raw), listening(raw, listen)]
     finally:
         raw.close()
     checks: dict[str, Callable[[], Finding]] = {

@@ -7,11 +7,13 @@ their `?` placeholders to psycopg's `%s` once per statement text.
 from __future__ import annotations
 
 import functools
+import re
 import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+import psycopg.conninfo
 from psycopg.types.string import TextLoader
 
 from agentd.db.conn import Conn, Cursor
@@ -89,27 +91,69 @@ class PostgresConn:
         return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
 
+# The connection parameters that carry a secret: each is left out of a URL's label, and each
+# value is blotted out of any driver message (libpq quotes a bad parameter back verbatim).
+SECRET_PARAMS = frozenset({"password", "sslpassword"})
+SHORTEST_BLOTTED = 3  # a shorter secret would blot out ordinary words of the message
+
+
 def label(url: str) -> str:
-    """The URL as messages name it: without its password (`user:password@`, or a `password=`
-    parameter, which libpq takes too); the rest as written."""
+    """The URL as messages name it: without its password (`user:password@`) or any parameter
+    that carries a secret (`password=`, `sslpassword=`); the rest as written. A key=value
+    connection string is shown with those parameters left out, or as `(a connection string)`."""
+    if "://" not in url:
+        return _dsn_label(url)
     parts = urllib.parse.urlsplit(url)
-    kept = [
-        p for p in parts.query.split("&") if urllib.parse.unquote(p.split("=")[0]) != "password"
-    ]
-    if parts.password is None and len(kept) == len(parts.query.split("&")):
-        return url
+    query = parts.query.split("&") if parts.query else []
+    kept = [p for p in query if urllib.parse.unquote(p.split("=")[0]) not in SECRET_PARAMS]
     netloc = parts.netloc
-    if parts.password is not None:  # hosts as written: [::1], several (h1:5432,h2:5432)
+    if "@" in netloc:  # hosts as written: [::1], several (h1:5432,h2:5432)
         userinfo, _, hosts = netloc.rpartition("@")
         user = userinfo.split(":", 1)[0]
         netloc = f"{user}@{hosts}" if user else hosts
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="&".join(kept)))
 
 
+def _dsn_label(dsn: str) -> str:
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "(a connection string)"  # unparsable: nothing of it is shown
+    kept = {k: v for k, v in params.items() if k not in SECRET_PARAMS and v is not None}
+    return psycopg.conninfo.make_conninfo(**kept)  # type: ignore[arg-type]
+
+
+def secrets(url: str) -> list[str]:
+    """Every secret `url` carries, as written and decoded, longest first."""
+    found: set[str] = set()
+    if "://" in url:
+        parts = urllib.parse.urlsplit(url)
+        userinfo = parts.netloc.rpartition("@")[0]
+        if ":" in userinfo:
+            found.add(userinfo.split(":", 1)[1])
+        for pair in parts.query.split("&"):
+            name, _, value = pair.partition("=")
+            if urllib.parse.unquote(name) in SECRET_PARAMS:
+                found.add(value)
+    else:
+        for name in SECRET_PARAMS:  # key=value: quoted or bare, read without a parser (it may fail)
+            for quoted, bare in re.findall(rf"\b{name}\s*=\s*(?:'((?:[^'\\]|\\.)*)'|(\S+))", url):
+                found.add(quoted.replace("\\'", "'").replace("\\\\", "\\") or bare)
+    found |= {urllib.parse.unquote(v) for v in found}
+    return sorted((v for v in found if len(v) >= SHORTEST_BLOTTED), key=len, reverse=True)
+
+
+def redact(text: str, url: str) -> str:
+    """`text` (a driver's message) with every secret of `url` blotted out."""
+    for secret in secrets(url):
+        text = text.replace(secret, "[redacted]")
+    return text
+
+
 def translate(error: Exception, url: str) -> StateError:
     """A psycopg error as a message naming the database (never its password)."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return StateError(f"{label(url)}: {text}")
+    return StateError(f"{label(url)}: {redact(text, url)}")
 
 
 def connect(

@@ -2,11 +2,13 @@
 
 A thread of its own holds one autocommit connection that LISTENs on `agentd_wake` and calls
 `on_wake` (thread-safe: the daemon hands in a `call_soon_threadsafe`) when a notification arrives,
-several at once coalesced into one call. Nothing depends on it: the daemon's timers and safety scan
-go on. A broken connection — the server restarted, the backend was terminated, a pooler in the
-way — is reopened with a growing pause, and every (re)connect calls `on_wake` once, because what
-was sent while nobody listened is gone. A liveness probe every few seconds finds a connection that
-died silently.
+several at once coalesced into one call, and at most one call every WAKE_GAP_S: any role that can
+connect may NOTIFY the channel, and a flood costs the daemon no more than ten looks a second (the
+notifications are still read, so the server's queue never backs up). Nothing depends on it: the
+daemon's timers and safety scan go on. A broken connection — the server restarted, the backend
+was terminated, a pooler in the way — is reopened with a growing pause, and every (re)connect
+calls `on_wake` once, because what was sent while nobody listened is gone. A liveness probe every
+few seconds finds a connection that died silently.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from typing import Any
 
 import psycopg
 
-from agentd.db.postgres.connection import NETWORK_SETTINGS, label
+from agentd.db.postgres.connection import NETWORK_SETTINGS, label, redact
 from agentd.db.wake import CHANNEL
 
 PROBE_S = 5.0  # a quiet connection is probed this often (SELECT 1)
 WAIT_S = 0.25  # one wait for notifications: how soon `stop` is heard (a daemon's stop waits it)
 MAX_BACKOFF_S = 30.0
+WAKE_GAP_S = 0.1  # at most one wake in this long, however many notifications arrive
+DRAIN = 10_000  # notifications read in one go before the loop looks at its clock again
 
 
 class Listener:
@@ -78,22 +82,30 @@ class Listener:
                     self._listen(conn)
             except psycopg.Error as e:
                 self.connected.clear()
-                self.last_error = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                self.last_error = redact(
+                    (str(e).strip().splitlines() or [type(e).__name__])[0], self.url
+                )
                 self.log.warning("listener.lost", error=self.last_error, retry_in_s=backoff_s)
                 self._stop.wait(backoff_s)
                 backoff_s = min(MAX_BACKOFF_S, backoff_s * 2)
         self.connected.clear()
 
     def _listen(self, conn: psycopg.Connection[Any]) -> None:
-        probed = time.monotonic()
+        probed = woke = time.monotonic()
+        owed = False  # notifications arrived that no wake has answered yet
         while not self._stop.is_set():
-            got = sum(1 for _ in conn.notifies(timeout=WAIT_S, stop_after=1))
+            now = time.monotonic()
+            wait_s = min(WAIT_S, max(0.0, woke + WAKE_GAP_S - now)) if owed else WAIT_S
+            got = sum(1 for _ in conn.notifies(timeout=wait_s, stop_after=1))
             if got:
-                got += sum(1 for _ in conn.notifies(timeout=0.0))  # the rest of the burst
+                got += sum(1 for _ in conn.notifies(timeout=0.0, stop_after=DRAIN))  # the burst
                 self.notifications += got
+                owed, probed = True, time.monotonic()
+            now = time.monotonic()
+            if owed and now - woke >= WAKE_GAP_S:
                 self.on_wake()
-                probed = time.monotonic()
-            elif time.monotonic() - probed >= PROBE_S:
+                woke, owed = now, False
+            elif not got and now - probed >= PROBE_S:
                 conn.execute("SELECT 1")  # raises on a connection that died without a word
                 probed = time.monotonic()
 

@@ -1,5 +1,6 @@
 """PostgreSQL's schema as ordered migrations, recorded in `schema_migrations` (version, name, the
-`breaking` flag, applied_at), each applied in one transaction under an advisory lock.
+`breaking` flag, applied_at), each applied in one transaction holding the ledger's table lock
+(only a role that may write the ledger takes it; nothing is locked when nothing is pending).
 
 The tables, columns and indexes are SQLite's (db/sqlite/schema.py) in PostgreSQL's types: identity
 ids (BY DEFAULT, so a copy can keep its ids), jsonb for JSON, double precision epoch seconds, and
@@ -13,8 +14,6 @@ from dataclasses import dataclass
 
 from agentd.db.postgres.connection import PostgresConn
 from agentd.errors import StateError
-
-LOCK_KEY = 0x61676E746400  # pg_advisory_xact_lock: one migrator at a time ("agentd" in hex)
 
 
 @dataclass(frozen=True)
@@ -318,6 +317,21 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE outbox ADD COLUMN claim_expires_at {TIME};
     """,
     ),
+    Migration(
+        "locks: the singletons' rows (db/dialect.py), which only agentd's role may lock"
+        " (PostgreSQL only: an advisory lock is anyone's who can connect)",
+        """
+    CREATE TABLE agentd_locks (lock_key bigint PRIMARY KEY);
+    """,
+    ),
+    Migration(
+        "config per daemon: the sha256 of the config each daemon runs, and when it loaded it"
+        " (SQLite's version 9)",
+        f"""
+    ALTER TABLE daemons ADD COLUMN config_sha256 text;
+    ALTER TABLE daemons ADD COLUMN config_loaded_at {TIME};
+    """,
+    ),
 ]
 
 _LEDGER = """
@@ -362,18 +376,24 @@ def newer(conn: PostgresConn, known: int) -> list[tuple[int, str, bool]]:
 
 
 def migrate(conn: PostgresConn, migrations: list[Migration] | None = None) -> int:
-    """Apply pending migrations in order, each in one transaction with its ledger row, under a
-    transaction-scoped advisory lock (waited for, never skipped: two daemons starting at once
-    take turns, and the second finds the work done). Returns the version reached. Refuses a
-    database holding a breaking migration this agentd does not know; a newer compatible one is
-    left as it is."""
+    """Apply pending migrations in order, each in one transaction with its ledger row, holding
+    the ledger's table lock (waited for, never skipped: two daemons starting at once take
+    turns, and the second finds the work done). A database already up to date is only read:
+    no lock, so nothing a daemon starts with can be held up by whoever holds one. Returns the
+    version reached. Refuses a database holding a breaking migration this agentd does not know;
+    a newer compatible one is left as it is."""
     steps = MIGRATIONS if migrations is None else migrations
+    if version(conn) >= len(steps):
+        _refuse_newer(conn, len(steps))
+        return len(steps)
+    _create_ledger(conn)
     while True:
         number: int | None = None
         conn.execute("BEGIN")
         try:
-            conn.execute(f"SELECT pg_advisory_xact_lock({LOCK_KEY})")
-            conn.execute(_LEDGER)
+            # Only a role that may write the ledger can take this (an advisory lock's key is
+            # anyone's who can connect), and it waits for a migrator already at work.
+            conn.execute("LOCK TABLE schema_migrations IN EXCLUSIVE MODE")
             current = version(conn)
             _refuse_newer(conn, len(steps))
             if current >= len(steps):
@@ -394,6 +414,20 @@ def migrate(conn: PostgresConn, migrations: list[Migration] | None = None) -> in
                 raise
             what = "migrating" if number is None else f"migration {number}"
             raise StateError(f"{what} failed and was rolled back: {e}") from e
+
+
+def _create_ledger(conn: PostgresConn) -> None:
+    """The ledger, created once: two daemons creating it at the same instant collide on the
+    catalogue's unique names, and the loser finds it there."""
+    try:
+        conn.execute("BEGIN")
+        conn.execute(_LEDGER)
+        conn.execute("COMMIT")
+    except Exception as e:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
+            raise StateError(f"creating the migrations' ledger failed: {e}") from e
 
 
 def _refuse_newer(conn: PostgresConn, known: int) -> None:

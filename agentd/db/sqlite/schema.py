@@ -319,6 +319,13 @@ MIGRATIONS: list[str] = [
     ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
     ALTER TABLE outbox ADD COLUMN claim_expires_at REAL;
     """,
+    # 9: each daemon records the config it runs (the sha256 of the file's bytes, at its start
+    # and each reload, and when): `status` shows them side by side, `doctor` compares this
+    # host's daemon's with the file. Older daemons leave both NULL.
+    """
+    ALTER TABLE daemons ADD COLUMN config_sha256 TEXT;
+    ALTER TABLE daemons ADD COLUMN config_loaded_at REAL;
+    """,
 ]
 
 
