@@ -90,6 +90,11 @@ def set_goal_status(c: Conn, goal_id: int, status: GoalStatus) -> Goal:
         "UPDATE goals SET status = ?, updated_at = ? WHERE goal_id = ?",
         (status, stamp.now(c), goal_id),
     )
+    if status == GoalStatus.ACTIVE:  # a resumed goal never planned is found unplanned by the
+        c.execute(  # outer loop through `cadences_due` (its id is behind its cursor)
+            "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (goal_id, stamp.now(c)),
+        )
     return get_goal(c, goal_id)
 
 

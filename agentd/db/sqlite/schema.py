@@ -319,6 +319,14 @@ MIGRATIONS: list[str] = [
     ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
     ALTER TABLE outbox ADD COLUMN claim_expires_at REAL;
     """,
+    # 9: costs that grow with what is due, not with what exists (issue 35): the daemon's tick
+    # reads due schedules and unplanned looks through indexes, lists page by status, and
+    # `status` finds goals whose check-ins fail without reading every goal.
+    """
+    CREATE INDEX schedules_due ON schedules(next_fire_at) WHERE enabled = 1;
+    CREATE INDEX goals_by_status ON goals(status, goal_id);
+    CREATE INDEX checkins_failed ON checkins(goal_id) WHERE status = 'failed';
+    """,
 ]
 
 
