@@ -92,6 +92,7 @@ class Outer:
         # or a batch of due fires, makes the next tick come at once (`_more`).
         self._plan_cursor = 0
         self._plan_read = 0  # goal rows read since the cursor last started over
+        self._plan_done = False  # the cursor has reached the last goal
         self._plan_total = 0  # goals there were then
         self._plan_for: object = None  # the config the cursor swept with (a reload sweeps again)
         self._more = False
@@ -212,10 +213,11 @@ class Outer:
         if self._plan_for is not self.deps.config:  # at start, and after a reload: agents whose
             self._plan_for = self.deps.config  # check-ins were off may be on now
             self._plan_cursor = self._plan_read = 0
+            self._plan_done = False
             self._plan_total = await self.deps.store.read(qd.goals_total)
         scan = await self.deps.store.read(lambda c: self._scan(c, now))
         more = scan.full
-        if scan.read or scan.unplanned:
+        if scan.read or scan.unplanned or not self._plan_done:
             await self.deps.store.write(lambda c: self._plan(c, scan, now))
         if scan.schedules or scan.looks:
             # A fire found late at start was missed while down, unless other daemons share the
@@ -281,12 +283,13 @@ class Outer:
             qc.set_next(c, goal.goal_id, t, why, now)
             if len(scan.unplanned) <= 10:  # a burst (a first start) is logged as progress
                 log.info("checkin.planned", goal_id=goal.goal_id, next_at=when(t), why=why)
-        if scan.read == 0:
+        done = scan.read < PLAN_BATCH
+        if scan.read == 0 and self._plan_done:
             return
+        self._plan_done = done
         self._plan_cursor = scan.cursor
         self._plan_read += scan.read
         self._plan_total = max(self._plan_total, self._plan_read)
-        done = scan.read < PLAN_BATCH
         meta.set_meta(c, PLANNING_KEY, f"{self._plan_read} {self._plan_total} {int(done)}")
         if scan.read >= PLAN_BATCH or len(scan.unplanned) > 10:
             log.info("outer.planning", goals_read=self._plan_read, goals=self._plan_total,

@@ -172,18 +172,18 @@ async def test_first_start_plans_in_batches_and_says_how_far(
     home: Home, outer: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(service, "PLAN_BATCH", 40)
-    add_goals(home, 150, planned_at=None)
+    add_goals(home, 160, planned_at=None)  # four full batches
     o = await outer()
     await o.start()  # before READY: one batch only
     unplanned = home.store.read(lambda c: c.execute(
         "SELECT count(*) FROM goals g LEFT JOIN cadences k USING (goal_id) WHERE k.next_at IS NULL"
     ).fetchone()[0])  # fmt: skip
-    assert unplanned == 110
-    assert home.store.read(lambda c: meta.get_meta(c, service.PLANNING_KEY)) == "40 150 0"
+    assert unplanned == 120
+    assert home.store.read(lambda c: meta.get_meta(c, service.PLANNING_KEY)) == "40 160 0"
     for _ in range(10):
         await o.tick()
-    assert home.store.read(lambda c: meta.get_meta(c, service.PLANNING_KEY)) == "150 150 1"
-    looks = home.store.read(lambda c: [qc.cadence_row(c, g) for g in range(1, 151)])
+    assert home.store.read(lambda c: meta.get_meta(c, service.PLANNING_KEY)) == "160 160 1"
+    looks = home.store.read(lambda c: [qc.cadence_row(c, g) for g in range(1, 161)])
     assert all(r is not None and r["next_at"] == T0 + HOUR for r in looks)
 
 
