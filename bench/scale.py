@@ -111,8 +111,8 @@ def planning(home: Path) -> str:
 
     store = SyncStore(home / "agentd.db", migrate_schema=False, poke=False)
     try:
-        return str(store.read(lambda c: c.execute(
-            "SELECT value FROM meta WHERE key = 'outer_planning'").fetchone() or [""])[0])  # fmt: skip
+        sql = "SELECT value FROM meta WHERE key = 'outer_planning'"
+        return str((store.read(lambda c: c.execute(sql).fetchone()) or [""])[0])
     finally:
         store.close()
 
@@ -175,8 +175,8 @@ def day(home: Path, goals: int, timed: int, day_s: float, work: Path) -> dict[st
         time.sleep(day_s)
     finally:
         d.stop()
-    rows = store.read(lambda c: c.execute(
-        "SELECT due_at, fired_at, status FROM checkins WHERE schedule_id IS NOT NULL").fetchall())  # fmt: skip
+    sql = "SELECT due_at, fired_at, status FROM checkins WHERE schedule_id IS NOT NULL"
+    rows = store.read(lambda c: c.execute(sql).fetchall())
     store.close()
     tick = POLL_S * speed
     late = sorted(max(0.0, f - d_) for d_, f, _ in rows)
