@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from agentd.db import pages
-from agentd.db.pages import Page
+from agentd.db import queries as q
+from agentd.db.pages import Page as Page  # re-exported: the surfaces name it
 from agentd.db.store import SyncStore
+from agentd.models import Goal
 
 
 def goals(store: SyncStore, status: str | None, after: int | None, limit: int | None) -> Page[Any]:
@@ -33,6 +35,15 @@ def items(store: SyncStore, show_all: bool, after: int | None, limit: int | None
     """Open inbox items (every item with `show_all`), oldest first, after item `after`."""
     status = None if show_all else "open"
     return store.read(lambda c: pages.items(c, status=status, after=after, limit=limit))
+
+
+def goals_by_id(store: SyncStore, goal_ids: set[int]) -> dict[int, Goal]:
+    """The goals with these ids, by id (one read; ids that name no goal are left out)."""
+
+    def read(c: Any) -> dict[int, Goal]:
+        return {g: q.get_goal(c, g) for g in sorted(goal_ids)}
+
+    return store.read(read) if goal_ids else {}
 
 
 def footer(page: Page[Any], noun: str) -> str:
