@@ -8,6 +8,8 @@ from typing import Any
 
 from agentd.db.conn import Conn
 
+PLANNING_KEY = "outer_planning"  # meta: "<goals read> <of goals> <1: done>", the outer loop's
+
 
 def open_inbox(c: Conn) -> dict[str, Any]:
     """{"open": n, <kind>: n …, "oldest": created_at or None} of the open inbox items."""
@@ -40,6 +42,16 @@ def soonest_goals(c: Conn, limit: int) -> list[int]:
     for sql in queries:
         found.update((int(r[0]), None) for r in c.execute(sql, (limit,)))
     return list(found)
+
+
+def planning(c: Conn) -> dict[str, int] | None:
+    """How far the daemon's planning of new goals has got ({"read": n, "of": total}), or None
+    when it is done (or no daemon has planned yet): the `outer_planning` meta row."""
+    row = c.execute("SELECT value FROM meta WHERE key = ?", (PLANNING_KEY,)).fetchone()
+    parts = str(row[0]).split() if row is not None else []
+    if len(parts) != 3 or parts[2] == "1" or not all(p.isdigit() for p in parts):
+        return None
+    return {"read": int(parts[0]), "of": int(parts[1])}
 
 
 def goals_with_failures(c: Conn) -> list[int]:

@@ -75,6 +75,7 @@ def gather(c: Any, home_now: float, cfg: Config | None = None) -> JSON:
         "failing_checkins": failing[:FAILING_LISTED],  # goals whose last check-ins failed
         "failing_goals": len(failing),
         "now": from_ts(now),
+        "planning": glance.planning(c),  # None, or how far a daemon's first planning has got
         "notify": outbox.channel_health(c),  # per channel: pending, failing (agentd/notify/)
     }
 

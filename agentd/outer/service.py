@@ -38,6 +38,7 @@ from agentd.db import due as qd
 from agentd.db import meta
 from agentd.db import queries as q
 from agentd.db import schedules as qs
+from agentd.db.glance import PLANNING_KEY
 from agentd.errors import StateError
 from agentd.outer import cadence, checkin
 from agentd.outer.fires import Fires, when
@@ -54,7 +55,6 @@ CRASH_PAUSE_S = 30.0  # wall seconds before a check-in that raised unexpectedly 
 COMMIT_SCAN_S = 1.0
 PLAN_BATCH = 500  # goals read past the planning cursor per tick (each planned in one write)
 FIRE_BATCH = 500  # due schedules, and due looks, recorded per tick
-PLANNING_KEY = "outer_planning"  # meta: how far the planning cursor has got (`agentd status`)
 
 
 @dataclass
