@@ -218,7 +218,9 @@ class Outer:
         scan = await self.deps.store.read(lambda c: self._scan(c, now))
         more = scan.full
         if scan.read or scan.unplanned or not self._plan_done:
-            await self.deps.store.write(lambda c: self._plan(c, scan, now))
+            progress = await self.deps.store.write(lambda c: self._plan(c, scan, now))
+            if progress is not None:  # committed: the cursor moves past the goals read
+                self._plan_cursor, self._plan_read, self._plan_total, self._plan_done = progress
         if scan.schedules or scan.looks:
             # A fire found late at start was missed while down, unless other daemons share the
             # database: one of them was up, and a fire a moment late is just on time.
@@ -267,10 +269,11 @@ class Outer:
             None if agent is None else cadence.cadence_from(agent.checkin, scan.cadences[goal_id])
         )
 
-    def _plan(self, c: Any, scan: _Scan, now: float) -> None:
+    def _plan(self, c: Any, scan: _Scan, now: float) -> tuple[int, int, int, bool] | None:
         """A new goal's first look: soon (at the goal's minimum interval), so a goal that lacks
         something to act on is asked about the same day — clamped and quiet-aware as any look.
-        The cursor moves past the goals read only with this commit: none is skipped."""
+        Returns the planning's progress (cursor, goals read, of how many, done), which the caller
+        keeps once this commits — so no goal is skipped — or None when it did not move."""
         for goal_id in scan.unplanned:
             goal = q.get_goal(c, goal_id)
             agent = self.deps.config.agents[goal.agent]
@@ -285,15 +288,14 @@ class Outer:
                 log.info("checkin.planned", goal_id=goal.goal_id, next_at=when(t), why=why)
         done = scan.read < PLAN_BATCH
         if scan.read == 0 and self._plan_done:
-            return
-        self._plan_done = done
-        self._plan_cursor = scan.cursor
-        self._plan_read += scan.read
-        self._plan_total = max(self._plan_total, self._plan_read)
-        meta.set_meta(c, PLANNING_KEY, f"{self._plan_read} {self._plan_total} {int(done)}")
+            return None
+        read = self._plan_read + scan.read
+        total = max(self._plan_total, read)
+        meta.set_meta(c, PLANNING_KEY, f"{read} {total} {int(done)}")
         if scan.read >= PLAN_BATCH or len(scan.unplanned) > 10:
-            log.info("outer.planning", goals_read=self._plan_read, goals=self._plan_total,
-                     planned=len(scan.unplanned), done=done)  # fmt: skip
+            log.info("outer.planning", goals_read=read, goals=total, planned=len(scan.unplanned),
+                     done=done)  # fmt: skip
+        return scan.cursor, read, total, done
 
     def _fire(self, c: Any, scan: _Scan, now: float, starting: bool) -> int:
         """Record due times as check-in rows (one transaction). Returns how many rows are new.
