@@ -85,6 +85,21 @@ class _Embedded(uvicorn.Server):
         await self._stop.wait()
 
 
+def _paging(request: Request) -> tuple[int | None, int | None] | None:
+    """(after, limit) from `?after=ID&limit=N` (None: neither given, the whole list as before);
+    ValueError saying which is wrong."""
+    got = {k: request.query_params.get(k) for k in ("after", "limit")}
+    if got["after"] is None and got["limit"] is None:
+        return None
+    out: dict[str, int | None] = {}
+    for key, value in got.items():
+        if value is not None and not (value.isdigit() and (key == "after" or int(value) > 0)):
+            raise ValueError(f"{key}={value[:20]!r}: give a whole number (limit at least 1), "
+                             "e.g. ?limit=50&after=120")  # fmt: skip
+        out[key] = None if value is None else int(value)
+    return out["after"], out["limit"]
+
+
 def _json(value: Any, status: int = 200) -> Response:
     return Response(to_json(value), status_code=status, media_type="application/json")
 
@@ -336,6 +351,13 @@ class ApiServer:
     async def _api_inbox(self, request: Request) -> Response:
         show_all = request.query_params.get("all") in ("1", "true")
         site = self._site(request)
+        try:
+            paged = _paging(request)
+        except ValueError as e:
+            return _json({"error": str(e)}, 400)
+        if paged is not None:  # ?limit=N&after=ID: a page, with the total and the next `after`
+            page = await site.call(lambda s: data.inbox_page(s, show_all, *paged))
+            return _json({"items": page.rows, "total": page.total, "next_after": page.next_after})
         return _json(await site.call(lambda s: data.inbox_items(s, show_all=show_all)))
 
     async def _api_item(self, request: Request) -> Response:
@@ -344,6 +366,13 @@ class ApiServer:
         return _json(item)
 
     async def _api_goals(self, request: Request) -> Response:
+        try:
+            paged = _paging(request)
+        except ValueError as e:
+            return _json({"error": str(e)}, 400)
+        if paged is not None:
+            page = await self._site(request).call(lambda s: data.goals_page(s, *paged))
+            return _json({"goals": page.rows, "total": page.total, "next_after": page.next_after})
         return _json(await self._site(request).call(data.all_goals))
 
     async def _api_goal(self, request: Request) -> Response:

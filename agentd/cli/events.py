@@ -9,11 +9,12 @@ from typing import Annotated
 import typer
 
 from agentd import config
-from agentd.cli.root import JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
+from agentd.cli.root import After, JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
 from agentd.errors import ConfigError, UsageError, require_utf8
 from agentd.models import JSON
 from agentd.operator import events as operator_events
 from agentd.operator import home as operator_home
+from agentd.operator import listing
 from agentd.operator.parse import parse_object
 from agentd.text import jsonable, screen
 from agentd.views import records
@@ -96,9 +97,14 @@ def event_send(
 
 
 @event_app.command("list")
-def event_list(ctx: typer.Context, limit: Limit = 50, as_json: JsonFlag = False) -> None:
-    """List recent events, newest first."""
+def event_list(
+    ctx: typer.Context, limit: Limit = 50, after: After = None, as_json: JsonFlag = False
+) -> None:
+    """List recent events, newest first (--after ID: the page before that event)."""
     with open_store(ctx) as store:
-        events = operator_events.recent(store, limit)
+        page = listing.events(store, after, limit)
         now = operator_home.now(store)  # the clock the events were stamped on
-    emit(as_json, events, lambda: records.events_table(events, now))
+    events = page.rows
+    emit(
+        as_json, events, lambda: records.events_table(events, now) + listing.footer(page, "events")
+    )

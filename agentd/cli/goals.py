@@ -13,9 +13,11 @@ import typer
 
 from agentd import config
 from agentd.cli.root import (
+    After,
     GoalId,
     JsonFlag,
     Opt,
+    PageLimit,
     app,
     config_of,
     emit,
@@ -25,7 +27,7 @@ from agentd.cli.root import (
 )
 from agentd.errors import Unchanged, UsageError
 from agentd.models import GoalStatus
-from agentd.operator import goals, inbox
+from agentd.operator import goals, inbox, listing
 from agentd.operator import home as home_time
 from agentd.operator import schedules as plan
 from agentd.operator.home import HomeStore
@@ -210,13 +212,17 @@ def _goal_line(
 def goal_list(
     ctx: typer.Context,
     status: Annotated[GoalStatus | None, Opt(help="Only goals with this status.")] = None,
+    limit: PageLimit = None,
+    after: After = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List goals, oldest first."""
+    """List goals, oldest first (--limit N --after ID: a page; under it, the total and the
+    next page's --after)."""
     with open_store(ctx) as store:
-        found = goals.list_goals(store, status)
+        page = listing.goals(store, status, after, limit)
         now = home_time.now(store)  # the home's clock, as the goals were stamped
-    emit(as_json, found, lambda: records.goals_table(found, now))
+    found = page.rows
+    emit(as_json, found, lambda: records.goals_table(found, now) + listing.footer(page, "goals"))
 
 
 @goal_app.command("show")

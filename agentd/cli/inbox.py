@@ -11,9 +11,11 @@ import typer
 from agentd import config
 from agentd.cli.goals import unchanged_is_a_note
 from agentd.cli.root import (
+    After,
     ItemId,
     JsonFlag,
     Opt,
+    PageLimit,
     app,
     daemon_pid,
     emit,
@@ -21,7 +23,7 @@ from agentd.cli.root import (
     paths_of,
     sub_app,
 )
-from agentd.operator import evidence, goals, inbox, liveness
+from agentd.operator import evidence, goals, inbox, listing, liveness
 from agentd.operator import home as home_time
 from agentd.operator import schedules as plan
 from agentd.operator.parse import parse_object
@@ -46,16 +48,20 @@ def resume_note(ctx: typer.Context, run_id: int | None) -> str:
 def inbox_list(
     ctx: typer.Context,
     show_all: Annotated[bool, Opt("--all", help="Closed items too.")] = False,
+    limit: PageLimit = None,
+    after: After = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List open inbox items (--all: every item). An item closed because no one needed it any
     more (the service recovered, its run ended) shows as withdrawn: in --json its `status` stays
     `expired` and `status_shown` says `withdrawn`."""
     with open_store(ctx) as store:
-        items = inbox.items(store, show_all=show_all)
+        page = listing.items(store, show_all, after, limit)
         now = home_time.now(store)  # the home's clock, as the items were stamped
+    items = page.rows
     shown = [{**jsonable(i), "status_shown": shown_status(i)} for i in items]
-    emit(as_json, shown, lambda: records.items_table(items, now, with_status=show_all))
+    emit(as_json, shown, lambda: records.items_table(items, now, with_status=show_all)
+         + listing.footer(page, "items"))  # fmt: skip
 
 
 @inbox_app.command("show")

@@ -237,6 +237,11 @@ GoalId = Annotated[int, typer.Argument(metavar="GOAL_ID", help="A goal id (`agen
 RunId = Annotated[int, typer.Argument(metavar="RUN_ID", help="A run id (`agentd runs list`).")]
 ItemId = Annotated[int, typer.Argument(metavar="ID", help="An item id (`agentd inbox list`).")]
 Limit = Annotated[int, Opt("--limit", min=1, help="At most this many, newest first.")]
+PageLimit = Annotated[int | None, Opt("--limit", min=1, help="At most this many (a page).")]
+After = Annotated[
+    int | None,
+    Opt("--after", metavar="ID", help="The page after this id (a page's last line names it)."),
+]
 
 
 def _print_version(value: bool) -> None:

@@ -13,6 +13,7 @@ import typer
 
 from agentd.cli.goals import unchanged_is_a_note
 from agentd.cli.root import (
+    After,
     GoalId,
     JsonFlag,
     Limit,
@@ -27,9 +28,8 @@ from agentd.cli.root import (
 )
 from agentd.errors import NotFound, UsageError
 from agentd.models import RunStatus
-from agentd.operator import goals
+from agentd.operator import goals, listing
 from agentd.operator import home as home_time
-from agentd.operator import runs as operator_runs
 from agentd.operator.home import HomeStore
 from agentd.text import screen
 from agentd.views import records
@@ -81,13 +81,15 @@ def runs_list(
     goal: Annotated[int | None, Opt(metavar="GOAL_ID", help="Only this goal's runs.")] = None,
     status: Annotated[RunStatus | None, Opt(help="Only runs with this status.")] = None,
     limit: Limit = 50,
+    after: After = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first (--after ID: the page before that run)."""
     with open_store(ctx) as store:
-        runs = operator_runs.list_runs(store, goal_id=goal, status=status, limit=limit)
+        page = listing.runs(store, goal, status, after, limit)
         now = home_time.now(store)  # the home's clock, as the runs were stamped
-    emit(as_json, runs, lambda: records.runs_table(runs, now))
+    runs = page.rows
+    emit(as_json, runs, lambda: records.runs_table(runs, now) + listing.footer(page, "runs"))
 
 
 def terminal_width() -> int:

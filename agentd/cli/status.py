@@ -71,6 +71,11 @@ def _text(data: dict[str, Any], alive: liveness.Daemon) -> str:
             else "not running here, nor anywhere on this database; start one with `agentd serve`"
             " (runs and check-ins wait until one runs)",
         )
+    if (planning := data.get("planning")) is not None:
+        text += (
+            f"\nplanning: {planning['read']:,} of {planning['of']:,} goals read so far (the "
+            "daemon plans new goals in batches; their check-ins are not missed meanwhile)"
+        )
     section = _daemons_text(data)
     if section is None:
         return text

@@ -209,7 +209,9 @@ def next_retry(c: Conn) -> float | None:
     """The earliest time a check-in waiting out a model backoff wants to run again."""
     retry_at = c.dialect.jnum("precheck", "retry_at")
     row = c.execute(
-        f"SELECT min({retry_at}) FROM checkins WHERE status = 'due' AND {retry_at} IS NOT NULL"
+        # the open statuses' partial index (checkins_open), then the one that waits out a backoff
+        f"SELECT min({retry_at}) FROM checkins WHERE status IN ('due', 'deciding', 'decided')"
+        f" AND status = 'due' AND {retry_at} IS NOT NULL"
     ).fetchone()
     return None if row[0] is None else float(row[0])
 

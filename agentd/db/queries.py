@@ -54,7 +54,12 @@ def add_goal(
         " VALUES (?, ?, ?, 'active', ?, ?, ?, ?) RETURNING goal_id",
         (title, why, agent, json.dumps(criteria), deadline, now, now),
     )
-    return new_id(cur)
+    goal_id = new_id(cur)
+    # Its cadence row, no look yet, in the same transaction: the outer loop finds every goal not
+    # yet planned through `cadences_due` whatever its id — on PostgreSQL a goal can commit after
+    # one with a higher id (sequence caches, two hosts), behind the loop's planning cursor.
+    c.execute("INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?)", (goal_id, now))
+    return goal_id
 
 
 def get_goal(c: Conn, goal_id: int) -> Goal:
@@ -90,6 +95,11 @@ def set_goal_status(c: Conn, goal_id: int, status: GoalStatus) -> Goal:
         "UPDATE goals SET status = ?, updated_at = ? WHERE goal_id = ?",
         (status, stamp.now(c), goal_id),
     )
+    if status == GoalStatus.ACTIVE:  # a resumed goal never planned is found unplanned by the
+        c.execute(  # outer loop through `cadences_due` (its id is behind its cursor)
+            "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (goal_id, stamp.now(c)),
+        )
     return get_goal(c, goal_id)
 
 

@@ -8,7 +8,6 @@ A removed schedule is disabled, not deleted: the check-ins it fired keep pointin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,16 +104,6 @@ def remove(c: Conn, goal_id: int, schedule_id: int) -> Schedule:
     return get(c, schedule_id)
 
 
-def active(c: Conn) -> list[Schedule]:
-    """Enabled schedules of active goals: what the daemon keeps jobs for."""
-    rows = c.execute(
-        f"SELECT {', '.join('s.' + k.strip() for k in COLS.split(','))} FROM schedules s"
-        " JOIN goals g ON g.goal_id = s.goal_id WHERE s.enabled = 1 AND g.status = 'active'"
-        " ORDER BY s.schedule_id"
-    )
-    return [_from_row(r) for r in rows]
-
-
 def record_fires(
     c: Conn,
     sched: Schedule,
@@ -187,52 +176,3 @@ def reset_cadence(c: Conn, goal_id: int, now: float) -> None:
     """Back to the agent's defaults: no overrides, no snooze, no backoff."""
     set_overrides(c, goal_id, now, **dict.fromkeys(OVERRIDES))
     c.execute("UPDATE cadences SET backoff = 0 WHERE goal_id = ?", (goal_id,))
-
-
-def active_goal_agents(c: Conn) -> dict[int, str]:
-    """goal_id → agent of every active goal."""
-    rows = c.execute("SELECT goal_id, agent FROM goals WHERE status = 'active'")
-    return {int(g): str(a) for g, a in rows}
-
-
-def unplanned_goals(c: Conn) -> list[int]:
-    """Active goals with no next look yet (new goals, or ones whose cadence was reset)."""
-    rows = c.execute(
-        "SELECT g.goal_id FROM goals g LEFT JOIN cadences k ON k.goal_id = g.goal_id"
-        " WHERE g.status = 'active' AND k.next_at IS NULL ORDER BY g.goal_id"
-    )
-    return [int(r[0]) for r in rows]
-
-
-def due_looks(c: Conn, now: float) -> list[tuple[int, float]]:
-    """(goal_id, next_at) of active goals whose cadence look is due and not yet recorded (a
-    recorded look stays due until its check-in ends and plans the next one)."""
-    rows = c.execute(
-        "SELECT k.goal_id, k.next_at FROM cadences k JOIN goals g ON g.goal_id = k.goal_id"
-        " WHERE k.next_at <= ? AND g.status = 'active' AND NOT EXISTS (SELECT 1 FROM checkins x"
-        "  WHERE x.goal_id = k.goal_id AND coalesce(x.schedule_id, 0) = 0 AND x.due_at = k.next_at)"
-        " ORDER BY k.next_at",
-        (now,),
-    )
-    return [(int(g), float(t)) for g, t in rows]
-
-
-def next_wake(c: Conn, agents: list[str], skip_schedules: Sequence[int] = ()) -> float | None:
-    """The earliest time anything of the outer loop is due for goals of `agents`: a look not yet
-    recorded, a schedule's fire, or a check-in waiting out a model backoff."""
-    d = c.dialect
-    row = c.execute(
-        "SELECT min(t) FROM ("
-        " SELECT min(k.next_at) AS t FROM cadences k JOIN goals g ON g.goal_id = k.goal_id"
-        f"  WHERE g.status = 'active' AND {d.in_list('g.agent')}"
-        "  AND NOT EXISTS (SELECT 1 FROM checkins x WHERE x.goal_id = k.goal_id"
-        "   AND coalesce(x.schedule_id, 0) = 0 AND x.due_at = k.next_at)"
-        " UNION ALL SELECT min(s.next_fire_at) FROM schedules s JOIN goals g"
-        "  ON g.goal_id = s.goal_id WHERE s.enabled = 1 AND g.status = 'active'"
-        f"  AND {d.in_list('g.agent')}"
-        f"  AND NOT ({d.in_list('s.schedule_id')})) AS due",
-        (d.list_param(agents), d.list_param(agents), d.list_param(skip_schedules)),
-    ).fetchone()
-    retry = qc.next_retry(c)
-    times = [t for t in (row[0], retry) if t is not None]
-    return float(min(times)) if times else None

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentd.db import items as qi
-from agentd.db import outbox
+from agentd.db import glance, outbox
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import JSON, GoalStatus, InboxKind, RunStatus, from_ts
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
 
 ACTIVE_RUNS = 10  # running and waiting runs listed (all are counted)
 NEXT_CHECKINS = 5  # the soonest check-ins listed
+CANDIDATES = 50  # goals read from each due-time index as candidates for the soonest check-ins
 FAILING_LISTED = 10  # goals with failing check-ins listed (all are counted)
 CONFIG_ERROR = "config.toml does not load, so they cannot be planned; `agentd doctor` says why"
 
@@ -26,16 +26,22 @@ CONFIG_ERROR = "config.toml does not load, so they cannot be planned; `agentd do
 def _checkins(c: Any, cfg: Config | None, now: float) -> tuple[list[JSON], list[JSON]]:
     """Of the active goals: the soonest next check-ins, each as `goal show` plans it
     (`outer.planner`: after jitter, quiet hours, snoozes and schedules) with its reason — none
-    without a config —, and the goals whose check-ins are failing, most failures first."""
+    without a config —, and the goals whose check-ins are failing, most failures first.
+    Only candidates are planned (db/glance.py: the first rows of each due-time index), never
+    every goal: a time the planner moves later (quiet hours) can let a goal further down the
+    indexes come first, so the list is the soonest among the candidates."""
     from agentd.operator import failures, schedules
 
     looks: list[JSON] = []
     failing: list[JSON] = []
-    for goal in q.list_goals(c, GoalStatus.ACTIVE):
+    for goal_id in [] if cfg is None else glance.soonest_goals(c, CANDIDATES):
+        goal = q.get_goal(c, goal_id)
         found = None if cfg is None else schedules.next_checkin(c, cfg, goal, now)
         if found is not None:
             looks.append({"goal_id": goal.goal_id, "title": goal.title, "at": from_ts(found.at),
                           "why": found.why, "by": found.by, "tz": found.tz})  # fmt: skip
+    for goal_id in glance.goals_with_failures(c):
+        goal = q.get_goal(c, goal_id)
         if (streak := failures.of_goal(c, goal)) is not None:
             failing.append({**streak, "title": goal.title, "since": from_ts(streak["since"]),
                             "last_at": from_ts(streak["last_at"])})  # fmt: skip
@@ -55,15 +61,15 @@ def gather(c: Any, home_now: float, cfg: Config | None = None) -> JSON:
         for status in (RunStatus.RUNNING, RunStatus.WAITING)
         for r in q.list_runs(c, status=status, limit=ACTIVE_RUNS)
     ]
-    items = qi.list_items(c, status="open")
+    inbox = glance.open_inbox(c)
     looks, failing = _checkins(c, cfg, now)
     return {
         "runs": {str(s): counts.get(str(s), 0) for s in RunStatus},
         "active_runs": sorted(active, key=lambda r: r.run_id)[:ACTIVE_RUNS],
         "inbox": {
-            "open": len(items),
-            **{str(k): sum(1 for i in items if i.kind == k) for k in InboxKind},
-            "oldest": min((i.created_at for i in items), default=None),
+            "open": inbox["open"],
+            **{str(k): inbox.get(str(k), 0) for k in InboxKind},
+            "oldest": from_ts(inbox["oldest"]),
         },
         "next_checkins": looks,
         **({} if cfg is not None else {"next_checkins_error": CONFIG_ERROR}),
@@ -71,6 +77,7 @@ def gather(c: Any, home_now: float, cfg: Config | None = None) -> JSON:
         "failing_goals": len(failing),
         "dismissed_nudges": nudges.mostly_dismissed(c),  # goals whose nudges are mostly dismissed
         "now": from_ts(now),
+        "planning": glance.planning(c),  # None, or how far a daemon's first planning has got
         "notify": outbox.channel_health(c),  # per channel: pending, failing (agentd/notify/)
     }
 

@@ -6,10 +6,14 @@ records every due time once (a fire to run, or a missed one with its reason: aft
 schedule's misfire policy decides, and nothing is silently dropped), then runs due check-ins —
 one at a time per goal, a few goals at once, never inside the goal's quiet hours.
 
-APScheduler only wakes the loop: one job per schedule (its trigger is `schedule.next_fire`, so
-DST and jitter follow our rules) and one for the earliest look, all rebuilt from the tables at
-start. Jobs run on the wall; under `serve --clock-speed N` their times are scaled, and since the
-loop also ticks every poll interval and always compares with the clock, nothing depends on them.
+A tick reads only what is due, through indexes (agentd/db/due.py): at 100,000 goals it costs what
+is due, not what exists. New goals are planned in bounded batches behind a cursor on `goal_id`
+(the first start plans every goal that way, after READY, logging how far it has got); due fires
+and looks are recorded in bounded batches too, and a tick that filled a batch is followed by
+another at once. APScheduler only wakes the loop: one job at the earliest due time (a look, a
+schedule's next fire as the tables hold it, a retry). Jobs run on the wall; under `serve
+--clock-speed N` their times are scaled, and since the loop also ticks every poll interval and
+always compares with the clock, nothing depends on them.
 """
 
 from __future__ import annotations
@@ -26,18 +30,18 @@ from typing import Any
 import structlog
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.base import BaseTrigger
 
 from agentd.clock import SystemClock
 from agentd.config import AgentConfig
 from agentd.db import checkins as qc
+from agentd.db import due as qd
+from agentd.db import meta
 from agentd.db import queries as q
 from agentd.db import schedules as qs
+from agentd.db.glance import PLANNING_KEY
 from agentd.errors import StateError
-from agentd.models import Goal
-from agentd.outer import cadence, checkin, schedule
-from agentd.outer.fires import Fires, spec_of, when
-from agentd.outer.schedule import ScheduleSpec
+from agentd.outer import cadence, checkin
+from agentd.outer.fires import Fires, when
 from agentd.runs.deps import Deps
 
 log = structlog.get_logger("agentd.outer")
@@ -49,52 +53,24 @@ CRASH_PAUSE_S = 30.0  # wall seconds before a check-in that raised unexpectedly 
 # Another commit (the CLI's, or the engine's own steps) is looked at within this many wall
 # seconds; what is due by the clock, and explicit wake-ups, are looked at at once.
 COMMIT_SCAN_S = 1.0
+PLAN_BATCH = 500  # goals read past the planning cursor per tick (each planned in one write)
+FIRE_BATCH = 500  # due schedules, and due looks, recorded per tick
 
 
 @dataclass
 class _Scan:
     """What one tick read (one read transaction)."""
 
-    unplanned: list[Goal] = field(default_factory=list)
-    all_schedules: list[qs.Schedule] = field(default_factory=list)  # for the wake-up jobs
+    unplanned: list[int] = field(default_factory=list)  # goals with no next look yet
+    cursor: int = 0  # the planning cursor once these are planned
+    read: int = 0  # goal rows read past the cursor
+    full: bool = False  # a batch was full: more is due, tick again at once
     schedules: list[qs.Schedule] = field(default_factory=list)  # due now
     looks: list[tuple[int, float]] = field(default_factory=list)  # (goal_id, next_at) due
     cadences: dict[int, dict[str, Any] | None] = field(default_factory=dict)
     agents: dict[int, str] = field(default_factory=dict)  # goal_id → agent, for goals in play
     open: list[tuple[int, int]] = field(default_factory=list)  # (checkin_id, goal_id)
     next_wake: float | None = None
-
-
-class _FireTrigger(BaseTrigger):  # type: ignore[misc]  # apscheduler ships no type hints
-    """An APScheduler trigger that asks our schedule math (in clock time) for the next fire."""
-
-    def __init__(self, outer: Outer, spec: ScheduleSpec, goal_id: int, anchor: float) -> None:
-        self.outer, self.spec, self.goal_id, self.anchor = outer, spec, goal_id, anchor
-        self.exact: dict[datetime, float] = {}  # the wall times handed out → their clock times
-
-    def first(self, after: float) -> datetime:
-        return self._hand_out(schedule.next_fire(self.spec, after, self.goal_id, self.anchor))
-
-    def _hand_out(self, t: float) -> datetime:
-        wall = self.outer.wall_time(t)
-        self.exact = {wall: t}
-        return wall
-
-    def get_next_fire_time(self, previous_fire_time: Any, now: datetime) -> datetime:
-        # APScheduler hands back the time it got from us: continue from its exact clock time.
-        # A round trip through wall time could land a hair before it and yield the same fire
-        # again — forever, as APScheduler collects run times until one passes `now`.
-        if previous_fire_time is None:
-            after = self.outer.clock_time(now)
-        else:
-            after = self.exact.get(previous_fire_time, self.outer.clock_time(previous_fire_time))
-        t = schedule.next_fire(self.spec, after, self.goal_id, self.anchor)
-        wall = self.outer.wall_time(t)
-        while previous_fire_time is not None and wall <= previous_fire_time:
-            t = schedule.next_fire(self.spec, t, self.goal_id, self.anchor)
-            wall = self.outer.wall_time(t)
-        self.exact = {wall: t}
-        return wall
 
 
 class Outer:
@@ -111,8 +87,16 @@ class Outer:
         self.tasks: dict[int, asyncio.Task[None]] = {}  # goal_id → its running check-in
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_CHECKINS)
         self._wake = asyncio.Event()
-        self._job_specs: dict[str, tuple[Any, ...]] = {}
         self._next_wake: float | None = None
+        # Planning: goals up to this id were read once; new goals come after it. A full batch,
+        # or a batch of due fires, makes the next tick come at once (`_more`).
+        self._plan_cursor = 0
+        self._plan_read = 0  # goal rows read since the cursor last started over
+        self._plan_done = False  # the cursor has reached the last goal
+        self._plan_total = 0  # goals there were then
+        self._plan_for: object = None  # the config the cursor swept with (a reload sweeps again)
+        self._more = False
+        self._catching_up = False  # due times found at start, recorded over several ticks
         # A tick reads the tables only when something may have changed: a commit (data_version),
         # a wake-up (a job, a check-in that ended), or the time of the next thing due.
         self._dirty = True
@@ -166,6 +150,9 @@ class Outer:
             except Exception:  # a bug here must not stop the runs the daemon drives
                 log.exception("outer.tick_crashed")
                 self._dirty, pause = True, max(self.poll_s, 5.0)
+            if self._more and pause == self.poll_s:  # a batch was full: the rest at once
+                await asyncio.sleep(0)
+                continue
             waiter = asyncio.ensure_future(self._wake.wait())
             stopper = asyncio.ensure_future(stop.wait())
             pause = self._pause(pause)
@@ -218,19 +205,31 @@ class Outer:
         self._seen = version
         committed = version != self._version and time.monotonic() - self._scanned >= COMMIT_SCAN_S
         due = self._due_at is not None and now >= self._due_at
-        if not (starting or self._dirty or self._crashed or committed or due):
+        if not (starting or self._dirty or self._crashed or committed or due or self._more):
             return  # nothing committed, nothing woke us, nothing due yet
         self._dirty, self._version, self._scanned = False, version, time.monotonic()
+        if starting:
+            self._catching_up = True
+        if self._plan_for is not self.deps.config:  # at start, and after a reload: agents whose
+            self._plan_for = self.deps.config  # check-ins were off may be on now
+            self._plan_cursor = self._plan_read = 0
+            self._plan_done = False
+            self._plan_total = await self.deps.store.read(qd.goals_total)
         scan = await self.deps.store.read(lambda c: self._scan(c, now))
-        if scan.unplanned:
-            await self.deps.store.write(lambda c: self._plan(c, scan.unplanned, now))
+        more = scan.full
+        if scan.read or scan.unplanned or not self._plan_done:
+            progress = await self.deps.store.write(lambda c: self._plan(c, scan, now))
+            if progress is not None:  # committed: the cursor moves past the goals read
+                self._plan_cursor, self._plan_read, self._plan_total, self._plan_done = progress
         if scan.schedules or scan.looks:
             # A fire found late at start was missed while down, unless other daemons share the
             # database: one of them was up, and a fire a moment late is just on time.
-            after_down = starting and not self.deps.store.backend.shared
+            after_down = self._catching_up and not self.deps.store.backend.shared
             fired = await self.deps.store.write(lambda c: self._fire(c, scan, now, after_down))
             if fired:
-                scan = await self.deps.store.read(lambda c: self._scan(c, now))
+                scan = await self.deps.store.read(lambda c: self._scan(c, now, planning=False))
+        self._more = more
+        self._catching_up = self._catching_up and more
         self._due_at = scan.next_wake
         await self._start_checkins(scan, now)
         if self.jobs is not None and not self.stopping:
@@ -239,27 +238,28 @@ class Outer:
     def _enabled_agents(self) -> dict[str, AgentConfig]:
         return {n: a for n, a in self.deps.config.agents.items() if a.checkin.enabled}
 
-    def _scan(self, c: Any, now: float) -> _Scan:
-        """Everything a tick acts on, for goals whose agent has check-ins enabled (due times
-        of the others wait, unrecorded, until check-ins are enabled again)."""
-        enabled = self._enabled_agents()
-        agent_of = qs.active_goal_agents(c)
-
-        def on(goal_id: int) -> bool:
-            return agent_of.get(goal_id) in enabled
-
-        scan = _Scan(next_wake=qs.next_wake(c, list(enabled), sorted(self.fires.invalid)))
-        scan.unplanned = [q.get_goal(c, g) for g in qs.unplanned_goals(c) if on(g)]
-        scan.all_schedules = [s for s in qs.active(c) if on(s.goal_id)]
-        scan.schedules = [
-            s for s in scan.all_schedules
-            if (s.next_fire_at is None or s.next_fire_at <= now) and s.schedule_id not in self.fires.invalid
-        ]  # fmt: skip
-        scan.looks = [(g, t) for g, t in qs.due_looks(c, now) if on(g)]
+    def _scan(self, c: Any, now: float, *, planning: bool = True) -> _Scan:
+        """What a tick acts on, for goals whose agent has check-ins enabled (due times of the
+        others wait, unrecorded, until check-ins are enabled again): only due rows and the next
+        batch of goals to plan, each read through an index (agentd/db/due.py)."""
+        agents = sorted(self._enabled_agents())
+        invalid = sorted(self.fires.invalid)
+        scan = _Scan(next_wake=qd.next_wake(c, agents, invalid), cursor=self._plan_cursor)
+        if planning:
+            found, scan.cursor, scan.read = qd.unplanned(c, self._plan_cursor, agents, PLAN_BATCH)
+            scan.unplanned = [g for g, _ in found]
+            scan.full = scan.read >= PLAN_BATCH
+        for sched, agent in qd.schedules(c, now, agents, invalid, FIRE_BATCH):
+            scan.schedules.append(sched)
+            scan.agents[sched.goal_id] = agent
+        for goal_id, next_at, agent in qd.looks(c, now, agents, FIRE_BATCH):
+            scan.looks.append((goal_id, next_at))
+            scan.agents[goal_id] = agent
+        scan.full = scan.full or FIRE_BATCH in (len(scan.schedules), len(scan.looks))
         scan.open = [(i, qc.get(c, i).goal_id) for i in qc.open_ids(c, now, self.deps.owner)]
-        goal_ids = {s.goal_id for s in scan.schedules} | {g for g, _ in scan.looks}
-        for goal_id in goal_ids | {g for _, g in scan.open}:
-            scan.agents[goal_id] = agent_of.get(goal_id) or q.get_goal(c, goal_id).agent
+        for goal_id in set(scan.agents) | {g for _, g in scan.open}:
+            if goal_id not in scan.agents:
+                scan.agents[goal_id] = q.get_goal(c, goal_id).agent
             scan.cadences[goal_id] = qc.cadence_row(c, goal_id)
         return scan
 
@@ -269,10 +269,13 @@ class Outer:
             None if agent is None else cadence.cadence_from(agent.checkin, scan.cadences[goal_id])
         )
 
-    def _plan(self, c: Any, goals: list[Goal], now: float) -> None:
+    def _plan(self, c: Any, scan: _Scan, now: float) -> tuple[int, int, int, bool] | None:
         """A new goal's first look: soon (at the goal's minimum interval), so a goal that lacks
-        something to act on is asked about the same day — clamped and quiet-aware as any look."""
-        for goal in goals:
+        something to act on is asked about the same day — clamped and quiet-aware as any look.
+        Returns the planning's progress (cursor, goals read, of how many, done), which the caller
+        keeps once this commits — so no goal is skipped — or None when it did not move."""
+        for goal_id in scan.unplanned:
+            goal = q.get_goal(c, goal_id)
             agent = self.deps.config.agents[goal.agent]
             row = qc.cadence_row(c, goal.goal_id)
             if row is not None and row["next_at"] is not None:
@@ -281,7 +284,18 @@ class Outer:
             proposed = f"model proposed {cadence.format_duration(agent.checkin.min_s)}"
             why = why.replace(proposed, "first look at a new goal", 1)
             qc.set_next(c, goal.goal_id, t, why, now)
-            log.info("checkin.planned", goal_id=goal.goal_id, next_at=when(t), why=why)
+            if len(scan.unplanned) <= 10:  # a burst (a first start) is logged as progress
+                log.info("checkin.planned", goal_id=goal.goal_id, next_at=when(t), why=why)
+        done = scan.read < PLAN_BATCH
+        if scan.read == 0 and self._plan_done:
+            return None
+        read = self._plan_read + scan.read
+        total = max(self._plan_total, read)
+        meta.set_meta(c, PLANNING_KEY, f"{read} {total} {int(done)}")
+        if scan.read >= PLAN_BATCH or len(scan.unplanned) > 10:
+            log.info("outer.planning", goals_read=read, goals=total, planned=len(scan.unplanned),
+                     done=done)  # fmt: skip
+        return scan.cursor, read, total, done
 
     def _fire(self, c: Any, scan: _Scan, now: float, starting: bool) -> int:
         """Record due times as check-in rows (one transaction). Returns how many rows are new.
@@ -367,34 +381,10 @@ class Outer:
     # ── wake-up jobs ──────────────────────────────────────────────────────────────────────────
 
     def _sync_jobs(self, scan: _Scan, now: float) -> None:
-        """Keep one APScheduler job per active schedule, and one for the earliest look."""
+        """One APScheduler job, at the earliest due time: the tables hold each schedule's next
+        fire (`next_fire_at`), so no job per schedule is kept."""
         assert self.jobs is not None
-        schedules, next_wake = scan.all_schedules, scan.next_wake
-        wanted: dict[str, tuple[Any, ...]] = {}
-        for s in schedules:
-            wanted[f"schedule:{s.schedule_id}"] = (s.kind, s.spec, s.tz, s.jitter_s, s.created_at)
-        for job_id in set(self._job_specs) - set(wanted):
-            with contextlib.suppress(Exception):
-                self.jobs.remove_job(job_id)
-            del self._job_specs[job_id]
-        for s in schedules:
-            job_id = f"schedule:{s.schedule_id}"
-            if self._job_specs.get(job_id) == wanted[job_id]:
-                continue
-            try:
-                spec = spec_of(s)
-            except ValueError:
-                continue
-            trigger = _FireTrigger(self, spec, s.goal_id, s.created_at)
-            try:
-                # The next run counts from the last durable fire, never from "now": a fire
-                # missed while down is the tables' business (recorded at start), not lost here.
-                first = trigger.first(max(s.last_fired_at or s.created_at, now))
-                self.jobs.add_job(self._job_wake, trigger, id=job_id, replace_existing=True,
-                                  next_run_time=first)  # fmt: skip
-            except (ValueError, OverflowError, OSError) as e:  # a time no datetime can hold
-                log.error("outer.schedule_unusable", schedule_id=s.schedule_id, error=str(e))
-            self._job_specs[job_id] = wanted[job_id]
+        next_wake = scan.next_wake
         if next_wake != self._next_wake:
             self._next_wake = next_wake
             if next_wake is not None and next_wake > now:

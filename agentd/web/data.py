@@ -10,10 +10,11 @@ from agentd.config import Config
 from agentd.errors import Refused, Unchanged, UsageError
 from agentd.models import JSON, Goal, GoalStatus, InboxItem, InboxKind, Run, Step
 from agentd.operator import evidence as operator_evidence
-from agentd.operator import goals, inbox
+from agentd.operator import goals, inbox, listing
 from agentd.operator import schedules as plan
 from agentd.operator.home import HomeStore
 from agentd.operator.home import now as home_now
+from agentd.operator.listing import Page
 from agentd.text import jsonable
 from agentd.views.outer import as_json
 from agentd.views.runs import show_json
@@ -32,10 +33,10 @@ def item_with_goal(store: HomeStore, item_id: int) -> tuple[InboxItem, Goal | No
 
 
 def inbox_view(store: HomeStore, keeps: Any) -> tuple[list[InboxItem], dict[int, Goal]]:
-    """The items `keeps` (an inbox filter) keeps, and every goal by id (for their titles)."""
-    found = inbox.items(store, show_all=True)
-    by_id = {g.goal_id: g for g in goals.all_goals(store)}
-    return [i for i in found if keeps(i)], by_id
+    """The items `keeps` (an inbox filter) keeps, and their goals by id (for their titles: only
+    theirs, not every goal of the home)."""
+    kept = [i for i in inbox.items(store, show_all=True) if keeps(i)]
+    return kept, listing.goals_by_id(store, {i.goal_id for i in kept if i.goal_id is not None})
 
 
 def held_line(store: HomeStore) -> str:
@@ -64,6 +65,16 @@ def evidence(item: InboxItem) -> list[tuple[str, Any]]:
 
 def all_goals(store: HomeStore) -> list[Goal]:
     return goals.all_goals(store)
+
+
+def goals_page(store: HomeStore, after: int | None, limit: int | None) -> Page[Goal]:
+    return listing.goals(store, None, after, limit)
+
+
+def inbox_page(
+    store: HomeStore, show_all: bool, after: int | None, limit: int | None
+) -> Page[InboxItem]:
+    return listing.items(store, show_all, after, limit)
 
 
 def goal_json(store: HomeStore, cfg: Config, goal_id: int) -> JSON:

@@ -29,6 +29,7 @@ from agentd import config
 from agentd.clock import ManualClock
 from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
+from agentd.db import due as qd
 from agentd.db import leases
 from agentd.db import queries as q
 from agentd.db import schedules as qs
@@ -285,7 +286,7 @@ class AgentdRun:
             return math.inf
         now = self.clock.now()
         wake, waiting = self.sync.read(
-            lambda c: (qs.next_wake(c, ["default"]), qc.open_ids(c, math.inf))
+            lambda c: (qd.next_wake(c, ["default"]), qc.open_ids(c, math.inf))
         )
         times = [wake] if wake is not None and wake > now else []
         if waiting:  # a fire held by quiet hours runs when they end; else poll hourly

@@ -5,24 +5,22 @@ snoozes, first looks, DST, and the APScheduler trigger that only wakes the loop.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
-from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from agentd.clock import ManualClock, ScaledClock, SystemClock
+from agentd.clock import ManualClock
 from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
 from agentd.db import queries as q
 from agentd.db import schedules as qs
 from agentd.db.store import Store
 from agentd.outer import schedule
-from agentd.outer.service import Outer, _FireTrigger
+from agentd.outer.service import Outer
 from tests.conftest import Home
 
 pytestmark = pytest.mark.backends  # each test that opens a home: on SQLite and on PostgreSQL
@@ -265,24 +263,3 @@ async def test_a_cron_fires_once_a_day_at_local_time_across_the_dst_change(make:
     local = [datetime.fromtimestamp(r.due_at, berlin) for r in rows]
     assert [(t.day, t.hour, t.minute) for t in local] == [(d, 9, 0) for d in (28, 29, 30, 31)]
     assert all(r.status == "skipped" for r in rows)
-
-
-# ── the wake-up trigger ─────────────────────────────────────────────────────────────────────
-
-
-@pytest.mark.parametrize("clock", [SystemClock(), ScaledClock(20.0)], ids=["wall", "scaled"])
-def test_fire_trigger_never_hands_out_the_same_fire_twice(clock: Any) -> None:
-    """APScheduler collects run times until one passes `now`: a trigger that gave the same
-    time back after a round trip through wall time looped forever (and ate memory)."""
-    deps: Any = SimpleNamespace(clock=clock, config=SimpleNamespace(
-        daemon=SimpleNamespace(poll_interval_s=0.05)))  # fmt: skip
-    outer = Outer(deps, lambda run_id, epoch: None)
-    spec = schedule.parse_spec("interval", "2", "UTC", jitter_s=0.2)
-    trigger = _FireTrigger(outer, spec, 7, clock.now())
-    first = trigger.first(clock.now())
-    now = first.fromtimestamp(first.timestamp() + 40 * 2 / outer.rate, UTC)
-    times = [first]
-    while times[-1] <= now and len(times) < 100:
-        times.append(trigger.get_next_fire_time(times[-1], now))
-    assert len(times) < 100
-    assert all(b > a for a, b in itertools.pairwise(times))

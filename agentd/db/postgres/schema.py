@@ -332,6 +332,14 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE daemons ADD COLUMN config_loaded_at {TIME};
     """,
     ),
+    Migration(
+        "due-driven indexes: due schedules, goals by status, failed check-ins (SQLite's version 10)",
+        """
+    CREATE INDEX schedules_due ON schedules(next_fire_at) WHERE enabled = 1;
+    CREATE INDEX goals_by_status ON goals(status, goal_id);
+    CREATE INDEX checkins_failed ON checkins(goal_id) WHERE status = 'failed';
+    """,
+    ),
 ]
 
 _LEDGER = """

@@ -326,6 +326,14 @@ MIGRATIONS: list[str] = [
     ALTER TABLE daemons ADD COLUMN config_sha256 TEXT;
     ALTER TABLE daemons ADD COLUMN config_loaded_at REAL;
     """,
+    # 10: costs that grow with what is due, not with what exists (issue 35): the daemon's tick
+    # reads due schedules and unplanned looks through indexes, lists page by status, and
+    # `status` finds goals whose check-ins fail without reading every goal.
+    """
+    CREATE INDEX schedules_due ON schedules(next_fire_at) WHERE enabled = 1;
+    CREATE INDEX goals_by_status ON goals(status, goal_id);
+    CREATE INDEX checkins_failed ON checkins(goal_id) WHERE status = 'failed';
+    """,
 ]
 
 

@@ -1,0 +1,115 @@
+"""What the outer loop's tick reads (issue 35): only rows that are due or changed, each through an
+index — schedules whose next fire has come (`schedules_due`), cadence looks whose time has come
+(`cadences_due`), goals not yet planned (new ones past a cursor on `goal_id`, reset ones through
+`cadences_due`) — each batch bounded by a limit, so a tick costs what is due, not what
+exists. The goals' agents come with the rows (a join on the goal's primary key).
+
+`CROSS JOIN` keeps SQLite's loop on the indexed side first (PostgreSQL plans it as it likes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentd.db import checkins as qc
+from agentd.db.conn import Conn
+from agentd.db.schedules import COLS, Schedule, _from_row
+
+_S_COLS = ", ".join("s." + k.strip() for k in COLS.split(","))
+
+
+def schedules(
+    c: Conn, now: float, agents: Sequence[str], skip: Sequence[int], limit: int
+) -> list[tuple[Schedule, str]]:
+    """(schedule, agent) of enabled schedules of active goals of `agents` whose next fire is at
+    or before `now` (or not computed yet), soonest first, at most `limit`; `skip` are schedules
+    whose row no longer parses."""
+    d = c.dialect
+    out: list[tuple[Schedule, str]] = []
+    for cond in ("s.next_fire_at <= ?", "s.next_fire_at IS NULL"):
+        rows = c.execute(
+            f"SELECT {_S_COLS}, g.agent FROM schedules s CROSS JOIN goals g"
+            f" WHERE g.goal_id = s.goal_id AND s.enabled = 1 AND {cond} AND g.status = 'active'"
+            f" AND {d.in_list('g.agent')} AND NOT ({d.in_list('s.schedule_id')})"
+            " ORDER BY s.next_fire_at, s.schedule_id LIMIT ?",
+            (*((now,) if "?" in cond else ()), d.list_param(agents), d.list_param(skip),
+             limit - len(out)),
+        )  # fmt: skip
+        out += [(_from_row(r[:-1]), str(r[-1])) for r in rows]
+        if len(out) >= limit:
+            break
+    return out
+
+
+def looks(c: Conn, now: float, agents: Sequence[str], limit: int) -> list[tuple[int, float, str]]:
+    """(goal_id, next_at, agent) of active goals of `agents` whose cadence look is due and not
+    yet recorded (a recorded look stays due until its check-in ends and plans the next one),
+    soonest first, at most `limit`."""
+    d = c.dialect
+    rows = c.execute(
+        "SELECT k.goal_id, k.next_at, g.agent FROM cadences k CROSS JOIN goals g"
+        " WHERE g.goal_id = k.goal_id AND k.next_at <= ? AND g.status = 'active'"
+        f" AND {d.in_list('g.agent')} AND NOT EXISTS (SELECT 1 FROM checkins x"
+        "  WHERE x.goal_id = k.goal_id AND coalesce(x.schedule_id, 0) = 0 AND x.due_at = k.next_at)"
+        " ORDER BY k.next_at LIMIT ?",
+        (now, d.list_param(agents), limit),
+    )
+    return [(int(g), float(t), str(a)) for g, t, a in rows]
+
+
+def unplanned(
+    c: Conn, after: int, agents: Sequence[str], limit: int
+) -> tuple[list[tuple[int, str]], int, int]:
+    """Active goals of `agents` with no next look yet, among the `limit` goals after goal
+    `after` (the planning cursor: each goal is read once as it appears) and those whose cadence
+    row has no look (a reset; `cadences_due`). Returns ((goal_id, agent) …, the cursor's
+    next value, how many goal rows were read past the cursor)."""
+    d = c.dialect
+    rows = c.execute(
+        "SELECT g.goal_id, g.agent, g.status, k.next_at IS NULL AS unplanned FROM goals g"
+        " LEFT JOIN cadences k ON k.goal_id = g.goal_id WHERE g.goal_id > ?"
+        " ORDER BY g.goal_id LIMIT ?",
+        (after, limit),
+    ).fetchall()
+    wanted = set(agents)
+    found = {
+        int(g): str(a) for g, a, s, u in rows if u and s == "active" and a in wanted
+    }  # fmt: skip
+    reset = c.execute(
+        "SELECT g.goal_id, g.agent FROM cadences k CROSS JOIN goals g"
+        " WHERE g.goal_id = k.goal_id AND k.next_at IS NULL AND g.status = 'active'"
+        f" AND g.goal_id <= ? AND {d.in_list('g.agent')} ORDER BY g.goal_id LIMIT ?",
+        (after, d.list_param(agents), limit),
+    )
+    found.update((int(g), str(a)) for g, a in reset)
+    cursor = int(rows[-1][0]) if rows else after
+    return sorted(found.items()), cursor, len(rows)
+
+
+def goals_total(c: Conn) -> int:
+    """How many goals there are (the planning progress's denominator; one index count)."""
+    return int(c.execute("SELECT count(*) FROM goals").fetchone()[0])
+
+
+def next_wake(c: Conn, agents: Sequence[str], skip_schedules: Sequence[int] = ()) -> float | None:
+    """The earliest time anything of the outer loop is due for goals of `agents`: a look not yet
+    recorded, a schedule's fire, or a check-in waiting out a model backoff — each the first row
+    of its index that qualifies."""
+    d = c.dialect
+    row = c.execute(
+        "SELECT min(t) FROM ("
+        " SELECT t FROM (SELECT k.next_at AS t FROM cadences k CROSS JOIN goals g"
+        "  WHERE g.goal_id = k.goal_id AND k.next_at IS NOT NULL AND g.status = 'active'"
+        f"  AND {d.in_list('g.agent')} AND NOT EXISTS (SELECT 1 FROM checkins x"
+        "   WHERE x.goal_id = k.goal_id AND coalesce(x.schedule_id, 0) = 0 AND x.due_at = k.next_at)"
+        "  ORDER BY k.next_at LIMIT 1) AS a"
+        " UNION ALL SELECT t FROM (SELECT s.next_fire_at AS t FROM schedules s CROSS JOIN goals g"
+        "  WHERE g.goal_id = s.goal_id AND s.enabled = 1 AND s.next_fire_at IS NOT NULL"
+        f"  AND g.status = 'active' AND {d.in_list('g.agent')}"
+        f"  AND NOT ({d.in_list('s.schedule_id')}) ORDER BY s.next_fire_at LIMIT 1) AS b"
+        ") AS due",
+        (d.list_param(agents), d.list_param(agents), d.list_param(skip_schedules)),
+    ).fetchone()
+    retry = qc.next_retry(c)
+    times = [t for t in (row[0], retry) if t is not None]
+    return float(min(times)) if times else None

@@ -1,0 +1,96 @@
+"""Goals the outer loop's planning must not lose (issue 35's review): on PostgreSQL a goal can
+commit after one with a higher id (two hosts, a sequence's cache), behind the planning cursor —
+it is planned all the same; a paused or closed goal's look leaves the due-look index, and a
+resumed goal is planned again."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from agentd.clock import ManualClock
+from agentd.daemon import serve as daemon
+from agentd.db import checkins as qc
+from agentd.db import queries as q
+from agentd.db.store import Store, SyncStore
+from agentd.outer.service import Outer
+from tests.conftest import Home
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC).timestamp()
+HOUR = 3600.0
+CONFIG = """
+[models.default]
+provider = "scripted"
+replies = "replies.json"
+
+[models.checker]
+provider = "scripted"
+replies = "checkins.json"
+
+[agents.default]
+actions = ["notify", "finish"]
+
+[agents.default.checkin]
+model = "checker"
+tz = "UTC"
+jitter_s = 0
+min_s = 3600
+"""
+NOTHING = {"reason": "quiet", "next_look_in_s": None, "verdict": {"kind": "nothing"}}
+
+
+def add(c: Any, title: str) -> int:
+    return q.add_goal(c, title=title, why="tests", agent="default", criteria=[], deadline=None)
+
+
+@pytest.fixture
+async def outer(home: Home) -> AsyncIterator[Callable[[], Any]]:
+    made: list[tuple[Store, Outer]] = []
+
+    async def build() -> Outer:
+        cfg = home.write_config(CONFIG, [{"action": {"kind": "finish"}}])
+        (home.root / "checkins.json").write_text(json.dumps([NOTHING] * 50))
+        home.store  # noqa: B018  # migrate before the async store opens
+        store = Store(home.paths.db, backend=home.backend())
+        await store.open()
+        deps = daemon.build_deps(cfg, store, owner="test:1")
+        deps.clock = ManualClock(T0)
+        made.append((store, Outer(deps, lambda run_id, epoch: None)))
+        return made[-1][1]
+
+    yield build
+    for store, o in made:
+        await o.stop(1)
+        await store.close()
+
+
+def look(home: Home, goal_id: int) -> float | None:
+    row = home.store.read(lambda c: qc.cadence_row(c, goal_id))
+    return None if row is None else row["next_at"]
+
+
+@pytest.mark.backends("postgres")
+async def test_a_goal_committed_behind_the_cursor_is_planned(
+    home: Home, outer: Callable[[], Any]
+) -> None:
+    o = await outer()
+    await o.start()
+    other = SyncStore(home.paths.db, backend=home.backend())  # a second host's `goal add`
+    try:
+        with other.transaction() as c:
+            late = add(c, "committed late")  # its id comes first …
+            early = home.store.write(lambda c: add(c, "committed first"))
+            assert early > late
+            o.wake()
+            await o.tick()  # … the loop plans the later id, its cursor passes both
+            assert look(home, early) is not None
+        # … and then the lower id commits.
+        o.wake()
+        await o.tick()
+        assert look(home, late) == T0 + HOUR
+    finally:
+        other.close()
