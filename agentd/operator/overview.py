@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from agentd.db import glance, outbox
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
-from agentd.models import JSON, GoalStatus, InboxKind, RunStatus, from_ts
+from agentd.models import JSON, InboxKind, RunStatus, from_ts
 from agentd.operator import nudges
 from agentd.outer import timebase
 
