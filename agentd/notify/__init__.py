@@ -12,7 +12,7 @@ from typing import Protocol
 
 from agentd.config.notify import EmailNotify, NotifierConfig, NtfyNotify, WebhookNotify
 from agentd.models import JSON
-from agentd.text import safe
+from agentd.text import cut_at_word, safe
 
 PRIORITY_LEVEL = {"min": 1, "low": 2, "default": 3, "high": 4, "urgent": 5}
 
@@ -61,7 +61,7 @@ def subject(message: JSON) -> str:
         "notice": "notice",
         "failure": "run failed",
     }.get(str(message.get("category")), "inbox")
-    title = " ".join(str(message.get("title", "")).split())[:150]
+    title = cut_at_word(" ".join(str(message.get("title", "")).split()), 150)
     stage = int(message.get("stage", 0))
     if message.get("escalation"):
         lead = f"ESCALATION: {what} unanswered"

@@ -18,6 +18,7 @@ from agentd.outside import process
 from agentd.runs import control
 from agentd.runs.acting import RunJournal
 from agentd.sources import observe_all
+from agentd.text import cut_at_word
 
 log = structlog.get_logger("agentd.engine")
 
@@ -113,7 +114,7 @@ class Recovery(RunJournal):
         )
         ref = self.ref()
         item = {
-            "title": question[:200], "body": f"{question}\nWorld now: {prompt.quote(world)}",
+            "title": cut_at_word(question), "body": f"{question}\nWorld now: {prompt.quote(world)}",
             "seq": ref.seq, "rule": "unknown_outcome",
             "expires_at": self._expiry(InboxKind.QUESTION),
         }  # fmt: skip
