@@ -76,7 +76,7 @@ class ChannelBase(Strict):
     retry_base_s: float = Field(30.0, gt=0)  # first retry after this; doubles each failure
     retry_max_s: float = Field(3600.0, gt=0)  # backoff stops growing here
     give_up_after_s: float = Field(3 * 86400.0, gt=0)  # then the message is marked failed
-    # In the goal's quiet hours an approval, or a question a run waits on, pages at once ("send")
+    # In the goal's quiet hours an approval, a failure or a question a run waits on pages at once ("send")
     # or waits for their end like nudges and notices ("hold"); either way never past its expiry.
     urgent_in_quiet_hours: Literal["send", "hold"] = "send"
 
@@ -187,7 +187,7 @@ class AgentNotify(Strict):
     # the same channels).
     escalate_after: float | None = None
     escalate_to: list[str] = []
-    # The goal's check-in quiet hours hold nudges, notices and failures back (approvals and
+    # The goal's check-in quiet hours hold nudges and notices back (approvals, failures and
     # blocking questions too on a channel with urgent_in_quiet_hours = "hold"); false: none.
     hold_in_quiet_hours: bool = True
 
