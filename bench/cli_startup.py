@@ -5,9 +5,9 @@
 Builds a home (`agentd init`, one goal), then runs, N times over and interleaved so drift hits all
 alike, `python -c "import typer"` and five commands as an operator types them: `agentd --version`,
 `agentd --help`, `agentd inbox list --json`, `agentd goal list` and a decision, `agentd inbox
-approve 999` (an id the home does not have: it exits 1 after loading the config and looking). Each process's user+sys CPU
-comes from the kernel's accounting of the child (getrusage); one RESULT line per command, then the
-ratios (target ≤ 3x).
+approve 999` (an id the home does not have: it exits 1 after loading the config and looking).
+Each process's user+sys CPU comes from the kernel's accounting of the child (getrusage); one RESULT
+line per command, then the ratios (target ≤ 3x).
 The children write bytecode caches as an installed tool does, whatever PYTHONDONTWRITEBYTECODE says
 here (without them every start compiles the modules it imports, and that is what gets measured).
 """
