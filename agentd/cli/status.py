@@ -7,7 +7,7 @@ written."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -20,16 +20,30 @@ from agentd.text import safe, urls_shown
 from agentd.views import records
 from agentd.views.daemons import daemons_table
 
+WatchFlag = Annotated[
+    bool, typer.Option("--watch", help="Show it again every 2 seconds until Ctrl-C.")
+]
+
 
 @app.command("status")
-def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+def status(ctx: typer.Context, as_json: JsonFlag = False, watch: WatchFlag = False) -> None:
     """Is the daemon up (and responding); runs by state (and the active ones); open inbox items;
     the next check-ins; the daemons serving the database (live ones, and those stopped or silent
     in the last day). Exits 0 whether or not a daemon runs.
 
     \b
     Example: agentd status --json
+    Kept on screen: agentd status --watch
     """
+    if watch:
+        from agentd.cli.repeat import repeat
+
+        repeat(lambda: _status(ctx, as_json))
+    else:
+        _status(ctx, as_json)
+
+
+def _status(ctx: typer.Context, as_json: bool) -> None:
     paths = paths_of(ctx)
     pid = daemon_pid(paths)
     try:  # the next check-ins are planned from the agents' cadences

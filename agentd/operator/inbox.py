@@ -11,6 +11,7 @@ what closed it and why. Texts the operator writes are bounded by TEXT_MAX_CHARS 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentd.db import checkins, memory, stamp
@@ -275,6 +276,40 @@ def _start_suggested(c: Any, config: Config, goal: Goal, item_id: int, suggested
 
 
 # ── what surfaces read of the inbox ─────────────────────────────────────────────────────────────
+
+
+KINDS = ("approval", "question", "notice", "nudge")
+STATUSES = ("open", "all", *(s.value for s in InboxStatus if s != InboxStatus.OPEN))
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Which items `agentd inbox list` shows, as the web inbox's filters: a kind (notice keeps
+    nudges too: they are notices), a goal, a status ("open", "all" or one)."""
+
+    kind: str | None = None
+    goal_id: int | None = None
+    status: str = "open"
+
+    @classmethod
+    def parse(cls, kind: str | None, goal_id: int | None, status: str) -> Filter:
+        if kind is not None and kind not in KINDS:
+            raise UsageError(f"--kind {kind!r}: choose one of {', '.join(KINDS)}")
+        if status not in STATUSES:
+            raise UsageError(f"--status {status!r}: choose one of {', '.join(STATUSES)}")
+        return cls(kind, goal_id, status)
+
+    def keeps(self, item: InboxItem) -> bool:
+        word = "nudge" if item.rule == "nudge" else str(item.kind)
+        if (
+            self.kind is not None
+            and self.kind != word
+            and not (self.kind == "notice" and item.kind == InboxKind.NOTICE)
+        ):
+            return False
+        if self.goal_id is not None and item.goal_id != self.goal_id:
+            return False
+        return self.status in ("all", item.status)
 
 
 def items(store: SyncStore, *, show_all: bool = False) -> list[InboxItem]:
