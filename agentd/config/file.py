@@ -15,6 +15,7 @@ from agentd.config import notify as config_notify
 from agentd.config.actions import ActionConfig, BuiltinAction
 from agentd.config.agents import AgentConfig
 from agentd.config.api import ApiConfig, WebConfig
+from agentd.config.durations import seconds_keys
 from agentd.config.models import ModelConfig, Price
 from agentd.config.sources import SOURCE_STATES, SourceConfig
 from agentd.config.store import StoreConfig
@@ -25,6 +26,11 @@ BUILTIN_ACTIONS = ("finish", "ask", "notify", "sleep", "wait_event", "build")
 
 class _Strict(BaseModel):  # as config/actions.Strict (ruff and pydantic see a model here)
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _durations(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
+        return seconds_keys(data)
 
 
 class DaemonConfig(_Strict):

@@ -45,3 +45,8 @@ def test_notification_subject_cuts_the_title_at_a_word() -> None:
     said = subject({"category": "question", "item_id": 8, "title": WORDS})
     title = said.split("): ", 1)[1]
     assert title.endswith("…") and whole_words(title)
+
+
+def test_notification_subject_of_a_reminder_says_what_then_which_message() -> None:
+    said = subject({"category": "approval", "item_id": 8, "stage": 1, "title": "approve restart?"})
+    assert said == "agentd approval needed (item 8, reminder 1): approve restart?"
