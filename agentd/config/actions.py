@@ -33,7 +33,7 @@ class Strict(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _durations(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
+    def _seconds_keys(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
         return seconds_keys(data)
 
 

@@ -21,7 +21,7 @@ class _Strict(BaseModel):  # as config/actions.Strict (ruff and pydantic see a m
 
     @model_validator(mode="before")
     @classmethod
-    def _durations(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
+    def _seconds_keys(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
         return seconds_keys(data)
 
 

@@ -38,7 +38,7 @@ class Strict(BaseModel):  # as config/actions.Strict (ruff sees a pydantic model
 
     @model_validator(mode="before")
     @classmethod
-    def _durations(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
+    def _seconds_keys(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
         return seconds_keys(data)
 
 
