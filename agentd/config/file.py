@@ -162,7 +162,10 @@ def load(path: Path) -> Config:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no config file; run `agentd init` to write one") from None
+        # The same hint as every command on a home without a database (cli/root.open_store).
+        raise ConfigError(
+            f"{path}: no config file; run `agentd --home {path.parent} init` to write one"
+        ) from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read config: {e.strerror}") from None
     return parse(text, path)
