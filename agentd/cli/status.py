@@ -74,6 +74,9 @@ def _text(data: dict[str, Any], alive: liveness.Daemon) -> str:
     is this home's own daemon: for one that holds the home without answering it says so (the
     view knows only up and down), and on a shared database it says whether others serve it."""
     text = records.status_view(data, data["now"])  # the home's now, as its rows were stamped
+    if speed := data.get("clock_speed"):  # its times are not the wall's: said before them all
+        head, _, rest = text.partition("\n")
+        text = f"{head}\nclock:  simulated, {speed:g}× the wall (`serve --clock-speed`)\n{rest}"
     live = sum(1 for d in data["daemons"] if d["state"] == daemons.State.LIVE)
     if alive.silent:
         text = _daemon_line(text, safe(f"not responding: {alive.why_silent()}"))

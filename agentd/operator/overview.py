@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agentd.db import items as qi
-from agentd.db import outbox
+from agentd.db import outbox, stamp
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import JSON, GoalStatus, InboxKind, RunStatus, from_ts
@@ -69,6 +69,8 @@ def gather(c: Any, home_now: float, cfg: Config | None = None) -> JSON:
         "failing_checkins": failing[:FAILING_LISTED],  # goals whose last check-ins failed
         "failing_goals": len(failing),
         "now": from_ts(now),
+        # The home's clock runs N× the wall (`serve --clock-speed N`): None on the wall.
+        "clock_speed": (stamp.recorded(c) or (None,))[0],
         "notify": outbox.channel_health(c),  # per channel: pending, failing (agentd/notify/)
     }
 
