@@ -96,11 +96,12 @@ def _text(data: dict[str, Any], alive: liveness.Daemon) -> str:
 
 
 def _daemons_text(data: dict[str, Any]) -> str | None:
-    """The daemons section: on PostgreSQL always (naming the database), on SQLite the one
-    daemon when there is one."""
+    """The daemons section, on PostgreSQL only (naming the database). A SQLite home has one
+    daemon, which the `daemon:` line already says; its table (renewals that only count up, runs
+    held) was noise there — `--json` still lists it."""
     listed = data["daemons"]
     if data["database"] is None:
-        return f"daemons:\n{daemons_table(listed)}" if listed else None
+        return None
     title = f"daemons serving {safe(data['database'])}:"
     if not listed:
         return f"{title}\nnone in the last day; start one with `agentd serve`"
