@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typer.testing import CliRunner
 from agentd.cli import app
 from agentd.db import leases
 from agentd.db import queries as q
+from tests import processes
 from tests.conftest import Home
 
 CONFIG = """\
@@ -175,12 +175,7 @@ def test_postgres_with_no_daemon_says_so(pg_home: Home) -> None:
 
 
 def start_daemon(home: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "AGENTD_LOG_FORMAT": "json"}
-    with (home / "daemon.log").open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "agentd", "--home", str(home), "serve"],
-            stdout=log, stderr=log, env=env, start_new_session=True,
-        )  # fmt: skip
+    return processes.start(home, home / "daemon.log")
 
 
 def wait_ready(proc: subprocess.Popen[bytes], home: Home, timeout_s: float = 40.0) -> None:

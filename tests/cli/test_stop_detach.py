@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentd.cli.root import daemon_pid
+from tests import processes
 from tests.daemon.test_daemon import AGENTD, FINISH, Daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -58,14 +59,11 @@ def test_stop_with_no_daemon_says_so_and_exits_0(daemon: Daemon) -> None:
     assert (done.returncode, done.stdout.strip()) == (0, f"agentd: no daemon serves {daemon.home}")
 
 
-def test_serve_log_format_console_writes_readable_lines_to_a_file(daemon: Daemon) -> None:
+def test_serve_log_format_console_writes_readable_lines_to_a_file(
+    daemon: Daemon, daemons: processes.Daemons
+) -> None:
     out = daemon.home / "console.log"
-    with out.open("wb") as sink:
-        proc = subprocess.Popen(
-            [*AGENTD, "--home", str(daemon.home), "serve", "--log-format", "console"],
-            stdout=sink, stderr=sink, start_new_session=True,
-        )  # fmt: skip
-    daemon.procs.append(proc)
+    proc = daemons.start(daemon.home, out, "--log-format", "console")
     try:
         while "daemon.ready" not in out.read_text():
             assert proc.poll() is None, out.read_text()

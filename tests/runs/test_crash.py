@@ -12,7 +12,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from collections import Counter
@@ -26,6 +25,7 @@ from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import InboxKind, RunStatus, StepKind, StepStatus
+from tests import processes
 
 RUNS = 20
 KILLS = 30
@@ -86,26 +86,11 @@ def open_items_of(store: SyncStore) -> list[tuple[int, str, str]]:
 
 
 def start_daemon(home: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "AGENTD_LOG_FORMAT": "json"}
-    with (home / "daemon.log").open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "agentd", "--home", str(home), "serve"],
-            stdout=log,
-            stderr=log,
-            env=env,
-            start_new_session=True,  # a process group, killed whole like systemd's cgroup
-        )
+    return processes.start(home, home / "daemon.log")
 
 
 def wait_ready(home: Path, starts: int, timeout_s: float = 40) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if (home / "daemon.log").read_text().count('"daemon.ready"') >= starts:
-            return
-        time.sleep(0.02)
-    raise AssertionError(
-        "daemon did not become ready:\n" + (home / "daemon.log").read_text()[-3000:]
-    )
+    processes.wait_ready(None, home / "daemon.log", starts, timeout_s)
 
 
 @pytest.mark.slow
