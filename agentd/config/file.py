@@ -24,6 +24,19 @@ from agentd.errors import ConfigError
 BUILTIN_ACTIONS = ("finish", "ask", "notify", "sleep", "wait_event", "build")
 
 
+def _unknown_action(agent: str, act: str, known: list[str]) -> str:
+    """A misspelled action: the likeliest name meant, then every name there is — the config's
+    own [actions.*] first, then the built-ins."""
+    import difflib  # only on this error path
+
+    close = difflib.get_close_matches(act, known, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return (
+        f"agents.{agent}.actions names unknown action {act!r} ({guess}define [actions.{act}] "
+        f"or use one of {', '.join(known)})"
+    )
+
+
 class _Strict(BaseModel):  # as config/actions.Strict (ruff and pydantic see a model here)
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -82,10 +95,7 @@ class Config(_Strict):
                     raise ValueError(f"agents.{name}.sources names unknown source {src!r}")
             for act in agent.actions:
                 if act not in self.actions and act not in BUILTIN_ACTIONS:
-                    raise ValueError(
-                        f"agents.{name}.actions names unknown action {act!r} "
-                        f"(define [actions.{act}] or use one of {', '.join(BUILTIN_ACTIONS)})"
-                    )
+                    raise ValueError(_unknown_action(name, act, [*self.actions, *BUILTIN_ACTIONS]))
             if (deliver := agent.build.deliver) is not None and deliver not in agent.actions:
                 raise ValueError(
                     f"agents.{name}.build.deliver names {deliver!r}, not in its actions"
