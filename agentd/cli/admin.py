@@ -36,8 +36,11 @@ from agentd.views import records
 
 
 def _template() -> str:
+    """config.example.toml with its checkin.tz set to this machine's zone, so the default quiet
+    hours (22:00-08:00) are the operator's night, not UTC's."""
     resource = importlib.resources.files("agentd") / "config.example.toml"
-    return resource.read_text() if resource.is_file() else init_text.FALLBACK_CONFIG
+    text = resource.read_text() if resource.is_file() else init_text.FALLBACK_CONFIG
+    return init_text.in_zone(text, init_text.machine_zone())
 
 
 def _write_private(path: Path, text: str) -> None:
