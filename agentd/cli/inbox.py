@@ -76,7 +76,7 @@ def inbox_list(
 
     def show() -> None:
         with open_store(ctx) as store:
-            items = [i for i in inbox.items(store, show_all=True) if wanted.keeps(i)]
+            items = inbox.filtered(store, wanted)
             now = home_time.now(store)  # the home's clock, as the items were stamped
         shown = [{**jsonable(i), "status_shown": shown_status(i)} for i in items]
         table = lambda: records.items_table(items, now, with_status=wanted.status != "open")  # noqa: E731

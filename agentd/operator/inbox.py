@@ -20,6 +20,7 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import ModelOutputInvalid, Refused, Unchanged, UsageError, require_utf8
 from agentd.models import JSON, Goal, GoalStatus, InboxItem, InboxKind, InboxStatus, action_digest
+from agentd.views.inbox_status import WITHDRAWN, shown_status
 
 if TYPE_CHECKING:
     from agentd.config import Config
@@ -279,7 +280,8 @@ def _start_suggested(c: Any, config: Config, goal: Goal, item_id: int, suggested
 
 
 KINDS = ("approval", "question", "notice", "nudge")
-STATUSES = ("open", "all", *(s.value for s in InboxStatus if s != InboxStatus.OPEN))
+# "withdrawn": the expired items no one needed any more, as every surface shows them
+STATUSES = ("open", "all", *(s.value for s in InboxStatus if s != InboxStatus.OPEN), WITHDRAWN)
 
 
 @dataclass(frozen=True)
@@ -309,12 +311,28 @@ class Filter:
             return False
         if self.goal_id is not None and item.goal_id != self.goal_id:
             return False
+        if self.status == WITHDRAWN:
+            return shown_status(item) == WITHDRAWN
         return self.status in ("all", item.status)
+
+    @property
+    def stored(self) -> str | None:
+        """The stored status the database narrows to (None: every item)."""
+        if self.status == "all":
+            return None
+        return InboxStatus.EXPIRED.value if self.status == WITHDRAWN else self.status
 
 
 def items(store: SyncStore, *, show_all: bool = False) -> list[InboxItem]:
     """The open items, oldest first; every item, whatever its status, with `show_all`."""
     return store.read(lambda c: qi.list_items(c, status=None if show_all else "open"))
+
+
+def filtered(store: SyncStore, wanted: Filter) -> list[InboxItem]:
+    """The items `wanted` keeps, oldest first, the database reading only those of its status."""
+    return [
+        i for i in store.read(lambda c: qi.list_items(c, status=wanted.stored)) if wanted.keeps(i)
+    ]
 
 
 def get_item(store: SyncStore, item_id: int) -> InboxItem:

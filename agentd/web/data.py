@@ -31,11 +31,10 @@ def item_with_goal(store: HomeStore, item_id: int) -> tuple[InboxItem, Goal | No
     return inbox.item_with_goal(store, item_id)
 
 
-def inbox_view(store: HomeStore, keeps: Any) -> tuple[list[InboxItem], dict[int, Goal]]:
-    """The items `keeps` (an inbox filter) keeps, and every goal by id (for their titles)."""
-    found = inbox.items(store, show_all=True)
+def inbox_view(store: HomeStore, wanted: inbox.Filter) -> tuple[list[InboxItem], dict[int, Goal]]:
+    """The items `wanted` keeps, and every goal by id (for their titles)."""
     by_id = {g.goal_id: g for g in goals.all_goals(store)}
-    return [i for i in found if keeps(i)], by_id
+    return inbox.filtered(store, wanted), by_id
 
 
 def held_line(store: HomeStore) -> str:
