@@ -135,6 +135,23 @@ def one_line(value: object, width: int = 60) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
+TITLE_CHARS = 200  # an inbox item's title; longer text is cut at a word (its body keeps it all)
+
+
+def cut_at_word(value: object, limit: int = TITLE_CHARS) -> str:
+    """`value` as it is when it fits in `limit` characters, else cut at the last space before
+    the limit with an … marking the cut (inside a word only when the text has no space in the
+    second half of the room: a URL, a hash)."""
+    text = str(value)
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space >= limit // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:-") + "…"
+
+
 # ── URLs as shown: scheme and host, never the path or query a token may sit in ──────────────
 
 # Where a URL ends inside a message; the punctuation that closes a sentence is not part of it.

@@ -3,11 +3,11 @@
     bench/cli_startup.py --reps N --warmup W --workdir DIR
 
 Builds a home (`agentd init`, one goal), then runs, N times over and interleaved so drift hits all
-alike, `python -c "import typer"` and four commands as an operator types them: `agentd --version`,
-`agentd inbox list --json`, `agentd goal list` and a decision, `agentd inbox approve 999` (an id the
-home does not have: it exits 1 after loading the config and looking). Each process's user+sys CPU
-comes from the kernel's accounting of the child (getrusage); one RESULT line per command, then the
-ratios (target ≤ 3x).
+alike, `python -c "import typer"` and five commands as an operator types them: `agentd --version`,
+`agentd --help`, `agentd inbox list --json`, `agentd goal list` and a decision, `agentd inbox
+approve 999` (an id the home does not have: it exits 1 after loading the config and looking).
+Each process's user+sys CPU comes from the kernel's accounting of the child (getrusage); one RESULT
+line per command, then the ratios (target ≤ 3x).
 The children write bytecode caches as an installed tool does, whatever PYTHONDONTWRITEBYTECODE says
 here (without them every start compiles the modules it imports, and that is what gets measured).
 """
@@ -42,6 +42,7 @@ def commands(home: Path) -> dict[str, list[str]]:
     return {
         BASELINE: [sys.executable, "-c", "import typer"],
         "agentd --version": [*agentd, "--version"],
+        "agentd --help": [*agentd, "--help"],
         "agentd inbox list --json": [*agentd, *at, "inbox", "list", "--json"],
         "agentd goal list": [*agentd, *at, "goal", "list"],
         # A decision: the home has no item 999, so nothing is approved and the command exits 1

@@ -3,12 +3,9 @@ on it as a user runs it (a fresh Python each command, TZ=UTC): what the one-cloc
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -16,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from agentd.db.store import SyncStore
+from tests import processes
 
-AGENTD = [sys.executable, "-m", "agentd"]
+AGENTD = processes.AGENTD
 ENV = {**os.environ, "TZ": "UTC", "AGENTD_LOG_FORMAT": "json", "COLUMNS": "160"}
 
 CONFIG = """\
@@ -81,26 +79,14 @@ class ClockHome:
 
     def serve(self, *extra: str) -> subprocess.Popen[bytes]:
         log = self.log(len(self.procs) + 1)
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [*AGENTD, "--home", str(self.root), "serve", *extra],
-                stdout=out, stderr=out, env=ENV, start_new_session=True,
-            )  # fmt: skip
+        proc = processes.start(self.root, log, *extra, env=ENV)
         self.procs.append(proc)
-        until(
-            f"the daemon to be ready:\n{log}",
-            lambda: '"daemon.ready"' in log.read_text() or proc.poll() is not None,
-            timeout_s=20,
-        )
-        assert proc.poll() is None, log.read_text()[-3000:]
+        processes.wait_ready(proc, log)
         return proc
 
     def stop(self, proc: subprocess.Popen[bytes]) -> None:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
+        assert processes.terminate(proc) == 0
 
     def kill_all(self) -> None:
         for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            processes.kill(proc)

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from agentd import config, log
+from agentd import config
 from agentd.cli import init_text
 from agentd.cli.aio import run_apart
 from agentd.cli.root import (
@@ -28,7 +28,7 @@ from agentd.cli.root import (
 )
 from agentd.config import Paths, ScriptedModel
 from agentd.db.sqlite import backup as backups
-from agentd.errors import AgentdError, ConfigError, StateError, UsageError
+from agentd.errors import ConfigError, StateError, UsageError
 from agentd.operator import home as operator_home
 from agentd.operator import runs
 from agentd.text import screen
@@ -36,8 +36,11 @@ from agentd.views import records
 
 
 def _template() -> str:
+    """config.example.toml with its checkin.tz set to this machine's zone, so the default quiet
+    hours (22:00-08:00) are the operator's night, not UTC's."""
     resource = importlib.resources.files("agentd") / "config.example.toml"
-    return resource.read_text() if resource.is_file() else init_text.FALLBACK_CONFIG
+    text = resource.read_text() if resource.is_file() else init_text.FALLBACK_CONFIG
+    return init_text.in_zone(text, init_text.machine_zone())
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -180,63 +183,6 @@ def check_start(start: str | None, speed: float | None) -> float | None:
             f"{CLOCK_START_YEARS[1]} ({CLOCK_START_EXAMPLE})"
         )
     return when.timestamp()
-
-
-@app.command("serve")
-def serve_cmd(
-    ctx: typer.Context,
-    clock_speed: Annotated[
-        float | None,
-        Opt(
-            "--clock-speed",
-            metavar="N",
-            help="TESTING ONLY: run the home's clock N times faster than the wall, from where "
-            "it was (3600: one simulated hour per second). Check-ins, timers, wait timeouts, "
-            "expiries, backoff, budgets' days, rate limits' hours and every time the daemon and "
-            "the CLI write or show follow it. Not scaled (wall seconds): source polls "
-            "([agents.*.watch] interval_s), the daemon's poll_interval_s, every I/O timeout_s "
-            "(models, actions, sources, notify), run leases and log timestamps.",
-        ),
-    ] = None,
-    clock_start: Annotated[
-        str | None,
-        Opt(
-            "--clock-start",
-            metavar="ISO",
-            help="TESTING ONLY, with --clock-speed: the simulated clock starts at this instant "
-            "(ISO 8601, UTC unless it says otherwise), e.g. 2030-01-01T09:00:00Z. Given at "
-            "every start, it sets the clock again (rows written since may lie in its future).",
-        ),
-    ] = None,
-) -> None:
-    """Run the daemon in the foreground until SIGTERM or Ctrl-C.
-
-    \b
-    Example (a systemd unit runs the same):
-      agentd --home /var/lib/agentd serve
-    Watch a week of check-ins in under three minutes (a throw-away home, never production):
-      agentd --home /tmp/try serve --clock-speed 3600
-    The same week from a chosen Monday (tests, demos):
-      agentd --home /tmp/try serve --clock-speed 3600 --clock-start 2030-01-07T09:00:00Z
-    """
-    paths = paths_of(ctx)
-    try:
-        cfg = config.load(paths.config)  # a ConfigError exits 2: systemd does not restart it
-        speed = check_speed(clock_speed)
-        start = check_start(clock_start, speed)
-        from agentd.daemon import serve as daemon  # the whole daemon, once the config is good
-
-        log.configure(cfg.daemon.log_level)
-        code = asyncio.run(daemon.serve(paths, cfg, clock_speed=speed, clock_start=start))
-    except AgentdError as e:
-        if not log.to_journal(sys.stderr):
-            raise
-        # Under systemd the message gets its priority too (each line is an entry of its own),
-        # so `journalctl -p err` shows it.
-        lines = screen(f"agentd: {e}").splitlines()
-        typer.echo("\n".join(f"<{log.PRIORITY['error']}>{ln}" for ln in lines), err=True)
-        raise typer.Exit(e.exit_code) from None
-    raise typer.Exit(code)
 
 
 @app.command("reload")

@@ -91,6 +91,7 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
     checks += check_database(paths) if shared is None else shared
     readable = paths.db.exists() if shared is None else operator_store.served(shared)
     checks.append(check_daemon(liveness.probe(paths, daemon_pid)))
+    checks += doctor_store.check_clock(paths) if readable else []
     if cfg is not None:
         loaded = check_loaded_config(paths, daemon_pid, shared=shared is not None)
         checks += [loaded] if loaded is not None else []

@@ -58,6 +58,26 @@ def check_daemons(paths: Paths) -> Check:
     return Check("daemons", True, "; ".join(said))
 
 
+def check_clock(paths: Paths) -> list[Check]:
+    """Information when the home runs on a simulated clock: every time doctor, status and the
+    inbox show is then the simulated one, and check-ins, quiet hours and timers follow it."""
+    try:
+        store = operator_home.inspect_store(paths.db)
+        try:
+            speed = operator_home.clock_speed(store)
+        finally:
+            store.close()
+    except AgentdError:
+        return []  # the database check above already says what is wrong with it
+    if speed is None:
+        return []
+    said = (
+        f"simulated, {speed:g}× the wall (`serve --clock-speed`): the times shown, check-ins, "
+        "quiet hours and timers follow it; `serve` without --clock-speed returns to the wall"
+    )
+    return [Check("clock", True, said, required=False)]
+
+
 def _daemon_said(d: dict[str, Any]) -> str:
     runs = f"{d['runs_held']} run{'' if d['runs_held'] == 1 else 's'}"
     return f"{d['host']} pid {d['pid']} ({d['version']}, {runs}, renewed {ago(d['renewed_s_ago'])})"

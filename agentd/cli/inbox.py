@@ -47,21 +47,52 @@ def resume_note(ctx: typer.Context, run_id: int | None) -> str:
 @inbox_app.command("list")
 def inbox_list(
     ctx: typer.Context,
-    show_all: Annotated[bool, Opt("--all", help="Closed items too.")] = False,
+    show_all: Annotated[bool, Opt("--all", help="Closed items too (as --status all).")] = False,
+    kind: Annotated[
+        str | None,
+        Opt(
+            "--kind", metavar="KIND", help="Only approval, question, notice (nudges too) or nudge."
+        ),
+    ] = None,
+    goal: Annotated[int | None, Opt("--goal", metavar="GOAL_ID", help="Only this goal's.")] = None,
+    status: Annotated[
+        str | None,
+        Opt(
+            "--status", metavar="STATUS", help=f"Only: {', '.join(inbox.STATUSES)} [default: open]."
+        ),
+    ] = None,
+    watch: Annotated[
+        bool, Opt("--watch", help="Show it again every 2 seconds until Ctrl-C.")
+    ] = False,
     limit: PageLimit = None,
     after: After = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List open inbox items (--all: every item). An item closed because no one needed it any
-    more (the service recovered, its run ended) shows as withdrawn: in --json its `status` stays
-    `expired` and `status_shown` says `withdrawn`."""
-    with open_store(ctx) as store:
-        page = listing.items(store, show_all, after, limit)
-        now = home_time.now(store)  # the home's clock, as the items were stamped
-    items = page.rows
-    shown = [{**jsonable(i), "status_shown": shown_status(i)} for i in items]
-    emit(as_json, shown, lambda: records.items_table(items, now, with_status=show_all)
-         + listing.footer(page, "items"))  # fmt: skip
+    """List open inbox items (--all: every item), narrowed as the web inbox's filters narrow it.
+    An item closed because no one needed it any more (the service recovered, its run ended)
+    shows as withdrawn: in --json its `status` stays `expired` and `status_shown` says
+    `withdrawn`.
+
+    \b
+    Example: agentd inbox list --kind approval --goal 1 --watch
+    """
+    wanted = inbox.Filter.parse(kind, goal, status or ("all" if show_all else "open"))
+
+    def show() -> None:
+        with open_store(ctx) as store:
+            page = listing.items(store, wanted, after, limit)
+            now = home_time.now(store)  # the home's clock, as the items were stamped
+        items = page.rows
+        shown = [{**jsonable(i), "status_shown": shown_status(i)} for i in items]
+        emit(as_json, shown, lambda: records.items_table(items, now, with_status=wanted.status != "open")
+             + listing.footer(page, "items"))  # fmt: skip
+
+    if watch:
+        from agentd.cli.repeat import repeat
+
+        repeat(show)
+    else:
+        show()
 
 
 @inbox_app.command("show")

@@ -1,4 +1,10 @@
-"""The files `agentd init` writes when the package ships no config.example.toml or no replies file."""
+"""The files `agentd init` writes when the package ships no config.example.toml or no replies file,
+and the machine's time zone it writes into the template."""
+
+import os
+import re
+import zoneinfo
+from collections.abc import Mapping
 
 FALLBACK_CONFIG = """\
 # agentd configuration. `agentd doctor` checks it; config.example.toml documents every key.
@@ -32,3 +38,32 @@ PLACEHOLDER_REPLIES = """{
   ]
 }
 """
+
+
+_TEMPLATE_TZ = re.compile(r'^tz = "UTC"( *)#', re.MULTILINE)  # the template's checkin.tz line
+
+
+def machine_zone(env: Mapping[str, str] | None = None, localtime: str = "/etc/localtime") -> str:
+    """This machine's IANA time zone (TZ, else what /etc/localtime links to), or "UTC" when
+    neither names one: what quiet hours and cron schedules of a new home are read in."""
+    tz = (os.environ if env is None else env).get("TZ", "").removeprefix(":").strip()
+    if not tz:
+        target = os.path.realpath(localtime)
+        tz = target.split("/zoneinfo/", 1)[1] if "/zoneinfo/" in target else ""
+    tz = tz.removeprefix("posix/").removeprefix("right/")
+    try:
+        zoneinfo.ZoneInfo(tz)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return "UTC"
+    return tz or "UTC"
+
+
+def in_zone(template: str, tz: str) -> str:
+    """The template with its checkin.tz set to `tz`, the comment kept in its column."""
+    width = 31  # where the template's comments begin
+
+    def line(m: re.Match[str]) -> str:
+        new = f'tz = "{tz}"'
+        return new + " " * max(1, width - len(new)) + "#"
+
+    return template if tz == "UTC" else _TEMPLATE_TZ.sub(line, template, count=1)

@@ -100,7 +100,10 @@ def hoist_home(root: TyperGroup, ctx: Any, args: list[str]) -> list[str]:
 # that define it. A command line imports only its command's modules (`agentd goal list` neither the
 # daemon, nor the web stack, nor an SDK); --help, completion and a mistyped name import them all.
 COMMANDS: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("init", "serve", "reload", "backup", "demo", "usage", "doctor"), ("admin",)),
+    "init": ("admin",),
+    "serve": ("serving",),
+    "stop": ("serving",),
+    **dict.fromkeys(("reload", "backup", "demo", "usage", "doctor"), ("admin",)),
     "checkins": ("checkins",),
     "mcp": ("mcp",),
     "status": ("status",),
@@ -113,6 +116,32 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "artifact": ("build",),
     "store": ("store",),  # `store copy`: the home's state into PostgreSQL
     "run": ("runs",),  # hidden: `run start`, the old spelling, for a release
+}
+
+
+# What `agentd --help` says of each command, whole (never cut with …), without importing the
+# commands' modules: the root's help costs what `--version` does. A test holds each command's
+# own help to start with these words.
+SUMMARIES: dict[str, str] = {
+    "init": "Create a home: config.toml, replies.json and the database.",
+    "serve": "Run the daemon (in the foreground, or --detach).",
+    "stop": "Stop the daemon serving this home and wait until it is gone.",
+    "reload": "Check config.toml and have the serving daemon reload it.",
+    "backup": "Copy the database to PATH, consistent while the daemon runs.",
+    "demo": "Watch an agent keep a real service healthy, in a throw-away home.",
+    "usage": "Model calls, tokens and cost by goal, model and day.",
+    "doctor": "Check what would fail at run time: config, store, models, sources.",
+    "checkins": "The check-in journal: what each look found and what came of it.",
+    "mcp": "Serve this home to an MCP client over stdio.",
+    "status": "Is the daemon up; runs by state; what waits; next check-ins.",
+    "build": "Build an artifact: draft, judge, revise until it passes.",
+    "web": "Print the web inbox's login URL.",
+    "goal": "Goals: what you want done and why, and when they check in.",
+    "runs": "Runs: start, list, show a timeline (or follow it live), cancel.",
+    "inbox": "The operator inbox: questions, approvals and notices.",
+    "event": "Events: tell agentd something happened (starts or wakes runs).",
+    "artifact": "What builds made: every version, with the judge's verdict.",
+    "store": "Where the home keeps its state: copy it into PostgreSQL.",
 }
 
 
@@ -138,6 +167,12 @@ class _Group(_QuickGroup):
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The command list from SUMMARIES: no command module is imported to print it."""
+        rows = [(name, SUMMARIES[name]) for name in self.list_commands(ctx) if name in SUMMARIES]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         modules = [f"agentd.cli.{m}" for m in COMMANDS.get(cmd_name, ())]

@@ -7,7 +7,7 @@ written."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -20,16 +20,30 @@ from agentd.text import safe, urls_shown
 from agentd.views import records
 from agentd.views.daemons import daemons_table
 
+WatchFlag = Annotated[
+    bool, typer.Option("--watch", help="Show it again every 2 seconds until Ctrl-C.")
+]
+
 
 @app.command("status")
-def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+def status(ctx: typer.Context, as_json: JsonFlag = False, watch: WatchFlag = False) -> None:
     """Is the daemon up (and responding); runs by state (and the active ones); open inbox items;
     the next check-ins; the daemons serving the database (live ones, and those stopped or silent
     in the last day). Exits 0 whether or not a daemon runs.
 
     \b
     Example: agentd status --json
+    Kept on screen: agentd status --watch
     """
+    if watch:
+        from agentd.cli.repeat import repeat
+
+        repeat(lambda: _status(ctx, as_json))
+    else:
+        _status(ctx, as_json)
+
+
+def _status(ctx: typer.Context, as_json: bool) -> None:
     paths = paths_of(ctx)
     pid = daemon_pid(paths)
     try:  # the next check-ins are planned from the agents' cadences
@@ -60,6 +74,9 @@ def _text(data: dict[str, Any], alive: liveness.Daemon) -> str:
     is this home's own daemon: for one that holds the home without answering it says so (the
     view knows only up and down), and on a shared database it says whether others serve it."""
     text = records.status_view(data, data["now"])  # the home's now, as its rows were stamped
+    if speed := data.get("clock_speed"):  # its times are not the wall's: said before them all
+        head, _, rest = text.partition("\n")
+        text = f"{head}\nclock:  simulated, {speed:g}× the wall (`serve --clock-speed`)\n{rest}"
     live = sum(1 for d in data["daemons"] if d["state"] == daemons.State.LIVE)
     if alive.silent:
         text = _daemon_line(text, safe(f"not responding: {alive.why_silent()}"))
@@ -84,11 +101,12 @@ def _text(data: dict[str, Any], alive: liveness.Daemon) -> str:
 
 
 def _daemons_text(data: dict[str, Any]) -> str | None:
-    """The daemons section: on PostgreSQL always (naming the database), on SQLite the one
-    daemon when there is one."""
+    """The daemons section, on PostgreSQL only (naming the database). A SQLite home has one
+    daemon, which the `daemon:` line already says; its table (renewals that only count up, runs
+    held) was noise there — `--json` still lists it."""
     listed = data["daemons"]
     if data["database"] is None:
-        return f"daemons:\n{daemons_table(listed)}" if listed else None
+        return None
     title = f"daemons serving {safe(data['database'])}:"
     if not listed:
         return f"{title}\nnone in the last day; start one with `agentd serve`"

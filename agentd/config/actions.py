@@ -23,11 +23,18 @@ from pydantic import (
 )
 from pydantic_core import SchemaError
 
+from agentd.config.durations import seconds_keys
+
 
 class Strict(BaseModel):
     """A config table: unknown keys are errors, values are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seconds_keys(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
+        return seconds_keys(data)
 
 
 # `{name}` fills a declared param; `{secret:NAME}` the daemon's variable NAME, at execution only.

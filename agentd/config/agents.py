@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentd.config import notify as config_notify
 from agentd.config.build import BuildConfig
+from agentd.config.durations import seconds_keys
 from agentd.config.sources import Watch
 
 
 class _Strict(BaseModel):  # as config/actions.Strict (ruff and pydantic see a model here)
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seconds_keys(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
+        return seconds_keys(data)
 
 
 class ExpiryRule(_Strict):

@@ -15,6 +15,7 @@ from agentd.config import notify as config_notify
 from agentd.config.actions import ActionConfig, BuiltinAction
 from agentd.config.agents import AgentConfig
 from agentd.config.api import ApiConfig, WebConfig
+from agentd.config.durations import seconds_keys
 from agentd.config.models import ModelConfig, Price
 from agentd.config.sources import SOURCE_STATES, SourceConfig
 from agentd.config.store import StoreConfig
@@ -24,8 +25,26 @@ from agentd.errors import ConfigError
 BUILTIN_ACTIONS = ("finish", "ask", "notify", "sleep", "wait_event", "build")
 
 
+def _unknown_action(agent: str, act: str, known: list[str]) -> str:
+    """A misspelled action: the likeliest name meant, then every name there is — the config's
+    own [actions.*] first, then the built-ins."""
+    import difflib  # only on this error path
+
+    close = difflib.get_close_matches(act, known, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return (
+        f"agents.{agent}.actions names unknown action {act!r} ({guess}define [actions.{act}] "
+        f"or use one of {', '.join(known)})"
+    )
+
+
 class _Strict(BaseModel):  # as config/actions.Strict (ruff and pydantic see a model here)
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seconds_keys(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
+        return seconds_keys(data)
 
 
 class DaemonConfig(_Strict):
@@ -79,10 +98,7 @@ class Config(_Strict):
                     raise ValueError(f"agents.{name}.sources names unknown source {src!r}")
             for act in agent.actions:
                 if act not in self.actions and act not in BUILTIN_ACTIONS:
-                    raise ValueError(
-                        f"agents.{name}.actions names unknown action {act!r} "
-                        f"(define [actions.{act}] or use one of {', '.join(BUILTIN_ACTIONS)})"
-                    )
+                    raise ValueError(_unknown_action(name, act, [*self.actions, *BUILTIN_ACTIONS]))
             if (deliver := agent.build.deliver) is not None and deliver not in agent.actions:
                 raise ValueError(
                     f"agents.{name}.build.deliver names {deliver!r}, not in its actions"
@@ -159,7 +175,10 @@ def load(path: Path) -> Config:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no config file; run `agentd init` to write one") from None
+        # The same hint as every command on a home without a database (cli/root.open_store).
+        raise ConfigError(
+            f"{path}: no config file; run `agentd --home {path.parent} init` to write one"
+        ) from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read config: {e.strerror}") from None
     return parse(text, path)

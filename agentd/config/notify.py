@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentd.config.durations import duration_s, seconds_keys
 from agentd.config.sources import http_url
 
 CATEGORIES = ("approval", "question", "nudge", "notice", "failure")
@@ -29,37 +30,16 @@ Category = Literal["approval", "question", "nudge", "notice", "failure"]
 PRIORITIES = ("min", "low", "default", "high", "urgent")  # ntfy's 1…5
 Priority = Literal["min", "low", "default", "high", "urgent"]
 
-# A small parser of its own: the outer loop's parse_duration sits in a layer above the config.
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.ASCII)
-_NUMBER = re.compile(r"\d+(?:\.\d+)?", re.ASCII)  # plain seconds, as "90"
-_UNITS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class Strict(BaseModel):  # as config/actions.Strict (ruff sees a pydantic model here)
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-def duration_s(value: object) -> float:
-    """Seconds in 90, "90", "90s", "45m", "4h", "1d12h", "2w"."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"duration {value!r} is not valid: write e.g. 90s, 45m, 4h or 1d")
-    # float() alone would take "٣", "1e3", "1_0" and "inf": only ASCII digits, as agentd writes them
-    if not isinstance(value, str):
-        seconds = float(value)
-    elif _NUMBER.fullmatch(value.strip()):
-        seconds = float(value.strip())
-    else:
-        raw = value.strip().lower()
-        parts = _DURATION.findall(raw)
-        if not parts or _DURATION.sub("", raw).strip():
-            raise ValueError(
-                f'duration "{value}" is not valid: write e.g. 90s, 45m, 4h or 1d'
-            ) from None
-        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if not 0 < seconds < 10 * 365 * 86400:
-        raise ValueError(f"duration {value!r} must be positive and under 10 years")
-    return seconds
+    @model_validator(mode="before")
+    @classmethod
+    def _seconds_keys(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
+        return seconds_keys(data)
 
 
 def _env_name(value: str | None) -> str | None:
@@ -76,7 +56,7 @@ class ChannelBase(Strict):
     retry_base_s: float = Field(30.0, gt=0)  # first retry after this; doubles each failure
     retry_max_s: float = Field(3600.0, gt=0)  # backoff stops growing here
     give_up_after_s: float = Field(3 * 86400.0, gt=0)  # then the message is marked failed
-    # In the goal's quiet hours an approval, or a question a run waits on, pages at once ("send")
+    # In the goal's quiet hours an approval, a failure or a question a run waits on pages at once ("send")
     # or waits for their end like nudges and notices ("hold"); either way never past its expiry.
     urgent_in_quiet_hours: Literal["send", "hold"] = "send"
 
@@ -187,7 +167,7 @@ class AgentNotify(Strict):
     # the same channels).
     escalate_after: float | None = None
     escalate_to: list[str] = []
-    # The goal's check-in quiet hours hold nudges, notices and failures back (approvals and
+    # The goal's check-in quiet hours hold nudges and notices back (approvals, failures and
     # blocking questions too on a channel with urgent_in_quiet_hours = "hold"); false: none.
     hold_in_quiet_hours: bool = True
 

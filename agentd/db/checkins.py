@@ -17,6 +17,7 @@ from agentd.db.dialect import Dialect
 from agentd.db.rows import json_col
 from agentd.errors import NotFound, Refused
 from agentd.models import JSON
+from agentd.text import cut_at_word
 
 OPEN = ("due", "deciding", "decided")
 
@@ -377,7 +378,10 @@ def withdraw_goal_items(c: Conn, goal_id: int, reason: str, now: float) -> int:
 
 def set_item_text(c: Conn, item_id: int, title: str, body: str) -> None:
     """Give a just-posted item its final wording (which names its own id: the accept command)."""
-    c.execute("UPDATE inbox SET title = ?, body = ? WHERE item_id = ?", (title, body, item_id))
+    c.execute(
+        "UPDATE inbox SET title = ?, body = ? WHERE item_id = ?",
+        (cut_at_word(title), body, item_id),
+    )
 
 
 # ── cadences ─────────────────────────────────────────────────────────────────────────────────────

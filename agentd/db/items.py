@@ -14,6 +14,7 @@ from agentd.db.conn import Conn, new_id, returned_id
 from agentd.db.rows import json_col
 from agentd.errors import NotFound, Refused
 from agentd.models import JSON, Event, InboxItem, InboxKind, InboxStatus, from_ts
+from agentd.text import cut_at_word
 
 ITEM_COLS = (
     "item_id, kind, status, goal_id, run_id, title, body, action, args, digest, rule, answer,"
@@ -67,7 +68,7 @@ def post(
             goal_id,
             run_id,
             seq,
-            title,
+            cut_at_word(title),  # a title is cut at a word, wherever it came from
             body,
             action,
             json_col(args),

@@ -67,7 +67,6 @@ def events(c: Conn, *, after: int | None, limit: int | None) -> Page[Any]:
     return _page(c, "events", EVENT_COLS, "event_id", {}, after, limit, True, event_from_row)
 
 
-def items(c: Conn, *, status: str | None, after: int | None, limit: int | None) -> Page[Any]:
-    """Inbox items, oldest first."""
-    return _page(c, "inbox", ITEM_COLS, "item_id", {"status": status}, after, limit, False,
-                 item_from_row)  # fmt: skip
+def items(c: Conn, *, filters: dict[str, Any], after: int | None, limit: int | None) -> Page[Any]:
+    """Inbox items, oldest first, narrowed by the columns `filters` names (None: any)."""
+    return _page(c, "inbox", ITEM_COLS, "item_id", filters, after, limit, False, item_from_row)

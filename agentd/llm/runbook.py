@@ -18,7 +18,11 @@ The operator's answer to a question of the run is read by its first word (any ca
     skip    go on without the refused or failing action; with nothing left to try, finish
     else    (or no answer before the question expired) finish, quoting the answer
 
-so a refused action is never proposed again without the operator saying so.
+so a refused action is never proposed again without the operator saying so. The question agentd
+asks itself after a stop mid-action ("Did it happen?", agentd/runs/recovery.py) also takes
+
+    yes     the action happened: it counts as done, and the runbook goes on from there
+    no      it did not happen: as retry, so the runbook may run it again through the policy
 """
 
 from __future__ import annotations
@@ -59,12 +63,15 @@ def _action(kind: str, reason: str, **args: Any) -> JSON:
 
 ANSWERS = ("stop", "retry", "skip")
 VOCABULARY = "answer stop (finish the run), retry (start over) or skip (go on without it)"
+# The yes-or-no question of an outcome agentd cannot tell (wait why "unknown_outcome"): the
+# word each answer stands for. "happened" marks the unknown action done (_settled).
+OUTCOME_ANSWERS = {"yes": "happened", "y": "happened", "no": "retry", "n": "retry"}
 
 
 def decide(cfg: RunbookModel, ctx: JSON) -> JSON:
     """The next action for the world and history in `ctx` (see engine's ModelRequest.context)."""
     menu = set(ctx.get("menu", []))
-    history: list[JSON] = ctx.get("history", [])
+    history: list[JSON] = _settled(ctx.get("history", []))
     health: JSON = ctx.get("world", {}).get(cfg.health_source) or {}
     if "healthy" not in health:
         return _action(
@@ -138,8 +145,24 @@ def _answers(history: list[JSON]) -> list[tuple[int, str | None, str]]:
         text = str(h.get("answer") or "") if h.get("status") == "answered" else ""
         first = text.strip().lower().split(maxsplit=1)
         word = first[0].strip(".,;:!") if first else None
-        found.append((i, word if word in ANSWERS else None, text or "(no answer)"))
+        if h.get("why") == "unknown_outcome" and word in OUTCOME_ANSWERS:
+            word = OUTCOME_ANSWERS[word]
+        found.append((i, word if word in (*ANSWERS, "happened") else None, text or "(no answer)"))
     return found
+
+
+def _settled(history: list[JSON]) -> list[JSON]:
+    """`history` with each action whose outcome agentd could not tell marked done where the
+    operator answered that it happened (the last such action before the answer)."""
+    out = list(history)
+    for i, word, _ in _answers(history):
+        if word != "happened":
+            continue
+        for j in range(i - 1, -1, -1):
+            if out[j]["kind"] == "act" and out[j].get("outcome") == "unknown":
+                out[j] = {**out[j], "status": "done", "ok": True, "outcome": "happened"}
+                break
+    return out
 
 
 def _blocked(tail: list[JSON], action: str) -> tuple[int, str] | None:
@@ -205,11 +228,14 @@ def _steps_taken(history: list[JSON]) -> str:
     taken: list[str] = []
     failed: list[str] = []
     refused: list[str] = []
+    unknown: list[str] = []
     for h in history:
         action = h.get("action")
         if not action or action == "sleep":
             continue
-        if h["kind"] == "act" and h["status"] != "started" and h.get("ok") is False:
+        if h["kind"] == "act" and (h.get("outcome") == "unknown" or h["status"] == "started"):
+            unknown.append(action)  # its intent was journaled: it may have happened
+        elif h["kind"] == "act" and h.get("ok") is False:
             failed.append(f"{action} ({h.get('error') or 'no detail'})")
         elif h["kind"] == "act" and h["status"] == "done" and action != "notify":
             taken.append(action)
@@ -219,7 +245,13 @@ def _steps_taken(history: list[JSON]) -> str:
             how = {"denied": "denied by the operator", "expired": "approval expired"}
             if h.get("status") in how:
                 refused.append(f"{action} ({how[h['status']]})")
-    parts = [("Actions taken: " + ", ".join(taken) + ".") if taken else "No action was taken."]
+    parts = ["Actions taken: " + ", ".join(taken) + "."] if taken else []
+    if unknown:
+        parts.append(
+            "Started, outcome unknown (agentd stopped during it): " + ", ".join(unknown) + "."
+        )
+    if not parts:
+        parts.append("No action was taken." if not failed else "No action succeeded.")
     if failed:
         parts.append("Failed: " + ", ".join(failed) + ".")
     if refused:

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from agentd.config.notify import EmailNotify, NotifierConfig, NtfyNotify, WebhookNotify
 from agentd.models import JSON
-from agentd.text import safe
+from agentd.text import cut_at_word, safe
 
 PRIORITY_LEVEL = {"min": 1, "low": 2, "default": 3, "high": 4, "urgent": 5}
 
@@ -61,15 +61,16 @@ def subject(message: JSON) -> str:
         "notice": "notice",
         "failure": "run failed",
     }.get(str(message.get("category")), "inbox")
-    title = " ".join(str(message.get("title", "")).split())[:150]
+    title = cut_at_word(" ".join(str(message.get("title", "")).split()), 150)
     stage = int(message.get("stage", 0))
+    # What the item is comes first, then which message about it this is: "agentd approval
+    # needed (item 8, reminder 1): approve restart?", never "reminder 1: … still waits".
+    which = f"item {message.get('item_id')}"
     if message.get("escalation"):
-        lead = f"ESCALATION: {what} unanswered"
-    elif stage > 0:
-        lead = f"reminder {stage}: {what} still waits"
-    else:
-        lead = what
-    return f"agentd {lead} (item {message.get('item_id')}): {title}"
+        return f"agentd ESCALATION: {what}, unanswered ({which}): {title}"
+    if stage > 0:
+        which += f", reminder {stage}"
+    return f"agentd {what} ({which}): {title}"
 
 
 def text(message: JSON) -> str:

@@ -37,19 +37,19 @@ def _cap(text: str) -> str:
 
 def _body_continues_title(item: InboxItem) -> bool:
     """The notice's title already shows the beginning of its body: the `notify` action's message
-    (title = message[:200]) or a finished run's summary (title = "run N status: summary[:150]").
+    (its title: the message cut at a word) or a finished run's summary (`run N status: summary…`).
     Other notices (an action refused at execution, a result that came after its run stopped) hold
     the action's arguments or result in their body."""
-    title, body = item.title, item.body
+    # A title cut at a word ends in … (agentd.text.cut_at_word): its text before is the start.
+    title, body = item.title.removesuffix("…"), item.body
     if not body:
         return False
     if body.startswith(title):
         return True
-    return (
-        item.run_id is not None
-        and title.startswith(f"run {item.run_id} ")
-        and title.endswith(f": {body[:150]}")
-    )
+    lead = f"run {item.run_id} "
+    if item.run_id is None or not title.startswith(lead) or ": " not in title:
+        return False
+    return body.startswith(title.split(": ", 1)[1])
 
 
 def about(item: InboxItem, category: str, evidence: JSON | None = None) -> tuple[str, str]:

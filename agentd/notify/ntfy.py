@@ -12,6 +12,7 @@ from agentd.errors import DeliveryFailed
 from agentd.models import JSON
 from agentd.notify import PRIORITY_LEVEL, subject, text
 from agentd.notify.webhook import filled, post
+from agentd.text import cut_at_word
 
 TAGS = {
     "approval": "lock",
@@ -33,7 +34,7 @@ class Ntfy:
             tags.append("rotating_light")
         payload: JSON = {
             "topic": self.cfg.topic,
-            "title": subject(message)[:250],
+            "title": cut_at_word(subject(message), 250),
             "message": text(message)[:3500],
             "priority": PRIORITY_LEVEL.get(str(message.get("priority")), 3),
             "tags": tags,

@@ -1,6 +1,6 @@
 """What to send, where and when: new inbox items become outbox rows (first message, reminders,
 escalation) per the agent's `[agents.X.notify]`; due rows are held back in the goal's quiet hours
-(the check-in cadence's own logic) unless urgent — an approval or a question a run waits on pages
+(the check-in cadence's own logic) unless urgent — an approval, a failure or a question a run waits on pages
 at once on a channel with `urgent_in_quiet_hours = "send"` (the default) — and never past their
 item's expiry; held rows follow a changed setting at once; rows are dropped once their item is
 answered or closed. Runs inside the daemon's transactions; `now` is the daemon's clock."""
@@ -147,9 +147,12 @@ def plan_queued(c: Conn, cfg: Config, now: float) -> int:
 
 
 def urgent(message: JSON) -> bool:
-    """An approval, or a question a run waits on (a check-in's question has no run: it waits)."""
+    """An approval, a failure (a run gave up: the service it watched may still be down), or a
+    question a run waits on (a check-in's question has no run: it waits)."""
     what = message.get("category")
-    return what == "approval" or (what == "question" and message.get("run_id") is not None)
+    return what in ("approval", "failure") or (
+        what == "question" and message.get("run_id") is not None
+    )
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,13 @@ def now(store: HomeStore) -> datetime:
     return datetime.fromtimestamp(now_s(store), UTC)
 
 
+def clock_speed(store: HomeStore) -> float | None:
+    """How many times the wall's pace the home's clock runs (`serve --clock-speed N`); None on
+    the wall."""
+    recorded = store.read(stamp.recorded)
+    return None if recorded is None else recorded[0]
+
+
 def data_version(store: HomeStore) -> int:
     """The database's change counter on this connection: it moves when another connection commits."""
     return store.data_version()

@@ -11,6 +11,7 @@ what closed it and why. Texts the operator writes are bounded by TEXT_MAX_CHARS 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentd.db import checkins, memory, stamp
@@ -19,6 +20,7 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import ModelOutputInvalid, Refused, Unchanged, UsageError, require_utf8
 from agentd.models import JSON, Goal, GoalStatus, InboxItem, InboxKind, InboxStatus, action_digest
+from agentd.views.inbox_status import WITHDRAWN, shown_status
 
 if TYPE_CHECKING:
     from agentd.config import Config
@@ -277,9 +279,70 @@ def _start_suggested(c: Any, config: Config, goal: Goal, item_id: int, suggested
 # ── what surfaces read of the inbox ─────────────────────────────────────────────────────────────
 
 
+KINDS = ("approval", "question", "notice", "nudge")
+# "withdrawn": the expired items no one needed any more, as every surface shows them
+STATUSES = ("open", "all", *(s.value for s in InboxStatus if s != InboxStatus.OPEN), WITHDRAWN)
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Which items `agentd inbox list` shows, as the web inbox's filters: a kind (notice keeps
+    nudges too: they are notices), a goal, a status ("open", "all" or one)."""
+
+    kind: str | None = None
+    goal_id: int | None = None
+    status: str = "open"
+
+    @classmethod
+    def parse(cls, kind: str | None, goal_id: int | None, status: str) -> Filter:
+        if kind is not None and kind not in KINDS:
+            raise UsageError(f"--kind {kind!r}: choose one of {', '.join(KINDS)}")
+        if status not in STATUSES:
+            raise UsageError(f"--status {status!r}: choose one of {', '.join(STATUSES)}")
+        return cls(kind, goal_id, status)
+
+    def keeps(self, item: InboxItem) -> bool:
+        word = "nudge" if item.rule == "nudge" else str(item.kind)
+        if (
+            self.kind is not None
+            and self.kind != word
+            and not (self.kind == "notice" and item.kind == InboxKind.NOTICE)
+        ):
+            return False
+        if self.goal_id is not None and item.goal_id != self.goal_id:
+            return False
+        if self.status == WITHDRAWN:
+            return shown_status(item) == WITHDRAWN
+        return self.status in ("all", item.status)
+
+    def columns(self) -> dict[str, Any]:
+        """The columns a page of items is narrowed by in the database (agentd/db/pages.py); what
+        they cannot say (an expired item shown as withdrawn) `keeps` narrows after."""
+        cols: dict[str, Any] = {"status": self.stored, "goal_id": self.goal_id}
+        if self.kind == "nudge":
+            cols["rule"] = "nudge"
+        elif self.kind is not None:
+            cols["kind"] = self.kind  # a notice keeps nudges too: they are notices
+        return cols
+
+    @property
+    def stored(self) -> str | None:
+        """The stored status the database narrows to (None: every item)."""
+        if self.status == "all":
+            return None
+        return InboxStatus.EXPIRED.value if self.status == WITHDRAWN else self.status
+
+
 def items(store: SyncStore, *, show_all: bool = False) -> list[InboxItem]:
     """The open items, oldest first; every item, whatever its status, with `show_all`."""
     return store.read(lambda c: qi.list_items(c, status=None if show_all else "open"))
+
+
+def filtered(store: SyncStore, wanted: Filter) -> list[InboxItem]:
+    """The items `wanted` keeps, oldest first, the database reading only those of its status."""
+    return [
+        i for i in store.read(lambda c: qi.list_items(c, status=wanted.stored)) if wanted.keeps(i)
+    ]
 
 
 def get_item(store: SyncStore, item_id: int) -> InboxItem:

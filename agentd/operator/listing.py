@@ -10,6 +10,7 @@ from agentd.db import queries as q
 from agentd.db.pages import Page as Page  # re-exported: the surfaces name it
 from agentd.db.store import SyncStore
 from agentd.models import Goal
+from agentd.operator import inbox
 
 
 def goals(store: SyncStore, status: str | None, after: int | None, limit: int | None) -> Page[Any]:
@@ -31,10 +32,13 @@ def events(store: SyncStore, after: int | None, limit: int) -> Page[Any]:
     return store.read(lambda c: pages.events(c, after=after, limit=limit))
 
 
-def items(store: SyncStore, show_all: bool, after: int | None, limit: int | None) -> Page[Any]:
-    """Open inbox items (every item with `show_all`), oldest first, after item `after`."""
-    status = None if show_all else "open"
-    return store.read(lambda c: pages.items(c, status=status, after=after, limit=limit))
+def items(
+    store: SyncStore, wanted: inbox.Filter, after: int | None, limit: int | None
+) -> Page[Any]:
+    """The inbox items `wanted` keeps (the web's and `inbox list`'s filters), oldest first, after
+    item `after`."""
+    page = store.read(lambda c: pages.items(c, filters=wanted.columns(), after=after, limit=limit))
+    return Page([i for i in page.rows if wanted.keeps(i)], page.total, page.next_after)
 
 
 def goals_by_id(store: SyncStore, goal_ids: set[int]) -> dict[int, Goal]:

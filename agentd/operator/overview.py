@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentd.db import glance, outbox
+from agentd.db import glance, outbox, stamp
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import JSON, InboxKind, RunStatus, from_ts
@@ -78,6 +78,8 @@ def gather(c: Any, home_now: float, cfg: Config | None = None) -> JSON:
         "dismissed_nudges": nudges.mostly_dismissed(c),  # goals whose nudges are mostly dismissed
         "now": from_ts(now),
         "planning": glance.planning(c),  # None, or how far a daemon's first planning has got
+        # The home's clock runs N× the wall (`serve --clock-speed N`): None on the wall.
+        "clock_speed": (stamp.recorded(c) or (None,))[0],
         "notify": outbox.channel_health(c),  # per channel: pending, failing (agentd/notify/)
     }
 

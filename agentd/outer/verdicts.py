@@ -15,7 +15,7 @@ from agentd.db import items as qi
 from agentd.db import memory as mem
 from agentd.db.checkins import Checkin
 from agentd.models import JSON, InboxKind
-from agentd.text import urls_shown
+from agentd.text import cut_at_word, urls_shown
 
 MAX_OPEN_CLARIFY = 2  # clarifying questions open at once for a goal
 RESPITE_S = 86400.0  # a dismissed topic is not raised again sooner, whatever is new
@@ -44,7 +44,7 @@ def nudge(c: Any, row: Checkin, v: JSON, now: float) -> JSON:
         "nudge": {k: v.get(k) for k in ("topic", "message", "suggested", "new")},
         "checkin_id": row.checkin_id, "posted_at": now,
     }  # fmt: skip
-    item_id = qi.post(c, InboxKind.NOTICE, title=v["message"][:200], goal_id=row.goal_id,
+    item_id = qi.post(c, InboxKind.NOTICE, title=cut_at_word(v["message"]), goal_id=row.goal_id,
                       rule="nudge", data=data)  # fmt: skip
     lines = [v["message"]] + ([what_new] if what_new else [])
     if suggested:
@@ -54,7 +54,9 @@ def nudge(c: Any, row: Checkin, v: JSON, now: float) -> JSON:
     lines.append(f'Not useful? agentd inbox dismiss {item_id} --reason "…" (agentd then checks '
                  "in less often)")  # fmt: skip
     accept_hint = f" — accept: agentd inbox accept {item_id}" if suggested else ""
-    qc.set_item_text(c, item_id, (v["message"][:150] + accept_hint)[:200], "\n".join(lines))
+    qc.set_item_text(
+        c, item_id, cut_at_word(cut_at_word(v["message"], 150) + accept_hint), "\n".join(lines)
+    )
     return {"item_id": item_id, **({"new": what_new} if what_new else {})}
 
 
@@ -64,18 +66,18 @@ def clarify(c: Any, row: Checkin, question: str, now: float) -> JSON:
         return {"suppressed": "the same question is already open"}
     if len(opened) >= MAX_OPEN_CLARIFY:
         return {"suppressed": f"{len(opened)} clarifying questions are already open"}
-    item_id = qi.post(c, InboxKind.QUESTION, title=question[:200], goal_id=row.goal_id,
+    item_id = qi.post(c, InboxKind.QUESTION, title=cut_at_word(question), goal_id=row.goal_id,
                       rule="clarify", data={"checkin_id": row.checkin_id, "posted_at": now})  # fmt: skip
     body = (f"{question}\nAnswer: agentd inbox answer {item_id} \"…\" — the answer becomes part "
             f"of what goal {row.goal_id} remembers.")  # fmt: skip
-    qc.set_item_text(c, item_id, question[:200], body)
+    qc.set_item_text(c, item_id, cut_at_word(question), body)
     return {"item_id": item_id}
 
 
 def achieved(c: Any, row: Checkin, evidence: str, now: float) -> JSON:
     if opened := qc.open_questions(c, row.goal_id, "achieved"):
         return {"suppressed": f"question {opened[0]['item_id']} already asks to confirm"}
-    title = f"goal {row.goal_id} achieved? {evidence}"[:200]
+    title = cut_at_word(f"goal {row.goal_id} achieved? {evidence}")
     item_id = qi.post(c, InboxKind.QUESTION, title=title, goal_id=row.goal_id, rule="achieved",
                       data={"checkin_id": row.checkin_id, "posted_at": now})  # fmt: skip
     body = (f"{evidence}\nConfirm to close goal {row.goal_id} as achieved: agentd inbox answer "

@@ -37,6 +37,7 @@ from agentd.models import (
 )
 from agentd.runs import control
 from agentd.runs.deps import Deps
+from agentd.text import cut_at_word
 
 log = structlog.get_logger("agentd.engine")
 
@@ -249,7 +250,7 @@ class RunJournal:
                 qi.withdraw_item(c, approval, f"not executed: {rule}")
             if rule.startswith("rate limit"):
                 qi.post(
-                    c, InboxKind.NOTICE, title=f"{action} refused at execution: {rule}"[:200],
+                    c, InboxKind.NOTICE, title=cut_at_word(f"{action} refused at execution: {rule}"),
                     body=f"Run {self.run_id} wanted {action} {args}; refused: {rule}.",
                     goal_id=self.goal_id, run_id=self.run_id, seq=ref.seq,
                 )  # fmt: skip
@@ -374,7 +375,7 @@ class RunJournal:
     async def ask_operator(self, question: str, why: str) -> None:
         ref = self.ref()
         item = {
-            "title": question[:200], "body": question, "seq": ref.seq, "rule": why,
+            "title": cut_at_word(question), "body": question, "seq": ref.seq, "rule": why,
             "expires_at": self._expiry(InboxKind.QUESTION),
         }  # fmt: skip
         step = await self._write(

@@ -21,6 +21,7 @@ from agentd.db import world as worlds
 from agentd.db.conn import Conn
 from agentd.models import JSON, InboxKind, RunStatus, Step, StepKind
 from agentd.sources import changes, with_history
+from agentd.text import cut_at_word
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def control(
         kind = InboxKind.NOTICE if cfg.type == "notify" else InboxKind.QUESTION
         text = str(args.get("message") or args.get("question") or "")
         result["item_id"] = qi.post(
-            c, kind, title=text[:200], body=text, goal_id=ref.goal_id, run_id=ref.run_id,
+            c, kind, title=cut_at_word(text), body=text, goal_id=ref.goal_id, run_id=ref.run_id,
             seq=ref.seq, expires_at=expires_at if kind == InboxKind.QUESTION else None,
         )  # fmt: skip
     act = q.append_step(
@@ -139,10 +140,8 @@ def finish(
     """End the run, withdraw what it still asks, leave a notice with the summary, and remember
     the outcome in the goal's memory (what its check-ins read)."""
     qi.withdraw_open_items(c, ref.run_id, f"run {status}")
-    qi.post(
-        c, InboxKind.NOTICE, title=f"run {ref.run_id} {status}: {summary[:150]}", body=summary,
-        goal_id=ref.goal_id, run_id=ref.run_id,
-    )  # fmt: skip
+    title = f"run {ref.run_id} {status}: {cut_at_word(summary, 150)}"
+    qi.post(c, InboxKind.NOTICE, title=title, body=summary, goal_id=ref.goal_id, run_id=ref.run_id)
     step = qt.finish(c, ref.run_id, ref.epoch, status, summary)
     memory.remember(c, ref.goal_id, "run", f"run {ref.run_id} {status}: {summary}",
                     f"run:{ref.run_id}", step.created_at.timestamp())  # fmt: skip

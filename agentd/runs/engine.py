@@ -27,6 +27,7 @@ from agentd.runs.deciding import Deciding
 from agentd.runs.deps import Deps
 from agentd.runs.recovery import Recovery
 from agentd.sources import observe_all
+from agentd.text import cut_at_word
 
 log = structlog.get_logger("agentd.engine")
 MAX_EVENTS_SHOWN = 20  # events since the previous look that a decision sees
@@ -167,7 +168,7 @@ class Engine:
                 "cancel it with `agentd runs cancel`."
             )
             control.post_and_wait(
-                c, ref, InboxKind.QUESTION, "internal_error", title=question[:200],
+                c, ref, InboxKind.QUESTION, "internal_error", title=cut_at_word(question),
                 body=question, seq=ref.seq, rule="internal_error",
             )  # fmt: skip
 

@@ -153,7 +153,9 @@ def context_entry(s: Step) -> JSON:
     }
     if s.kind == StepKind.ACT:
         entry["ok"] = (s.result or {}).get("ok")
-        if entry["ok"] is False:  # what went wrong, for the runbook's question to the operator
+        if (s.result or {}).get("outcome") == "unknown":  # a stop mid-action: nobody knows
+            entry["outcome"] = "unknown"
+        elif entry["ok"] is False:  # what went wrong, for the runbook's question to the operator
             entry["error"] = _act_error(s.result or {})
     elif s.kind == StepKind.CHECK:
         entry["rule"] = s.data.get("rule")

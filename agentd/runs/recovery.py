@@ -18,6 +18,7 @@ from agentd.outside import process
 from agentd.runs import control
 from agentd.runs.acting import RunJournal
 from agentd.sources import observe_all
+from agentd.text import cut_at_word
 
 log = structlog.get_logger("agentd.engine")
 
@@ -103,17 +104,10 @@ class Recovery(RunJournal):
         """Record the outcome as unknown and ask the operator — one transaction, so a crash
         in between cannot leave a finished step that nobody asked about."""
         world = await observe_all([self.deps.sources[n] for n in self.agent.sources])
-        retry = (
-            f"It will not be re-run: {blocked}." if blocked else "It will not be retried blindly."
-        )
-        question = (
-            f"agentd stopped while running {step.action} {step.args} (key {ctx.idempotency_key}) "
-            f"and cannot tell whether it happened. {retry} "
-            "Did it happen? Your answer is given to the run."
-        )
+        question = unknown_outcome_question(step, ctx.idempotency_key, blocked)
         ref = self.ref()
         item = {
-            "title": question[:200], "body": f"{question}\nWorld now: {prompt.quote(world)}",
+            "title": cut_at_word(question), "body": f"{question}\nWorld now: {prompt.quote(world)}",
             "seq": ref.seq, "rule": "unknown_outcome",
             "expires_at": self._expiry(InboxKind.QUESTION),
         }  # fmt: skip
@@ -131,3 +125,15 @@ class Recovery(RunJournal):
         self.steps[-1:] = [done, wait]
         self.deps.on_change()
         log.warning("inbox.question_asked", item_id=wait.data.get("item_id"), why="unknown_outcome")
+
+
+def unknown_outcome_question(step: Step, key: str, blocked: str | None) -> str:
+    """The question an intent without a result asks: what happened, and the answers it takes
+    (yes and no, as it asks yes or no; the runbook reads them, a model reads the words)."""
+    retry = f"It will not be re-run: {blocked}." if blocked else "It will not be retried blindly."
+    return (
+        f"agentd stopped while running {step.action} {step.args} (key {key}) and cannot tell "
+        f"whether it happened. {retry} Did it happen? Answer yes (it happened: the run goes on "
+        "from there), no (it did not: the run may try it again) or stop (end the run); your "
+        "answer is given to the run."
+    )

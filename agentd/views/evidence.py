@@ -21,7 +21,7 @@ from agentd.views.changes import result_head
 from agentd.views.times import clock, local, relative
 
 ACTIONS = 5  # the run's last actions the summary names
-LOG_LINES = 5  # a log tail's last lines
+LOG_LINES = 5  # a log tail's lines quoted: its error lines, then its newest (newest first)
 OUTPUT_LINES = 3  # a command's last output lines
 MCP_ITEMS = 4  # an MCP source's resources and tools named
 DEFAULT_WIDTH = 100  # a view's width when the output is no terminal
@@ -35,7 +35,10 @@ TITLE_FIELDS = ("title", "name", "summary", "subject", "status", "state", "messa
 STATE_WORDS = {"unhealthy": "FAILING", "check_failed": "CHECK BROKEN", "healthy": "ok"}
 _SKIPPED_ACTIONS = frozenset({"sleep"})  # waiting is no action an operator weighs
 # What `!` before a quoted line means, wherever the summary is shown (`lines`, the web page).
-ERROR_MARK = "! marks an error line: one with an error word, or a failing check's output"
+ERROR_MARK = (
+    "! marks an error line: one with an error word, or a failing check's output;"
+    " a log shows its error lines first, then its newest"
+)
 
 
 # ── the JSON-able form ───────────────────────────────────────────────────────────────────────
@@ -49,7 +52,8 @@ def summary(
     (ISO 8601), `healthy_until` (ISO 8601: the last look that saw a failing or broken source
     healthy, from `healthy_until` by source name — the world's history, which
     agentd.operator.evidence reads — else None), `facts` (agentd's words and numbers) and
-    `detail` (`{"text", "error"}` lines quoted from the world); each of the run's last actions
+    `detail` (`{"text", "error"}` lines quoted from the world: a log's error lines first, then
+    its newest, newest first) and `more` (a log's lines not quoted); each of the run's last actions
     as `seq`, `at`, `action`, `args`, `status` (ok, failed, running, refused, denied, expired)
     and `outcome` (the result in words)."""
     until = healthy_until or {}
@@ -113,8 +117,11 @@ def _source(name: str, obs: JSON, healthy_until: str | None = None) -> JSON:
         # the history, its time says more (headline_parts).
         facts.append("healthy before then" if obs["episode"] > 1 else "never seen healthy")
     since = obs.get("since") if isinstance(obs.get("since"), str) else None
+    detail = [d for d in detail if d["text"]]
+    # A log's lines not quoted (the oldest quiet ones): the CLI says `… N more lines`.
+    more = max(len(obs.get("lines") or []) - len(detail), 0) if kind == "log" else 0
     return {"name": name, "kind": kind, "state": state, "since": since, "healthy_until": until,
-            "facts": facts, "detail": [d for d in detail if d["text"]]}  # fmt: skip
+            "facts": facts, "detail": detail, "more": more}  # fmt: skip
 
 
 def _line(text: object, *, error: bool = False) -> JSON:
@@ -134,10 +141,15 @@ def _http(obs: JSON, state: str | None) -> tuple[list[str], list[JSON]]:
 
 
 def _log(obs: JSON) -> tuple[list[str], list[JSON]]:
+    """A log's facts and the lines it quotes: the error lines first, then the newest, each
+    newest first — what an operator reads first on a phone is what went wrong last; the lines
+    left out are the oldest quiet ones (`more` counts them)."""
     lines = [str(x) for x in obs.get("lines") or []]
     errors = sum(1 for x in lines if _ERROR.search(x))
     facts = [f"last {len(lines)} lines", f"{errors} with errors" if errors else "no errors"]
-    return facts, [_line(x, error=bool(_ERROR.search(x))) for x in lines[-LOG_LINES:]]
+    newest = [_line(x, error=bool(_ERROR.search(x))) for x in reversed(lines)]
+    newest.sort(key=lambda d: not d["error"])  # stable: each group stays newest first
+    return facts, newest[:LOG_LINES]
 
 
 def _command(obs: JSON) -> tuple[list[str], list[JSON]]:
@@ -312,7 +324,8 @@ def _when(iso_text: str, now: datetime | None) -> str:
 
 def lines(evidence: JSON, now: datetime | None, width: int | None = None) -> list[str]:
     """The summary for a terminal, each line at most `width` columns (cut with …): a source's
-    headline, then its quoted lines under it (`!` marks an error); then the run's last actions."""
+    headline, then its quoted lines under it (`!` marks an error; a log's newest first, then
+    `… N more lines`); then the run's last actions."""
     width = max(width or DEFAULT_WIDTH, 40)
     sources = evidence.get("sources") or []
     pad = max([len(s["name"]) for s in sources] + [0]) + 2
@@ -325,6 +338,8 @@ def lines(evidence: JSON, now: datetime | None, width: int | None = None) -> lis
         for d in s["detail"]:
             mark = "! " if d["error"] else "  "  # `!`: a line with an error word, or a failure's
             out.append(" " * pad + mark + one_line(d["text"], width - pad - 2))
+        if s.get("more"):
+            out.append(" " * pad + f"  … {_count(s['more'], 'more line')}")
     if actions := evidence.get("actions"):
         out.append("last actions:")
         size = min(max(len(a["action"]) for a in actions), width // 3)

@@ -169,7 +169,7 @@ def _action_body(entry: Entry, diff_lines: int | None) -> tuple[str, str, list[s
             if s.data.get("approval"):
                 lines.append(f"approved: inbox item {s.data['approval']}")
             if s.status == StepStatus.STARTED or s.result is None:
-                lines.append("result: started; no result journaled yet")
+                lines.append("result: still running (its result comes when it ends)")
             else:
                 lines.append(f"result: {result_head(s.result)}")
                 lines.extend(outputs(s.result, diff_lines and OUTPUT_LINES))
@@ -315,7 +315,7 @@ def step_detail(step: Step) -> str:
     """What happened in a step, in one neutralised line: its result, reason, wait or outcome."""
     if step.kind == StepKind.ACT:
         if step.result is None:
-            return "started; no result journaled yet"
+            return "still running (its result comes when it ends)"
         return single_line(result_head(step.result))
     if step.kind == StepKind.CHECK:
         return ""  # its verdict and rule are on the line already

@@ -32,10 +32,10 @@ def item_with_goal(store: HomeStore, item_id: int) -> tuple[InboxItem, Goal | No
     return inbox.item_with_goal(store, item_id)
 
 
-def inbox_view(store: HomeStore, keeps: Any) -> tuple[list[InboxItem], dict[int, Goal]]:
-    """The items `keeps` (an inbox filter) keeps, and their goals by id (for their titles: only
-    theirs, not every goal of the home)."""
-    kept = [i for i in inbox.items(store, show_all=True) if keeps(i)]
+def inbox_view(store: HomeStore, wanted: inbox.Filter) -> tuple[list[InboxItem], dict[int, Goal]]:
+    """The items `wanted` keeps, and their goals by id (for their titles: only theirs, not every
+    goal of the home)."""
+    kept = inbox.filtered(store, wanted)
     return kept, listing.goals_by_id(store, {i.goal_id for i in kept if i.goal_id is not None})
 
 
@@ -74,7 +74,7 @@ def goals_page(store: HomeStore, after: int | None, limit: int | None) -> Page[G
 def inbox_page(
     store: HomeStore, show_all: bool, after: int | None, limit: int | None
 ) -> Page[InboxItem]:
-    return listing.items(store, show_all, after, limit)
+    return listing.items(store, inbox.Filter(status="all" if show_all else "open"), after, limit)
 
 
 def goal_json(store: HomeStore, cfg: Config, goal_id: int) -> JSON:

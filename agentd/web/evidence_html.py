@@ -2,8 +2,9 @@
 journal (agentd/views/evidence.py, never the model): a line per source — its state word as a
 badge where the CLI says one, since when, its codes, streak and last healthy look — with the
 lines it quotes (error lines marked, and the mark explained), then, under their own heading, the
-run's last actions and what came of them. On a phone a long quote shows its first lines and
-folds the rest, so the page stays short; the raw world stays folded below."""
+run's last actions and what came of them. A log quotes its error lines first, then its newest
+(agentd/views/evidence.py), so on a phone a long quote shows those and folds the older rest, and
+the page stays short; the raw world stays folded below."""
 
 from __future__ import annotations
 
@@ -77,4 +78,6 @@ def _source(source: JSON, now: datetime) -> str:
             f'<details class="more"><summary>{len(lines) - SHOWN} more lines</summary>'
             f"{''.join(lines[SHOWN:])}</details>"
         )
+    if source.get("more"):  # a log's oldest lines, not quoted: the raw world has them
+        quoted += f'<span class="meta more-lines">… {source["more"]} older lines</span>'
     return f"<li><strong>{h(source['name'])}</strong> {lead} {head}{quoted}</li>"

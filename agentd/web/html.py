@@ -64,7 +64,7 @@ summary.button{list-style:none;color:#1d1d1f;display:inline-flex;align-items:cen
 .ev code.q{display:block;overflow-wrap:anywhere;padding-left:.35rem;border-left:3px solid transparent}
 .o-succeeded{color:#1e5b1a;font-weight:600} .o-failed,.o-denied,.o-expired{color:#8c1d12;font-weight:600}
 .ev code.err{border-left-color:#b42318;background:#fdf0ee;color:#8c1d12}
-details.more{margin:0} details.more>summary{font-size:.85rem}
+details.more{margin:0} details.more>summary{font-size:.85rem} .ev .more-lines{display:block;font-size:.85rem}
 @media(min-width:32rem){details.more>summary{display:none}
  details.more::details-content{content-visibility:visible}}
 ul.cards{list-style:none;padding:0;margin:0}

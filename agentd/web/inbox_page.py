@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from agentd.errors import UsageError
-from agentd.models import Goal, InboxItem, InboxKind, InboxStatus
+from agentd.models import Goal, InboxItem, InboxKind
+from agentd.operator import inbox
 from agentd.text import one_line
 from agentd.views.times import relative
 from agentd.web.html import badge, expiry, h, page
 from agentd.web.item_page import kind_word
 
-KINDS = ("approval", "question", "notice", "nudge")
-STATUSES = ("open", "all", *(s.value for s in InboxStatus if s != InboxStatus.OPEN))
+KINDS, STATUSES = inbox.KINDS, inbox.STATUSES  # the same filters as `agentd inbox list`
 WAITING = (InboxKind.APPROVAL, InboxKind.QUESTION)
 NEVER = datetime.max.replace(tzinfo=UTC)
 
@@ -49,14 +49,13 @@ class Filters:
     def narrowed(self) -> bool:
         return bool(self.kind or self.goal_id is not None or self.status != "open")
 
+    @property
+    def shared(self) -> inbox.Filter:
+        """The same narrowing as `agentd inbox list` applies (agentd/operator/inbox.py)."""
+        return inbox.Filter(self.kind or None, self.goal_id, self.status)
+
     def keeps(self, item: InboxItem) -> bool:
-        # "notice" keeps nudges too: they are notices.
-        notice = self.kind == "notice" and item.kind == InboxKind.NOTICE
-        if self.kind and kind_word(item) != self.kind and not notice:
-            return False
-        if self.goal_id is not None and item.goal_id != self.goal_id:
-            return False
-        return self.status in ("all", item.status)
+        return self.shared.keeps(item)
 
 
 def ordered(items: Sequence[InboxItem]) -> tuple[list[InboxItem], list[InboxItem]]:

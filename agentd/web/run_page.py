@@ -123,7 +123,7 @@ def _action(entry: Entry) -> tuple[str, str, list[str], bool]:
             if s.data.get("approval"):
                 lines.append(f"approved in inbox item {s.data['approval']}")
             if s.status == StepStatus.STARTED or s.result is None:
-                lines.append("result: started, none journaled yet")
+                lines.append("result: still running (its result comes when it ends)")
             else:
                 bad = bad or s.result.get("ok") is False or bool(s.result.get("error"))
                 lines.append(f"result: {result_head(s.result)}")

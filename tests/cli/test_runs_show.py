@@ -132,7 +132,7 @@ def test_an_action_still_executing_says_so(cli_home: Any) -> None:
     run_id = cli_home.start_run(cli_home.add_goal())
     cli_home.store.write(lambda c: acted(c, run_id, result=False))
     text = agentd(cli_home.root, "runs", "show", str(run_id)).stdout
-    assert "result: started; no result journaled yet" in text
+    assert "result: still running (its result comes when it ends)" in text
 
 
 def test_an_approved_action_names_its_approval_where_it_ran(cli_home: Any) -> None:
@@ -245,7 +245,7 @@ def test_follow_prints_steps_as_they_happen_and_each_action_once(cli_home: Any) 
     heads = [line.split()[2] for line in timeline_of(text) if line.startswith("#")]
     assert heads == ["start", "observe", "act", "finish"]
     assert "[running]" in text  # the header as it was when following began
-    assert "result: ok · exit 0" in text and "no result journaled yet" not in text
+    assert "result: ok · exit 0" in text and "still running" not in text
     assert "finish   succeeded: healthy again" in text
 
 

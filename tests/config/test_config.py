@@ -81,7 +81,7 @@ def test_config_unknown_references_are_named(tmp_path: Path) -> None:
 
 
 def test_config_missing_file_says_how_to_create_it(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="agentd init"):
+    with pytest.raises(ConfigError, match=r"agentd --home \S+ init"):
         config.load(tmp_path / "nope.toml")
 
 

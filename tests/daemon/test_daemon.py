@@ -8,12 +8,8 @@ given while it is down apply at the next start; an unusable database or a malfor
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -27,10 +23,11 @@ from agentd.db import items as qi
 from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import InboxItem, InboxKind, RunStatus, Step, StepKind, StepStatus
+from tests import processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
-AGENTD = [sys.executable, "-m", "agentd"]
+AGENTD = processes.AGENTD  # the old name: other modules import it from here
 FINISH = {
     "reason": "all done",
     "action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"},
@@ -72,42 +69,25 @@ class Daemon:
 
     def start(self, **popen: Any) -> subprocess.Popen[bytes]:
         """Start `agentd serve` (its log in daemon-N.log); `popen`: more Popen arguments."""
-        env = {**os.environ, "AGENTD_LOG_FORMAT": "json"}
-        with self.log(len(self.procs) + 1).open("ab") as out:
-            proc = subprocess.Popen(
-                [*AGENTD, "--home", str(self.home), "serve"],
-                stdout=out,
-                stderr=out,
-                env=env,
-                start_new_session=True,
-                **popen,
-            )
+        proc = processes.start(self.home, self.log(len(self.procs) + 1), **popen)
         self.procs.append(proc)
         return proc
 
     def serve(self) -> subprocess.Popen[bytes]:
         """Start a daemon and wait for its `daemon.ready` line."""
         proc = self.start()
-        log = self.log(len(self.procs))
-        deadline = time.monotonic() + 20
-        while '"daemon.ready"' not in log.read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"daemon did not become ready:\n{log.read_text()[-3000:]}")
-            time.sleep(0.02)
+        processes.wait_ready(proc, self.log(len(self.procs)))
         return proc
 
     def terminate(self, proc: subprocess.Popen[bytes], timeout_s: float = 20) -> tuple[int, float]:
         """SIGTERM the daemon itself (not its children); returns its exit code and how long it took."""
         started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=timeout_s)
+        code = processes.terminate(proc, timeout_s)
         return code, time.monotonic() - started
 
     def kill_all(self) -> None:
         for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            processes.kill(proc)
         if self._store is not None:
             self._store.close()
 

@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 from agentd.cli import app
 from agentd.db import faults
 from agentd.db.sqlite import faults as sqlite_faults
+from tests import processes
 from tests.daemon.test_daemon import one_clear_line
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
@@ -165,14 +166,7 @@ def test_a_cli_command_with_no_room_for_the_shm_file_says_the_disk_is_full(disk:
 # ── the daemon on a full disk ────────────────────────────────────────────────────────────────
 def serve(home: Path, log: Path) -> subprocess.Popen[bytes]:
     """`agentd serve`, logging beside the disk (a log on the full disk could say nothing)."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [*AGENTD, "--home", str(home), "serve"],
-            stdout=out,
-            stderr=out,
-            env={**os.environ, "AGENTD_LOG_FORMAT": "json"},
-            start_new_session=True,
-        )
+    return processes.start(home, log)
 
 
 @contextlib.contextmanager

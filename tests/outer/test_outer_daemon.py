@@ -10,13 +10,9 @@ restart inside quiet hours records what fell due but runs nothing until they end
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import os
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -32,10 +28,11 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.models import RunStatus
 from agentd.outer import timebase
+from tests import processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
-AGENTD = [sys.executable, "-m", "agentd"]
+AGENTD = processes.AGENTD
 FINISH = {"reason": "done", "action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}
 NOTHING = {"reason": "all quiet", "next_look_in_s": None, "verdict": {"kind": "nothing"}}
 NUDGE = {
@@ -85,30 +82,18 @@ class OuterHome:
         return self.root / f"daemon-{n}.log"
 
     def serve(self, *extra: str) -> subprocess.Popen[bytes]:
-        env = {**os.environ, "AGENTD_LOG_FORMAT": "json"}
         log = self.log(len(self.procs) + 1)
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [*AGENTD, "--home", str(self.root), "serve", *extra],
-                stdout=out, stderr=out, env=env, start_new_session=True,
-            )  # fmt: skip
+        proc = processes.start(self.root, log, *extra)
         self.procs.append(proc)
-        deadline = time.monotonic() + 20
-        while '"daemon.ready"' not in log.read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"daemon did not become ready:\n{log.read_text()[-3000:]}")
-            time.sleep(0.02)
+        processes.wait_ready(proc, log)
         return proc
 
     def stop(self, proc: subprocess.Popen[bytes]) -> None:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
+        assert processes.terminate(proc) == 0
 
     def kill_all(self) -> None:
         for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            processes.kill(proc)
         if self._store is not None:
             self._store.close()
 

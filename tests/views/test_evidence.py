@@ -93,11 +93,11 @@ async def test_evidence_log_tail_marks_error_lines(tmp_path: Path) -> None:
     assert only(world)["facts"] == ["last 4 lines", "2 with errors"]
     shown = ev.lines(ev.summary(world), NOW, 80)
     assert shown[0] == "app_log  last 4 lines · 2 with errors"
-    assert shown[1:] == [
-        "           INFO ready",
-        "         ! ERROR db pool exhausted",
+    assert shown[1:] == [  # the error lines, then the newest: each newest first
         "         ! level=error msg=timeout",
+        "         ! ERROR db pool exhausted",
         "           INFO ok",
+        "           INFO ready",
     ]
 
 
