@@ -33,6 +33,7 @@ from agentd.clock import Clock
 from agentd.config import Config, Paths
 from agentd.daemon import clocks, sdnotify
 from agentd.daemon.leases import LeaseKeeper
+from agentd.daemon.mail import follow_mail
 from agentd.daemon.scheduler import Scheduler
 from agentd.daemon.watchdog import watchdog
 from agentd.db import accounting, faults, meta, stamp
@@ -111,7 +112,7 @@ def build_deps(cfg: Config, store: Store, owner: str) -> Deps:
     used_sources = {s for agent in cfg.agents.values() for s in agent.sources}
     executors = {}
     for name in used_actions:
-        ex = actions.build(name, cfg.action(name), env)
+        ex = actions.build(name, cfg.action(name), env, cfg)
         if ex is not None:
             executors[name] = ex
     return Deps(
@@ -246,6 +247,7 @@ async def _serve_locked(
             tg.create_task(_retention(deps, stop), name="retention")
             tg.create_task(api.run(stop), name="api")
             tg.create_task(Sender(deps).run(stop), name="notify")  # the outbox: agentd/notify/
+            tg.create_task(follow_mail(deps, stop, scheduler.nudge), name="mail")  # IMAP IDLE
         log.info("daemon.stopping", in_flight=len(engine.tasks))
         sdnotify.notify("STOPPING=1")
         await outer.stop(cfg.daemon.shutdown_grace_s)

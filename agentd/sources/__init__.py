@@ -19,6 +19,7 @@ from agentd.config import (
     CommandSource,
     FileTailSource,
     HttpSource,
+    ImapSource,
     McpSource,
     SourceConfig,
 )
@@ -50,6 +51,10 @@ def build(name: str, cfg: SourceConfig, base_env: Mapping[str, str]) -> Source:
         from agentd.sources.mcp import McpSourceReader
 
         return McpSourceReader(name, cfg, base_env=base_env)
+    if isinstance(cfg, ImapSource):
+        from agentd.sources.imap import ImapSourceReader
+
+        return ImapSourceReader(name, cfg)
     raise TypeError(f"unknown source config {type(cfg).__name__}")
 
 

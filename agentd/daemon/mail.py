@@ -1,0 +1,57 @@
+"""The mail followers: one task per imap source an agent uses, holding its connection open
+between runs (agentd/sources/imap.py) and committing each batch of new mail as events with the
+source's cursor (agentd/db/mail.py), then nudging the scheduler so triggers start runs now."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from agentd.config.mail import ImapSource
+from agentd.db import mail as qm
+from agentd.runs.deps import Deps
+from agentd.sources.imap import Batch, Cursor, ImapSourceReader
+
+log = structlog.get_logger("agentd.mail")
+
+
+def followed(deps: Deps) -> list[ImapSourceReader]:
+    """The imap sources some agent uses, as the daemon built them."""
+    return [s for s in deps.sources.values() if isinstance(s, ImapSourceReader)]
+
+
+async def follow_mail(deps: Deps, stop: asyncio.Event, nudge: Callable[[], None]) -> None:
+    """Follow every imap source until `stop` (a failing one retries on its own)."""
+    readers = followed(deps)
+    if not readers:
+        return
+    async with asyncio.TaskGroup() as tg:
+        for reader in readers:
+            tg.create_task(_follow(deps, reader, stop, nudge), name=f"imap:{reader.name}")
+
+
+async def _follow(
+    deps: Deps, reader: ImapSourceReader, stop: asyncio.Event, nudge: Callable[[], None]
+) -> None:
+    name = reader.name
+    assert isinstance(reader.cfg, ImapSource)
+    stored = await deps.store.read(lambda c: qm.cursor(c, name))
+    start = Cursor(*stored) if stored else None
+
+    async def deliver(batch: Batch) -> None:
+        reset = (batch.reset.uidvalidity, batch.reset.last_uid) if batch.reset else None
+
+        def work(c: Any) -> list[int]:
+            return qm.record_mail(
+                c, name, batch.cursor.uidvalidity, batch.cursor.last_uid, batch.messages, reset
+            )
+
+        ids = await deps.store.write(work)
+        if ids:
+            log.info("mail.received", source=name, events=len(ids), last_uid=batch.cursor.last_uid)
+            nudge()
+
+    await reader.follow(start, deliver, stop)

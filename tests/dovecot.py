@@ -1,0 +1,59 @@
+"""Dovecot fixtures (tests/dovecot_server.py): a throw-away IMAP server per test that asks for one.
+
+Where Debian's dovecot-imapd is missing these tests are skipped with a reason that says how to
+install it; with AGENTD_REQUIRE_DOVECOT=1 (set by `.ci/run`) they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.dovecot_server import Dovecot, missing_reason
+
+PASSWORD_ENV = "AGENTD_TEST_IMAP_PASSWORD"
+
+
+def _skip_or_fail_if_missing() -> None:
+    reason = missing_reason()
+    if reason is None:
+        return
+    if os.environ.get("AGENTD_REQUIRE_DOVECOT") == "1":
+        pytest.fail(reason.replace("SKIPPED", "FAILED (AGENTD_REQUIRE_DOVECOT=1)"), pytrace=False)
+    pytest.skip(reason)
+
+
+def _started(monkeypatch: pytest.MonkeyPatch, *, idle: bool) -> Iterator[Dovecot]:
+    _skip_or_fail_if_missing()
+    server = Dovecot.start(idle=idle)
+    monkeypatch.setenv(PASSWORD_ENV, server.password)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def dovecot(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dovecot]:
+    """A running Dovecot with IDLE; its test user's password in $AGENTD_TEST_IMAP_PASSWORD."""
+    yield from _started(monkeypatch, idle=True)
+
+
+@pytest.fixture
+def dovecot_no_idle(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dovecot]:
+    """A running Dovecot that does not offer IDLE (clients must poll)."""
+    yield from _started(monkeypatch, idle=False)
+
+
+def imap_source(server: Dovecot, name: str = "inbox", **keys: object) -> str:
+    """The `[sources.NAME]` table of an imap source on `server` (plain IMAP on loopback)."""
+    lines = [
+        f"[sources.{name}]", 'type = "imap"', f'host = "{server.host}"', f"port = {server.port}",
+        'tls = "none"', f'user = "{server.user}"', f'password_env = "{PASSWORD_ENV}"',
+    ]  # fmt: skip
+    for key, value in keys.items():
+        spelled = str(value).lower() if isinstance(value, bool) else repr(value).replace("'", '"')
+        lines.append(f"{key} = {spelled}")
+    return "\n".join(lines) + "\n\n"
