@@ -96,6 +96,11 @@ class MailActionBase(_Strict):
     def secret_names(self) -> list[str]:
         return []
 
+    @property
+    def params(self) -> dict[str, Any]:
+        """No declared params: the menu gives a mail action its own fields (harness/mail.py)."""
+        return {}
+
 
 class MailMoveAction(MailActionBase):
     """Move a message (by its Message-ID or UID) to a folder; idempotent: moving it again finds

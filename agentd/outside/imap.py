@@ -97,6 +97,8 @@ class Session:
             else self.client.select(mailbox_arg(mailbox))
         )
         lines = await self._ok(f"SELECT {mailbox}", call)
+        if readonly:  # aioimaplib moves to SELECTED on SELECT only; EXAMINE selects too
+            self.client.protocol.state = aioimaplib.SELECTED
         codes: dict[bytes, int] = {}
         exists = 0
         for line in lines:
