@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +31,10 @@ async def folder(server: Dovecot, name: str) -> list[dict[str, Any]]:
 class Smtp:
     port: int
     got: list[Any] = field(default_factory=list)
+    # With `hold` set, the server keeps each message's final answer back until `release`.
+    hold: bool = False
+    arrived: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
 
 
 @contextlib.contextmanager
@@ -44,6 +50,9 @@ def smtp_server() -> Iterator[Smtp]:
     class Handler:
         async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
             box.got.append(envelope)
+            box.arrived.set()
+            while box.hold and not box.release.is_set():
+                await asyncio.sleep(0.02)
             return "250 OK"
 
     controller = Controller(Handler(), hostname="127.0.0.1", port=port)
@@ -51,12 +60,14 @@ def smtp_server() -> Iterator[Smtp]:
     try:
         yield box
     finally:
+        box.release.set()
         controller.stop()
 
 
 def relay_table(port: int) -> str:
     return (
         f'[notify.relay]\ntype = "email"\nhost = "127.0.0.1"\nport = {port}\ntls = "none"\n'
+        "timeout_s = 120\n"
         'from = "agent@example.com"\nto = ["me@example.com"]\n\n'
     )
 

@@ -14,8 +14,8 @@ from agentd.db import queries as q
 from agentd.db import world as worlds
 from agentd.models import RunStatus, StepKind, Verdict
 from agentd.operator import inbox as operator_inbox
-from tests.conftest import Home, wait_for
 from tests.configs import FINISH, act, scripted_home
+from tests.conftest import Home, wait_for
 from tests.dovecot import imap_source
 from tests.dovecot_server import Dovecot, message
 from tests.mail.helpers import folder, mail_actions, relay_table, smtp_server
@@ -96,7 +96,9 @@ async def test_reply_outside_allow_list_waits_for_approval_then_sends_once(
             send=True, allow='["*@example.com"]', smtp="relay"
         )
         home_for(home, dovecot, replies, tables)
-        mails = [message("invoice", sender="billing@vendor.example", message_id="<inv@example.com>")]
+        mails = [
+            message("invoice", sender="billing@vendor.example", message_id="<inv@example.com>")
+        ]
         run = await started(home, dovecot, serve, mails)
         await wait_for(lambda: home.run(run.run_id).status == RunStatus.WAITING, 30)
         wait = home.run(run.run_id).wait
