@@ -30,7 +30,7 @@ _UID = re.compile(rb"UID (\d+)")
 _SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
 _FLAGS = re.compile(rb"FLAGS \(([^)]*)\)")
 _DATE = re.compile(rb'INTERNALDATE "([^"]*)"')
-_STATUS = re.compile(rb"(MESSAGES|UNSEEN|UIDNEXT|UIDVALIDITY) (\d+)")
+_STATUS = re.compile(rb"(MESSAGES|UNSEEN|UIDNEXT|UIDVALIDITY|SIZE) (\d+)")
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,9 @@ class Session:
         return Selected(codes[b"UIDVALIDITY"], codes.get(b"UIDNEXT", 0), exists)
 
     async def status(self, mailbox: str) -> dict[str, int]:
-        items = "(MESSAGES UNSEEN UIDNEXT UIDVALIDITY)"
+        items = "(MESSAGES UNSEEN UIDNEXT UIDVALIDITY" + (
+            " SIZE)" if "STATUS=SIZE" in self.capabilities else ")"
+        )
         call = self.client.status(mailbox_arg(mailbox), items)
         lines = await self._ok(f"STATUS {mailbox}", call)
         return {k.decode().lower(): int(v) for line in lines for k, v in _STATUS.findall(line)}

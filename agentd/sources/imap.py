@@ -71,6 +71,7 @@ class ImapSourceReader:
                 status = await s.status(self.cfg.mailbox)
                 uids = (await s.search("ALL"))[-self.cfg.newest :] if self.cfg.newest else []
                 fetched = await s.fetch(uids, 0, headers_only=True)
+                idle = s.has_idle()
         except ActionFailed as e:
             return {"ok": False, "check_failed": True, "error": str(e)}
         newest = [message_of(f, 0) for f in reversed(fetched)]
@@ -79,6 +80,8 @@ class ImapSourceReader:
             "mailbox": self.cfg.mailbox,
             "messages": sel.exists,
             "unseen": status.get("unseen", 0),
+            "size_bytes": status.get("size"),  # where the server offers STATUS=SIZE
+            "idle": idle,
             "newest": newest,
         }
 
