@@ -35,7 +35,10 @@ def walkthrough_config(server: Dovecot) -> str:
     )
     text = text.replace('user = "me@example.com"', f'user = "{server.user}"')
     text = text.replace('password_env = "IMAP_PASSWORD"', f'password_env = "{PASSWORD_ENV}"')
-    scripted = '[daemon]\npoll_interval_s = 0.02\n\n[models.default]\nprovider = "scripted"\nreplies = "replies.json"\n\n'
+    scripted = (
+        '[daemon]\npoll_interval_s = 0.02\n\n[models.default]\nprovider = "scripted"\n'
+        'replies = "replies.json"\n\n'
+    )
     return scripted + text
 
 
