@@ -174,6 +174,23 @@ class Dovecot:
         if done.returncode != 0:
             raise RuntimeError(f"dovecot-lda failed ({done.returncode}): {done.stderr!r}")
 
+    def fill(self, count: int) -> None:
+        """Put `count` small messages straight into the INBOX Maildir's new/ (what an MTA's
+        Maildir delivery does, without a process per message: for benches of big mailboxes)."""
+        box = self.dir / "mail" / USER / "Maildir"
+        owner = _accounts()
+        for sub in ("", "new", "cur", "tmp"):
+            (box / sub).mkdir(parents=True, exist_ok=True)
+            os.chown(box / sub, int(owner["uid"]), int(owner["gid"]))  # type: ignore[call-overload]
+        os.chown(box.parent, int(owner["uid"]), int(owner["gid"]))  # type: ignore[call-overload]
+        stamp = int(time.time())
+        for i in range(count):
+            path = box / "new" / f"{stamp}.M{i}P{os.getpid()}.agentd-bench"
+            path.write_bytes(
+                message(f"bulk {i}", f"Message number {i}.", message_id=f"<bulk-{i}@example.com>")
+            )
+            os.chown(path, int(owner["uid"]), int(owner["gid"]))  # type: ignore[call-overload]
+
     def doveadm(self, *args: str) -> str:
         argv = ["doveadm", "-c", str(self.conf), *args]
         return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
