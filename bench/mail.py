@@ -38,7 +38,7 @@ from agentd.db import items as qi
 from agentd.db.store import SyncStore
 from tests.dovecot_server import Dovecot, message, missing_reason
 
-PASSWORD_ENV = "AGENTD_BENCH_IMAP_PASSWORD"
+PASSWORD_ENV = "AGENTD_BENCH_IMAP_PASSWORD"  # noqa: S105 (a variable's name)
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -48,7 +48,7 @@ def result(**fields: Any) -> None:
 
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
 class Daemon:
@@ -88,7 +88,7 @@ class Daemon:
     def events(self) -> list[Any]:
         out: list[Any] = []
         after = 0
-        while batch := self.store.read(lambda c: qi.events_after(c, after, limit=5000)):
+        while batch := self.store.read(lambda c, a=after: qi.events_after(c, a, limit=5000)):
             out += [e for e in batch if e.name == "inbox.received"]
             after = batch[-1].event_id
         return out
