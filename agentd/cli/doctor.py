@@ -21,6 +21,7 @@ from typing import Any
 
 from agentd import config, llm, sources
 from agentd.cli import doctor_reach, doctor_store, doctor_urls
+from agentd.cli.doctor_mail import mailbox_said
 from agentd.cli.doctor_programs import check_programs, identity, used
 from agentd.config import (
     Config,
@@ -356,18 +357,8 @@ def _source_check(name: str, obs: Any) -> Check:
         return Check(label, False, f"looked once: {error}", False)
     detail = f"HTTP {obs['status']}" if isinstance(obs, dict) and "status" in obs else "ok"
     if isinstance(obs, dict) and "mailbox" in obs:  # an imap source: logged in, read-only
-        detail = _mailbox_said(obs)
+        detail = mailbox_said(obs)
     return Check(label, True, f"looked once: {detail}")
-
-
-def _mailbox_said(obs: dict[str, Any]) -> str:
-    """`logged in (read-only); INBOX: 12 messages (3 unseen, 1.2 MB); IDLE offered`."""
-    size = f", {obs['size_bytes'] / 1e6:.1f} MB" if obs.get("size_bytes") is not None else ""
-    idle = "IDLE offered" if obs.get("idle") else "no IDLE: new mail is polled for"
-    return (
-        f"logged in (read-only); {obs['mailbox']}: {obs.get('messages', 0)} messages "
-        f"({obs.get('unseen', 0)} unseen{size}); {idle}"
-    )
 
 
 async def ping(cfg: Config, timeout_s: float = 30.0) -> list[Check]:

@@ -136,8 +136,13 @@ class Config(_Strict):
         if source not in self.sources:
             return None
         if isinstance(self.sources[source], ImapSource):
-            if state in MAIL_EVENTS:
+            if state in MAIL_EVENTS and any(source in a.sources for a in self.agents.values()):
                 return None  # its connection emits them, watched or not
+            if state in MAIL_EVENTS:
+                return (
+                    f"is never emitted, as no agent has {source!r} in its sources (the daemon "
+                    "follows the mailboxes its agents use)"
+                )
             return f"- imap source {source!r} emits " + ", ".join(
                 f"{source}.{s}" for s in MAIL_EVENTS
             )
