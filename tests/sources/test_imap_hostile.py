@@ -10,11 +10,11 @@ import pytest
 
 from agentd.db import items as qi
 from agentd.outside import mime
+from tests import mail_hostile as hostile
 from tests.configs import FINISH, scripted_home
 from tests.conftest import wait_for
 from tests.dovecot import imap_source
 from tests.dovecot_server import Dovecot, message
-from tests.mail import hostile
 
 FETCH = 65536  # the imap source's default fetch_bytes: what is read of a message at all
 

@@ -18,7 +18,7 @@ from tests.configs import FINISH, act
 from tests.conftest import Home, wait_for
 from tests.dovecot import PASSWORD_ENV
 from tests.dovecot_server import Dovecot, message
-from tests.mail.helpers import folder
+from tests.mail_support import folder
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

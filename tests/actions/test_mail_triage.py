@@ -18,7 +18,7 @@ from tests.configs import FINISH, act, scripted_home
 from tests.conftest import Home, wait_for
 from tests.dovecot import imap_source
 from tests.dovecot_server import Dovecot, message
-from tests.mail.helpers import folder, mail_actions, relay_table, smtp_server
+from tests.mail_support import folder, mail_actions, relay_table, smtp_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

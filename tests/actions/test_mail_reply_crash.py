@@ -25,7 +25,7 @@ from agentd.models import RunStatus, StepKind
 from tests.configs import FINISH, act, scripted_home
 from tests.dovecot import imap_source
 from tests.dovecot_server import Dovecot, message
-from tests.mail.helpers import folder, mail_actions, relay_table, smtp_server
+from tests.mail_support import folder, mail_actions, relay_table, smtp_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
