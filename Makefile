@@ -73,6 +73,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/outer_loop.py --seeds 20 --workdir .bench
 	$(BIN)/python bench/inner_loop.py --workdir .bench
 	$(BIN)/python bench/cli_startup.py --reps 15 --warmup 2 --workdir .bench
+	$(BIN)/python bench/mail.py latency --samples 30 --workdir .bench
+	$(BIN)/python bench/mail.py ingest --messages 10000 --workdir .bench
+	$(BIN)/python bench/mail.py idle --seconds 60 --workdir .bench
 
 clean:
 	rm -rf $(VENV) .bench .mypy_cache .ruff_cache .pytest_cache
