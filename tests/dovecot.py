@@ -47,6 +47,19 @@ def dovecot_no_idle(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dovecot]:
     yield from _started(monkeypatch, idle=False)
 
 
+@pytest.fixture
+def dovecot_tls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dovecot]:
+    """A running Dovecot with TLS: STARTTLS on `port`, implicit TLS on `imaps_port`; its
+    self-signed certificate (for 127.0.0.1) is `dir / "cert.pem"`."""
+    _skip_or_fail_if_missing()
+    server = Dovecot.start(tls=True)
+    monkeypatch.setenv(PASSWORD_ENV, server.password)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def imap_source(server: Dovecot, name: str = "inbox", **keys: object) -> str:
     """The `[sources.NAME]` table of an imap source on `server` (plain IMAP on loopback)."""
     lines = [

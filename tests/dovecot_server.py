@@ -30,7 +30,7 @@ log_path = {dir}/dovecot.log
 info_log_path = {dir}/dovecot.log
 protocols = imap
 listen = 127.0.0.1
-ssl = no
+{ssl}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 mail_location = maildir:{dir}/mail/%u/Maildir
@@ -55,7 +55,8 @@ service imap-login {{
     port = {port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {imaps_port}
   }}
 }}
 service anvil {{
@@ -106,6 +107,18 @@ def _accounts() -> dict[str, object]:
             "internal_group": "dovecot", "login": "dovenull"}  # fmt: skip
 
 
+def _certificate(d: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise RuntimeError("openssl is not installed: cannot make the IMAP server's certificate")
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -118,21 +131,29 @@ class Dovecot:
     port: int
     process: subprocess.Popen[bytes]
     conf: Path
+    imaps_port: int = 0  # implicit TLS, when started with tls=True (STARTTLS is on `port` then)
 
     host = "127.0.0.1"
     user = USER
     password = PASSWORD
 
     @classmethod
-    def start(cls, *, idle: bool = True) -> Dovecot:
+    def start(cls, *, idle: bool = True, tls: bool = False) -> Dovecot:
+        """With `tls`, a self-signed certificate for 127.0.0.1 (`cert.pem` in the dir, the CA a
+        client trusts), STARTTLS offered on `port` and implicit TLS on `imaps_port`."""
         d = Path(tempfile.mkdtemp(prefix="agentd-dovecot-"))
         port = _free_port()
         ids = _accounts()
         # Without IDLE in the capabilities a client must fall back to polling.
         extra = "" if idle else "imap_capability = IMAP4rev1 LITERAL+ UIDPLUS MOVE"
         conf = d / "dovecot.conf"
+        ssl, imaps = "ssl = no", 0
+        if tls:
+            imaps = _free_port()
+            _certificate(d)
+            ssl = f"ssl = yes\nssl_cert = <{d}/cert.pem\nssl_key = <{d}/key.pem"
         conf.write_text(
-            CONFIG.format(dir=d, port=port, extra=extra, **ids)  # type: ignore[arg-type]
+            CONFIG.format(dir=d, port=port, extra=extra, ssl=ssl, imaps_port=imaps, **ids)  # type: ignore[arg-type]
         )
         (d / "passwd").write_text(f"{USER}:{{PLAIN}}{PASSWORD}::::::\n")
         for sub in ("run", "state", "mail"):
@@ -142,7 +163,7 @@ class Dovecot:
         dovecot = shutil.which("dovecot") or "/usr/sbin/dovecot"
         with (d / "stdout.log").open("wb") as log:
             proc = subprocess.Popen([dovecot, "-F", "-c", str(conf)], stdout=log, stderr=log)
-        server = cls(d, port, proc, conf)
+        server = cls(d, port, proc, conf, imaps)
         server._wait_listening()
         return server
 
