@@ -47,6 +47,7 @@ def runs(home: Home) -> list[Any]:
     return home.store.read(lambda c: q.list_runs(c))
 
 
+@pytest.mark.backends
 async def test_imap_new_message_starts_a_run_through_idle(
     home: Home, dovecot: Dovecot, serve: Any
 ) -> None:
@@ -73,6 +74,7 @@ async def test_imap_without_idle_polls(home: Home, dovecot_no_idle: Dovecot, ser
     await wait_for(lambda: subjects(home) == ["polled"], 30)
 
 
+@pytest.mark.backends
 async def test_imap_restart_neither_repeats_nor_misses(
     home: Home, dovecot: Dovecot, serve: Any
 ) -> None:
