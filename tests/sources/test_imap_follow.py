@@ -95,7 +95,7 @@ async def test_imap_restart_neither_repeats_nor_misses(
 
 async def test_imap_recreated_mailbox_is_said(home: Home, dovecot: Dovecot, serve: Any) -> None:
     dovecot.doveadm("mailbox", "create", "-u", dovecot.user, "Watched")
-    mail_home(home, dovecot, mailbox="Watched")
+    mail_home(home, dovecot, mailbox="Watched", poll_interval_s=2)  # IDLE re-issued often
     daemon = await serve()
     await wait_for(lambda: home.store.read(lambda c: qm.cursor(c, "inbox")) is not None, 30)
     was = home.store.read(lambda c: qm.cursor(c, "inbox"))
