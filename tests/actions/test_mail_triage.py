@@ -106,6 +106,11 @@ async def test_reply_outside_allow_list_waits_for_approval_then_sends_once(
         checks = [s for s in home.steps(run.run_id) if s.kind == StepKind.CHECK]
         assert checks[-1].verdict == Verdict.APPROVE
         assert "billing@vendor.example" in checks[-1].data["rule"]
+        item = home.store.read(lambda c: qi.get_item(c, wait["item_id"]))
+        assert item.data["resolved"] == {  # what the operator approves, exactly
+            "mail": "send over SMTP", "in_reply_to": "<inv@example.com>",
+            "to": ["billing@vendor.example"], "subject": "Re: invoice", "body": body,
+        }  # fmt: skip
         operator_inbox.approve(home.store, None, wait["item_id"])
         await wait_for(lambda: home.run(run.run_id).status.finished, 30)
         assert len(smtp.got) == 1
