@@ -32,7 +32,9 @@ def fields_for(cfg: Any) -> dict[str, Any] | None:
     """The argument fields of a mail action, or None for another kind of action."""
     mid = (_MessageId, Field(description="the Message-ID of the message, with its <>"))
     if isinstance(cfg, MailMoveAction):
-        any_folder = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+        any_folder = Annotated[
+            str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\r\n\x00]+$")
+        ]
         folder: Any = Literal[tuple(cfg.folders)] if cfg.folders else any_folder
         return {"message_id": mid, "folder": (folder, ...)}
     if isinstance(cfg, MailFlagAction):

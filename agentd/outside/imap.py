@@ -56,7 +56,10 @@ class Fetched:
 
 
 def mailbox_arg(name: str) -> str:
-    """A mailbox name as an IMAP argument: quoted (with its quotes and backslashes escaped)."""
+    """A mailbox name as an IMAP argument: quoted (with its quotes and backslashes escaped). A
+    line break or NUL could end the command and start another: refused, never sent."""
+    if any(c in name for c in "\r\n\0") or not name:
+        raise ActionFailed(f"{name[:80]!r} is not a mailbox name (empty, or a line break in it)")
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -141,7 +144,7 @@ class Session:
         is cut at the server), without setting \\Seen."""
         if not uids:
             return []
-        part = "BODY.PEEK[HEADER]" if headers_only else f"BODY.PEEK[]<0.{max_bytes}>"
+        part = f"BODY.PEEK[{'HEADER' if headers_only else ''}]<0.{max_bytes}>"
         spec = f"(UID FLAGS RFC822.SIZE INTERNALDATE {part})"
         lines = await self._ok("UID FETCH", self.client.uid("fetch", _uid_set(uids), spec))
         return _parse_fetch(lines, max_bytes)

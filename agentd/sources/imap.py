@@ -27,6 +27,7 @@ from agentd.outside import imap, mime
 log = structlog.get_logger("agentd.sources.imap")
 BATCH = 200  # messages fetched (and committed) at a time
 MAX_BACKOFF_S = 300.0
+HEADER_BYTES = 16384  # of a message's header read for the world snapshot (a huge header is cut)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class ImapSourceReader:
                 sel = await s.select(self.cfg.mailbox, readonly=True)
                 status = await s.status(self.cfg.mailbox)
                 uids = (await s.search("ALL"))[-self.cfg.newest :] if self.cfg.newest else []
-                fetched = await s.fetch(uids, 0, headers_only=True)
+                fetched = await s.fetch(uids, HEADER_BYTES, headers_only=True)
                 idle = s.has_idle()
         except ActionFailed as e:
             return {"ok": False, "check_failed": True, "error": str(e)}
