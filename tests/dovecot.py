@@ -25,9 +25,11 @@ def _skip_or_fail_if_missing() -> None:
     pytest.skip(reason)
 
 
-def _started(monkeypatch: pytest.MonkeyPatch, *, idle: bool) -> Iterator[Dovecot]:
+def _started(
+    monkeypatch: pytest.MonkeyPatch, *, idle: bool = True, tls: bool = False
+) -> Iterator[Dovecot]:
     _skip_or_fail_if_missing()
-    server = Dovecot.start(idle=idle)
+    server = Dovecot.start(idle=idle, tls=tls)
     monkeypatch.setenv(PASSWORD_ENV, server.password)
     try:
         yield server
@@ -51,13 +53,7 @@ def dovecot_no_idle(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dovecot]:
 def dovecot_tls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dovecot]:
     """A running Dovecot with TLS: STARTTLS on `port`, implicit TLS on `imaps_port`; its
     self-signed certificate (for 127.0.0.1) is `dir / "cert.pem"`."""
-    _skip_or_fail_if_missing()
-    server = Dovecot.start(tls=True)
-    monkeypatch.setenv(PASSWORD_ENV, server.password)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _started(monkeypatch, tls=True)
 
 
 def imap_source(server: Dovecot, name: str = "inbox", **keys: object) -> str:

@@ -5,7 +5,6 @@ edge like the rest of the config (`agentd.config` re-exports every name here).""
 from __future__ import annotations
 
 import fnmatch
-import ipaddress
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -60,8 +59,10 @@ class ImapSource(_Strict):
     @field_validator("tls")
     @classmethod
     def _plain_only_on_loopback(cls, tls: str, info: ValidationInfo) -> str:
+        from agentd.config.notify import is_loopback  # here: notify imports this family's kin
+
         host = info.data.get("host")
-        if tls == "none" and host is not None and not _is_loopback(host):
+        if tls == "none" and host is not None and not is_loopback(host):
             raise ValueError(
                 f'tls = "none" sends the password in clear: only to a server on this machine, '
                 f'not {host}; set tls = "implicit" (port 993) or tls = "starttls" (port 143)'
@@ -156,13 +157,3 @@ class MailReplyAction(MailActionBase):
 
 
 MailAction = MailMoveAction | MailFlagAction | MailReplyAction
-
-
-def _is_loopback(host: str) -> bool:
-    """As config/notify.is_loopback (not imported: notify imports this family's neighbours)."""
-    if host.lower().rstrip(".") == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

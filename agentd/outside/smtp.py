@@ -23,14 +23,15 @@ async def send(cfg: EmailNotify, mail: EmailMessage) -> None:
     where = f"smtp://{cfg.host}:{cfg.port}"
     try:
         async with asyncio.timeout(cfg.timeout_s + 1):
-            await asyncio.to_thread(_deliver, cfg, mail, password)
+            await asyncio.to_thread(deliver, cfg, mail, password)
     except TimeoutError:
         raise ActionFailed(f"{where}: no answer within {cfg.timeout_s:g}s") from None
     except (smtplib.SMTPException, OSError) as e:
         raise ActionFailed(f"{where}: {type(e).__name__}: {e}") from None
 
 
-def _deliver(cfg: EmailNotify, mail: EmailMessage, password: str | None) -> None:
+def deliver(cfg: EmailNotify, mail: EmailMessage, password: str | None) -> None:
+    """Blocking: for a worker thread (smtplib's own timeout bounds each socket operation)."""
     cafile = str(cfg.ca_file) if cfg.ca_file is not None else None
     tls = ssl.create_default_context(cafile=cafile) if cfg.tls != "none" else None
     smtp = (
