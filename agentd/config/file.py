@@ -135,7 +135,7 @@ class Config(_Strict):
             return f"names unknown source {source!r} (sources: {known})"
         if source not in self.sources:
             return None
-        if isinstance(self.sources[source], ImapSource):
+        if isinstance(self.sources[source], ImapSource) and state not in SOURCE_STATES:
             if state in MAIL_EVENTS and any(source in a.sources for a in self.agents.values()):
                 return None  # its connection emits them, watched or not
             if state in MAIL_EVENTS:
@@ -143,8 +143,10 @@ class Config(_Strict):
                     f"is never emitted, as no agent has {source!r} in its sources (the daemon "
                     "follows the mailboxes its agents use)"
                 )
-            return f"- imap source {source!r} emits " + ", ".join(
-                f"{source}.{s}" for s in MAIL_EVENTS
+            return (
+                f"- imap source {source!r} emits "
+                + ", ".join(f"{source}.{s}" for s in (*MAIL_EVENTS, *SOURCE_STATES))
+                + " (the states when an agent watches it)"
             )
         if state not in SOURCE_STATES:
             return f"- source {source!r} emits only " + ", ".join(
