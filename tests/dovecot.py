@@ -1,19 +1,22 @@
 """Dovecot fixtures (tests/dovecot_server.py): a throw-away IMAP server per test that asks for one.
 
 Where Debian's dovecot-imapd is missing these tests are skipped with a reason that says how to
-install it; with AGENTD_REQUIRE_DOVECOT=1 (set by `.ci/run`) they fail instead.
+install it, and a banner at the end of the run repeats it; with AGENTD_REQUIRE_DOVECOT=1 (set by
+`.ci/run`) they fail instead.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from tests.dovecot_server import Dovecot, missing_reason
 
 PASSWORD_ENV = "AGENTD_TEST_IMAP_PASSWORD"
+BANNER_MARK = "DOVECOT TEST SKIPPED"
 
 
 def _skip_or_fail_if_missing() -> None:
@@ -66,3 +69,19 @@ def imap_source(server: Dovecot, name: str = "inbox", **keys: object) -> str:
         spelled = str(value).lower() if isinstance(value, bool) else repr(value).replace("'", '"')
         lines.append(f"{key} = {spelled}")
     return "\n".join(lines) + "\n\n"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """A banner a skipped Dovecot test cannot hide behind (it reads the skip reports, so it works
+    under xdist too)."""
+    count = 0
+    reason = ""
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        if BANNER_MARK in text:
+            count += 1
+            reason = text[text.index(BANNER_MARK) :]
+    if count:
+        terminalreporter.write_sep("!", f"{count} Dovecot test(s) skipped", red=True, bold=True)
+        terminalreporter.write_line(reason, red=True, bold=True)
