@@ -27,6 +27,7 @@ from agentd.outside import imap, mime
 log = structlog.get_logger("agentd.sources.imap")
 BATCH = 200  # messages fetched (and committed) at a time
 MAX_BACKOFF_S = 300.0
+STOP_GRACE_S = 5.0  # for a follower to end politely at the daemon's stop
 HEADER_BYTES = 16384  # of a message's header read for the world snapshot (a huge header is cut)
 
 
@@ -89,7 +90,22 @@ class ImapSourceReader:
     async def follow(self, cursor: Cursor | None, deliver: Deliver, stop: asyncio.Event) -> None:
         """Announce new mail until `stop`: catch up from `cursor`, then wait (IDLE or a poll),
         and again. A failure is logged and retried with backoff; the cursor goes on from the
-        last batch `deliver` committed, so nothing is announced twice or missed."""
+        last batch `deliver` committed, so nothing is announced twice or missed. At `stop`, an
+        IDLE ends politely (DONE, LOGOUT); a connect or a command that hangs is cancelled after
+        STOP_GRACE_S, so a silent server never holds the daemon's stop."""
+        work = asyncio.create_task(self._follow(cursor, deliver, stop))
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():
+                await asyncio.wait({work}, timeout=STOP_GRACE_S)
+        finally:
+            stopping.cancel()
+            if not work.done():
+                work.cancel()
+            await asyncio.gather(work, stopping, return_exceptions=True)
+
+    async def _follow(self, cursor: Cursor | None, deliver: Deliver, stop: asyncio.Event) -> None:
         backoff = 1.0
         while not stop.is_set():
             try:

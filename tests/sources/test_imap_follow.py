@@ -113,3 +113,23 @@ async def test_imap_recreated_mailbox_is_said(home: Home, dovecot: Dovecot, serv
     assert reset()[0].data["uidvalidity_was"] == was[0]
     dovecot.deliver(message("into the new one"), mailbox="Watched")
     await wait_for(lambda: subjects(home) == ["into the new one"], 30)
+
+
+async def test_imap_silent_server_does_not_hold_the_stop(home: Home, serve: Any) -> None:
+    """A server that accepts the connection and never greets: the daemon still stops (in the
+    follower's grace, not the source's 60 s timeout)."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(5)
+        port = listener.getsockname()[1]
+        silent = Dovecot.__new__(Dovecot)  # only its address is used: nothing answers there
+        silent.port = port
+        text = scripted_home(
+            ["finish"], tables=imap_source(silent, timeout_s=60),
+            agent_keys='triggers = ["inbox.received"]\nsources = ["inbox"]',
+        )  # fmt: skip
+        home.write_config(text, replies=[FINISH])
+        daemon = await serve()
+        assert await daemon.shutdown() == 0  # within RunningDaemon's 20 s
