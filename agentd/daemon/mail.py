@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from agentd.config.mail import ImapSource
 from agentd.db import mail as qm
 from agentd.runs.deps import Deps
-from agentd.sources.imap import Batch, Cursor, ImapSourceReader
+from agentd.sources import Source
+
+if TYPE_CHECKING:
+    from agentd.sources.imap import ImapSourceReader
 
 log = structlog.get_logger("agentd.mail")
 
 
-def followed(deps: Deps) -> list[ImapSourceReader]:
-    """The imap sources some agent uses, as the daemon built them."""
-    return [s for s in deps.sources.values() if isinstance(s, ImapSourceReader)]
+def followed(deps: Deps) -> list[Source]:
+    """The imap sources some agent uses, as the daemon built them (the IMAP code is imported
+    only when there is one: a daemon without mail starts as fast as before)."""
+    return [s for s in deps.sources.values() if isinstance(getattr(s, "cfg", None), ImapSource)]
 
 
 async def follow_mail(deps: Deps, stop: asyncio.Event, nudge: Callable[[], None]) -> None:
@@ -28,16 +32,20 @@ async def follow_mail(deps: Deps, stop: asyncio.Event, nudge: Callable[[], None]
     readers = followed(deps)
     if not readers:
         return
+    from agentd.sources.imap import ImapSourceReader
+
     async with asyncio.TaskGroup() as tg:
         for reader in readers:
+            assert isinstance(reader, ImapSourceReader)
             tg.create_task(_follow(deps, reader, stop, nudge), name=f"imap:{reader.name}")
 
 
 async def _follow(
     deps: Deps, reader: ImapSourceReader, stop: asyncio.Event, nudge: Callable[[], None]
 ) -> None:
+    from agentd.sources.imap import Batch, Cursor
+
     name = reader.name
-    assert isinstance(reader.cfg, ImapSource)
     stored = await deps.store.read(lambda c: qm.cursor(c, name))
     start = Cursor(*stored) if stored else None
 
