@@ -195,13 +195,14 @@ class Session:
         await self._ok(f"APPEND {mailbox}", self.client.append(raw, mailbox_arg(mailbox), flags))
 
     async def close(self) -> None:
-        """LOGOUT (politely, briefly), then close the socket whatever happened."""
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(5):
-                await self.client.logout()
-        transport = self.client.protocol.transport
-        if transport is not None and not transport.is_closing():
-            transport.close()
+        """LOGOUT (politely, briefly), then close the socket whatever happened — a cancelled
+        logout included (the daemon stopping): a socket left open is a leak."""
+        try:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5):
+                    await self.client.logout()
+        finally:
+            _drop(self.client)
 
 
 @contextlib.asynccontextmanager
@@ -220,18 +221,23 @@ async def connect(
     context = None
     if tls != "none":
         context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    if tls == "implicit":
+        client: aioimaplib.IMAP4 = aioimaplib.IMAP4_SSL(
+            host, port, timeout=timeout_s, ssl_context=context
+        )
+    else:
+        client = aioimaplib.IMAP4(host, port, timeout=timeout_s)
     try:
-        if tls == "implicit":
-            client: aioimaplib.IMAP4 = aioimaplib.IMAP4_SSL(
-                host, port, timeout=timeout_s, ssl_context=context
-            )
-        else:
-            client = aioimaplib.IMAP4(host, port, timeout=timeout_s)
         await client.wait_hello_from_server()
     except TimeoutError:
+        _drop(client)
         raise ActionFailed(f"{where}: no greeting within {timeout_s:g}s") from None
     except (aioimaplib.AioImapException, OSError) as e:
+        _drop(client)
         raise ActionFailed(f"{where}: cannot connect: {type(e).__name__}: {e}") from None
+    except BaseException:  # cancelled (the daemon stops): the socket must not outlive it
+        _drop(client)
+        raise
     session = Session(client, where, timeout_s)
     try:
         if tls == "starttls":
@@ -282,6 +288,16 @@ def open_mailbox(
         cfg.host, cfg.port, cfg.tls, cfg.user, password,
         timeout_s=timeout_s or cfg.timeout_s, ca_file=cfg.ca_file,
     )  # fmt: skip
+
+
+def _drop(client: aioimaplib.IMAP4) -> None:
+    """Close a client's socket now, and stop a connect still under way from opening one."""
+    connecting = client._client_task
+    if not connecting.done():
+        connecting.cancel()
+    transport = client.protocol.transport
+    if transport is not None and not transport.is_closing():
+        transport.close()
 
 
 def _uid_set(uids: list[int]) -> str:
