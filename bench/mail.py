@@ -120,7 +120,11 @@ def cursor_set(d: Daemon) -> bool:
 
 def latency(work: Path, samples: int) -> None:
     server = Dovecot.start()
-    d = Daemon(work / "home", server)
+    try:
+        d = Daemon(work / "home", server)
+    except BaseException:
+        server.stop()  # a daemon that did not start leaves no Dovecot behind
+        raise
     try:
         while not cursor_set(d):
             time.sleep(0.01)
@@ -170,7 +174,11 @@ def ingest(work: Path, count: int) -> None:
 
 def idle(work: Path, seconds: float) -> None:
     server = Dovecot.start()
-    d = Daemon(work / "home", server)
+    try:
+        d = Daemon(work / "home", server)
+    except BaseException:
+        server.stop()
+        raise
     try:
         time.sleep(5)  # settle: migrations, first looks
         start_cpu, start = d.cpu_s(), time.monotonic()
