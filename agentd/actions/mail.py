@@ -76,7 +76,7 @@ class MailExecutor:
             raise ActionFailed(f"{self.name}: no SMTP channel to send with")
         if await _holds(s, cfg.sent, mail["Message-ID"]):
             return {"ok": True, "sent": "already", "message_id": mail["Message-ID"]}
-        await smtp.send(self.relay, mail)
+        await smtp.send(self.relay, mail, to=[str(a) for a in args["to"]])
         # The copy in Sent is what recovery looks for: a crash before it asks the operator.
         await s.append(cfg.sent, mail.as_bytes(), "\\Seen")
         return {"ok": True, "sent": list(args["to"]), "message_id": mail["Message-ID"]}

@@ -5,6 +5,7 @@ default. Pure: what a mail said can change none of it (DESIGN §4.5)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
@@ -14,14 +15,25 @@ from agentd.models import JSON, Verdict
 
 FLAGS = ("seen", "flagged", "answered")
 _MessageId = Annotated[
-    str, StringConstraints(min_length=3, max_length=500, pattern=r"^<[^<>\s]+>$")
+    str, StringConstraints(min_length=3, max_length=500, pattern=r"^<[\x21-\x3b=\x3f-\x7e]+>$")
 ]
 
 
+# One plain addr-spec and nothing a mail parser could read as a second address, a comment, a
+# group or a route: a tab or "(...)" once turned "evil@x.org<TAB>a@example.com" (allowed by
+# "*@example.com") into a send to evil@x.org. No "%" or "!" (relay routing) either.
+_ADDR_SPEC = re.compile(
+    r"[A-Za-z0-9#$&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9#$&'*+/=?^_`{|}~-]+)*"
+    r"@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+"
+)
+
+
 def _address(value: str) -> str:
-    local, at, domain = value.rpartition("@")
-    if not at or not local or "." not in domain or any(c in value for c in ' <>,;"\r\n'):
-        raise ValueError(f"{value[:80]!r} is not one mail address (name@example.com)")
+    if not _ADDR_SPEC.fullmatch(value):
+        raise ValueError(
+            f"{value[:80]!r} is not one plain mail address (name@example.com: ASCII letters, "
+            "digits and . _ + - before the @, a domain after it)"
+        )
     return value
 
 
@@ -43,7 +55,10 @@ def fields_for(cfg: Any) -> dict[str, Any] | None:
     if isinstance(cfg, MailReplyAction):
         text = Annotated[str, StringConstraints(min_length=1, max_length=cfg.max_body_chars)]
         subject = Annotated[
-            str, StringConstraints(min_length=1, max_length=300, pattern=r"^[^\r\n]*$")
+            str,
+            StringConstraints(
+                min_length=1, max_length=300, pattern=r"^[^\x00-\x1f\x7f\x85\u2028\u2029]*$"
+            ),
         ]
         return {
             "message_id": mid,

@@ -14,7 +14,9 @@ from agentd.config.notify import EmailNotify
 from agentd.errors import ActionFailed
 
 
-async def send(cfg: EmailNotify, mail: EmailMessage) -> None:
+async def send(cfg: EmailNotify, mail: EmailMessage, to: list[str] | None = None) -> None:
+    """Send `mail`: to exactly `to` where given (the gated recipients; never what a parser reads
+    back out of the To header), else to its To/Cc/Bcc headers."""
     password = None
     if cfg.password_env is not None:
         password = config.secret(cfg.password_env)
@@ -23,14 +25,16 @@ async def send(cfg: EmailNotify, mail: EmailMessage) -> None:
     where = f"smtp://{cfg.host}:{cfg.port}"
     try:
         async with asyncio.timeout(cfg.timeout_s + 1):
-            await asyncio.to_thread(deliver, cfg, mail, password)
+            await asyncio.to_thread(deliver, cfg, mail, password, to)
     except TimeoutError:
         raise ActionFailed(f"{where}: no answer within {cfg.timeout_s:g}s") from None
     except (smtplib.SMTPException, OSError) as e:
         raise ActionFailed(f"{where}: {type(e).__name__}: {e}") from None
 
 
-def deliver(cfg: EmailNotify, mail: EmailMessage, password: str | None) -> None:
+def deliver(
+    cfg: EmailNotify, mail: EmailMessage, password: str | None, to: list[str] | None = None
+) -> None:
     """Blocking: for a worker thread (smtplib's own timeout bounds each socket operation)."""
     cafile = str(cfg.ca_file) if cfg.ca_file is not None else None
     tls = ssl.create_default_context(cafile=cafile) if cfg.tls != "none" else None
@@ -46,4 +50,4 @@ def deliver(cfg: EmailNotify, mail: EmailMessage, password: str | None) -> None:
             smtp.ehlo()
         if cfg.username is not None and password is not None:
             smtp.login(cfg.username, password)
-        smtp.send_message(mail)
+        smtp.send_message(mail, to_addrs=to)
