@@ -77,9 +77,14 @@ class MailExecutor:
         if await _holds(s, cfg.sent, mail["Message-ID"]):
             return {"ok": True, "sent": "already", "message_id": mail["Message-ID"]}
         await smtp.send(self.relay, mail, to=[str(a) for a in args["to"]])
-        # The copy in Sent is what recovery looks for: a crash before it asks the operator.
-        await s.append(cfg.sent, mail.as_bytes(), "\\Seen")
-        return {"ok": True, "sent": list(args["to"]), "message_id": mail["Message-ID"]}
+        sent: JSON = {"ok": True, "sent": list(args["to"]), "message_id": mail["Message-ID"]}
+        # The copy in Sent is what recovery looks for: a crash before it asks the operator. The
+        # mail has left: a copy that fails is said, never a failed action (retried = sent twice).
+        try:
+            await s.append(cfg.sent, mail.as_bytes(), "\\Seen")
+        except ActionFailed as e:
+            return {**sent, "sent_copy": f"sent, but no copy kept in {cfg.sent}: {e}"}
+        return sent
 
     def compose(self, cfg: MailReplyAction, args: JSON, ctx: ActionContext) -> EmailMessage:
         mail = EmailMessage()
