@@ -23,9 +23,12 @@ def cursor(c: Conn, source: str) -> tuple[int, int] | None:
 
 
 def dedupe_key(source: str, uidvalidity: int, message: JSON) -> str:
-    """A message's event key: its Message-ID, else UIDVALIDITY:UID (per source)."""
+    """A message's event key: its Message-ID, else UIDVALIDITY:UID (per source). Each kind has
+    its own prefix, as the reset's has: a Message-ID is the sender's text ("5:2", "reset:6")."""
     mid = str(message.get("message_id") or "").strip()
-    return f"mail:{source}:{mid}" if mid else f"mail:{source}:{uidvalidity}:{message.get('uid')}"
+    if mid:
+        return f"mail:{source}:id:{mid}"
+    return f"mail:{source}:uid:{uidvalidity}:{message.get('uid')}"
 
 
 def record_mail(

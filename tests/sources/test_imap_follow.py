@@ -61,7 +61,7 @@ async def test_imap_new_message_starts_a_run_through_idle(
     assert event.data["subject"] == "invoice 42"
     assert event.data["from"] == ["bob@example.com"]
     assert event.data["excerpt"] == "Please pay by Friday."
-    assert event.dedupe_key.startswith("mail:inbox:<invoice-42-")
+    assert event.dedupe_key.startswith("mail:inbox:id:<invoice-42-")
     (run,) = runs(home)
     assert run.trigger == "event:inbox.received"
 
