@@ -4,6 +4,10 @@ Debian's `dovecot` (package dovecot-imapd) run in the foreground (`dovecot -F -c
 dir holding its config, a passwd-file with one test user, that user's Maildir, and its sockets; it
 listens on a free loopback port, without TLS. Mail arrives the way a server receives it: through
 `dovecot-lda` (local delivery, what an MTA runs) or IMAP APPEND from another client.
+
+A dir records the pid of the process that made it (`owner.pid`); starting a server first stops and
+removes any `agentd-dovecot-*` server beside it whose owner is gone (a run killed before its
+teardown), as tests/pg_cluster.py does for PostgreSQL.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -21,6 +26,7 @@ from pathlib import Path
 USER = "mailtest"
 PASSWORD = "test-password-1"
 LDA = Path("/usr/lib/dovecot/dovecot-lda")
+PREFIX = "agentd-dovecot-"
 INSTALL_HINT = "install it with `bash .ci/install-dovecot` as root (apt-get install dovecot-imapd)"
 
 CONFIG = """\
@@ -141,7 +147,10 @@ class Dovecot:
     def start(cls, *, idle: bool = True, tls: bool = False) -> Dovecot:
         """With `tls`, a self-signed certificate for 127.0.0.1 (`cert.pem` in the dir, the CA a
         client trusts), STARTTLS offered on `port` and implicit TLS on `imaps_port`."""
-        d = Path(tempfile.mkdtemp(prefix="agentd-dovecot-"))
+        parent = Path(tempfile.gettempdir())
+        sweep_orphans(parent)
+        d = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
+        (d / "owner.pid").write_text(str(os.getpid()))
         port = _free_port()
         ids = _accounts()
         # Without IDLE in the capabilities a client must fall back to polling.
@@ -163,6 +172,7 @@ class Dovecot:
         dovecot = shutil.which("dovecot") or "/usr/sbin/dovecot"
         with (d / "stdout.log").open("wb") as log:
             proc = subprocess.Popen([dovecot, "-F", "-c", str(conf)], stdout=log, stderr=log)
+        (d / "dovecot.pid").write_text(str(proc.pid))  # -F: this process is the master
         server = cls(d, port, proc, conf, imaps)
         server._wait_listening()
         return server
@@ -225,6 +235,48 @@ class Dovecot:
                 self.process.kill()
                 self.process.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def sweep_orphans(parent: Path) -> None:
+    """Stop and remove the servers under `parent` whose test run or bench died before its teardown
+    (its dovecot master, `dovecot.pid`, is stopped only if it still runs this dir's config)."""
+    for root in parent.glob(f"{PREFIX}*"):
+        try:
+            owner = int((root / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue  # not ours, or still being made
+        if _alive(owner):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            master = int((root / "dovecot.pid").read_text())
+            cmdline = Path(f"/proc/{master}/cmdline").read_bytes()
+            if str(root / "dovecot.conf").encode() in cmdline:
+                _stop_pid(master)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    with contextlib.suppress(OSError, IndexError):  # a zombie nobody reaped yet is gone too
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def _stop_pid(pid: int, within_s: float = 20.0) -> None:
+    """SIGTERM (dovecot's master stops its children), then SIGKILL if it is still there."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + within_s
+    while _alive(pid) and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # our own child (a test of this): reap it
+        time.sleep(0.05)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
 
 
 def message(
