@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from agentd.config import Config
 from agentd.config.mail import ImapSource
 from agentd.db import mail as qm
 from agentd.runs.deps import Deps
@@ -25,6 +26,23 @@ def followed(deps: Deps) -> list[Source]:
     """The imap sources some agent uses, as the daemon built them (the IMAP code is imported
     only when there is one: a daemon without mail starts as fast as before)."""
     return [s for s in deps.sources.values() if isinstance(getattr(s, "cfg", None), ImapSource)]
+
+
+def followed_config(cfg: Config) -> dict[str, ImapSource]:
+    """The imap sources a daemon with `cfg` follows (those some agent uses), by name."""
+    used = {n for agent in cfg.agents.values() for n in agent.sources}
+    return {n: s for n, s in cfg.sources.items() if n in used and isinstance(s, ImapSource)}
+
+
+def needs_restart(old: Config, new: Config) -> list[str]:
+    """The mail followers a reload does not start, stop or change (they are started with the
+    daemon): each imap source followed before or after whose table changed, as `[sources.NAME]`."""
+    was, now = followed_config(old), followed_config(new)
+    return [
+        f"[sources.{n}] (its mail follower)"
+        for n in sorted(was.keys() | now.keys())
+        if was.get(n) != now.get(n)
+    ]
 
 
 async def follow_mail(deps: Deps, stop: asyncio.Event, nudge: Callable[[], None]) -> None:

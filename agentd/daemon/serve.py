@@ -31,9 +31,8 @@ from agentd.api import openfiles
 from agentd.api.server import ApiServer
 from agentd.clock import Clock
 from agentd.config import Config, Paths
-from agentd.daemon import clocks, sdnotify
+from agentd.daemon import clocks, mail, sdnotify
 from agentd.daemon.leases import LeaseKeeper
-from agentd.daemon.mail import follow_mail
 from agentd.daemon.scheduler import Scheduler
 from agentd.daemon.watchdog import watchdog
 from agentd.db import accounting, faults, meta, stamp
@@ -247,7 +246,7 @@ async def _serve_locked(
             tg.create_task(_retention(deps, stop), name="retention")
             tg.create_task(api.run(stop), name="api")
             tg.create_task(Sender(deps).run(stop), name="notify")  # the outbox: agentd/notify/
-            tg.create_task(follow_mail(deps, stop, scheduler.nudge), name="mail")  # IMAP IDLE
+            tg.create_task(mail.follow_mail(deps, stop, scheduler.nudge), name="mail")  # IMAP IDLE
         log.info("daemon.stopping", in_flight=len(engine.tasks))
         sdnotify.notify("STOPPING=1")
         await outer.stop(cfg.daemon.shutdown_grace_s)
@@ -386,7 +385,8 @@ async def reload_verdict(paths: Paths, deps: Deps, models: dict[str, Model]) -> 
 def needs_restart(old: Config, new: Config) -> list[str]:
     """The changed settings a reload does not apply, as `[table] key`: all of [daemon] and [api]
     (the listeners, their bounds, the scan are set up at the start), and [web] when its pages
-    need a port the daemon does not listen on yet (pages turned off stop being served at once)."""
+    need a port the daemon does not listen on yet (pages turned off stop being served at once), and
+    the mail followers (an imap source some agent uses, added, removed or changed)."""
     changed = []
     for table in ("daemon", "api", "web"):
         was = getattr(old, table).model_dump(mode="json")
@@ -398,7 +398,7 @@ def needs_restart(old: Config, new: Config) -> list[str]:
     wanted = new.api.listen_port(new.web)
     if wanted is None or wanted == listening:
         changed = [c for c in changed if not c.startswith("[web]")]
-    return changed
+    return changed + mail.needs_restart(old, new)
 
 
 async def _retention(deps: Deps, stop: asyncio.Event) -> None:
