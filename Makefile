@@ -75,6 +75,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/telemetry.py metrics --goals 1000 --waiting 10000 --reps 5 --workdir .bench
 	$(BIN)/python bench/inner_loop.py --workdir .bench
 	$(BIN)/python bench/cli_startup.py --reps 15 --warmup 2 --workdir .bench
+	$(BIN)/python bench/mail.py latency --samples 30 --workdir .bench
+	$(BIN)/python bench/mail.py ingest --messages 10000 --workdir .bench
+	$(BIN)/python bench/mail.py idle --seconds 60 --workdir .bench
 
 clean:
 	rm -rf $(VENV) .bench .mypy_cache .ruff_cache .pytest_cache

@@ -12,7 +12,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from agentd.config import ActionConfig, CommandAction, HttpAction, McpToolAction
+from agentd.config import ActionConfig, CommandAction, Config, HttpAction, McpToolAction
+from agentd.config.mail import ImapSource, MailActionBase, MailReplyAction
+from agentd.config.notify import EmailNotify
 from agentd.models import JSON
 
 CONTROL_TYPES = frozenset({"finish", "ask", "notify", "sleep", "wait_event", "build"})
@@ -71,10 +73,13 @@ class Executor(Protocol):
         ...
 
 
-def build(name: str, cfg: ActionConfig, base_env: Mapping[str, str]) -> Executor | None:
+def build(
+    name: str, cfg: ActionConfig, base_env: Mapping[str, str], whole: Config | None = None
+) -> Executor | None:
     """The executor for an outside action, or None for a control action the engine handles.
 
-    `base_env` is the scrubbed environment commands start from (see `config.base_env`).
+    `base_env` is the scrubbed environment commands start from (see `config.base_env`); `whole`
+    is the config the action is in (a mail action's mailbox and SMTP relay are defined there).
     """
     if isinstance(cfg, CommandAction):
         from agentd.actions.command import CommandExecutor
@@ -88,4 +93,15 @@ def build(name: str, cfg: ActionConfig, base_env: Mapping[str, str]) -> Executor
         from agentd.actions.mcp_tool import McpToolExecutor
 
         return McpToolExecutor(name, cfg, base_env=base_env)
+    if isinstance(cfg, MailActionBase):
+        from agentd.actions.mail import MailExecutor
+
+        if whole is None:
+            raise TypeError(f"the mail action {name} needs the whole config")
+        relay = (
+            whole.notify.get(cfg.smtp) if isinstance(cfg, MailReplyAction) and cfg.smtp else None
+        )
+        mailbox = whole.sources[cfg.source]
+        assert isinstance(mailbox, ImapSource) and (relay is None or isinstance(relay, EmailNotify))
+        return MailExecutor(name, cfg, mailbox, relay)
     return None

@@ -22,6 +22,7 @@ from typing import Any
 
 from agentd import config, llm, sources
 from agentd.cli import doctor_reach, doctor_store, doctor_urls
+from agentd.cli.doctor_mail import mailbox_said
 from agentd.cli.doctor_programs import check_programs, identity, used
 from agentd.config import (
     Config,
@@ -366,6 +367,8 @@ def _source_check(name: str, obs: Any) -> Check:
     if state is None and error:
         return Check(label, False, f"looked once: {error}", False)
     detail = f"HTTP {obs['status']}" if isinstance(obs, dict) and "status" in obs else "ok"
+    if isinstance(obs, dict) and "mailbox" in obs:  # an imap source: logged in, read-only
+        detail = mailbox_said(obs)
     return Check(label, True, f"looked once: {detail}")
 
 

@@ -126,6 +126,18 @@ if TYPE_CHECKING:
     from agentd.config.file import (
         parse as parse,
     )
+    from agentd.config.mail import (
+        ImapSource as ImapSource,
+    )
+    from agentd.config.mail import (
+        MailFlagAction as MailFlagAction,
+    )
+    from agentd.config.mail import (
+        MailMoveAction as MailMoveAction,
+    )
+    from agentd.config.mail import (
+        MailReplyAction as MailReplyAction,
+    )
     from agentd.config.models import (
         AnthropicModel as AnthropicModel,
     )
@@ -207,6 +219,7 @@ _LAZY = {
     "build": "BuildConfig",
     "telemetry": "MetricsConfig TracingConfig",
     "promql": "PrometheusSource PromQuery",
+    "mail": "ImapSource MailFlagAction MailMoveAction MailReplyAction",
     "file": "BUILTIN_ACTIONS Config DaemonConfig McpConfig load parse",
     "models": "AnthropicModel ModelConfig OpenAIModel OtherModel Price RunbookModel ScriptedModel "
     "TemplateModel",

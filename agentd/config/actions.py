@@ -389,6 +389,19 @@ class BuiltinAction(_ActionBase):
     events: list[str] | None = None  # wait_event: names the model may wait for (None = any)
 
 
+from agentd.config.mail import (  # noqa: E402 (mail's actions build on Strict above)
+    MailFlagAction,
+    MailMoveAction,
+    MailReplyAction,
+)
+
 ActionConfig = Annotated[
-    CommandAction | HttpAction | McpToolAction | BuiltinAction, Field(discriminator="type")
+    CommandAction
+    | HttpAction
+    | McpToolAction
+    | BuiltinAction
+    | MailMoveAction
+    | MailFlagAction
+    | MailReplyAction,
+    Field(discriminator="type"),
 ]

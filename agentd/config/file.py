@@ -16,8 +16,9 @@ from agentd.config.actions import ActionConfig, BuiltinAction
 from agentd.config.agents import AgentConfig
 from agentd.config.api import ApiConfig, WebConfig
 from agentd.config.durations import seconds_keys
+from agentd.config.mail import ImapSource, MailActionBase
 from agentd.config.models import ModelConfig, Price
-from agentd.config.sources import SOURCE_STATES, SourceConfig
+from agentd.config.sources import MAIL_EVENTS, SOURCE_STATES, SourceConfig
 from agentd.config.store import StoreConfig
 from agentd.config.telemetry import MetricsConfig, TracingConfig
 from agentd.errors import ConfigError
@@ -109,6 +110,24 @@ class Config(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _mail_actions_name_a_mailbox(self) -> Config:
+        for name, act in self.actions.items():
+            if not isinstance(act, MailActionBase):
+                continue
+            if not isinstance(self.sources.get(act.source), ImapSource):
+                imap = [n for n, s in self.sources.items() if isinstance(s, ImapSource)]
+                raise ValueError(
+                    f"actions.{name}.source names {act.source!r}, not an imap source "
+                    f"(imap sources: {', '.join(sorted(imap)) or 'none defined'})"
+                )
+            smtp = getattr(act, "smtp", None)
+            if smtp is not None and getattr(self.notify.get(smtp), "type", None) != "email":
+                raise ValueError(
+                    f"actions.{name}.smtp names {smtp!r}, not an email channel in [notify]"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _triggers_can_fire(self) -> Config:
         """A trigger (or an event a wait_event action may wait for) naming a source is one of
         that source's states, and some agent watches the source (else nothing ever emits it).
@@ -135,6 +154,19 @@ class Config(_Strict):
             return f"names unknown source {source!r} (sources: {known})"
         if source not in self.sources:
             return None
+        if isinstance(self.sources[source], ImapSource) and state not in SOURCE_STATES:
+            if state in MAIL_EVENTS and any(source in a.sources for a in self.agents.values()):
+                return None  # its connection emits them, watched or not
+            if state in MAIL_EVENTS:
+                return (
+                    f"is never emitted, as no agent has {source!r} in its sources (the daemon "
+                    "follows the mailboxes its agents use)"
+                )
+            return (
+                f"- imap source {source!r} emits "
+                + ", ".join(f"{source}.{s}" for s in (*MAIL_EVENTS, *SOURCE_STATES))
+                + " (the states when an agent watches it)"
+            )
         if state not in SOURCE_STATES:
             return f"- source {source!r} emits only " + ", ".join(
                 f"{source}.{s}" for s in SOURCE_STATES

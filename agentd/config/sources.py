@@ -12,11 +12,14 @@ from pydantic import Field, field_validator, model_validator
 from agentd.config.actions import McpServerRef, program_argv
 from agentd.config.actions import Strict as _Strict
 from agentd.config.actions import http_url as http_url  # re-exported: it lived here
+from agentd.config.mail import ImapSource
 from agentd.config.promql import PrometheusSource
 
 # The states a source with health is in; a watching agent emits `SOURCE.STATE` when one begins.
 HEALTHY, UNHEALTHY, CHECK_FAILED = "healthy", "unhealthy", "check_failed"
 SOURCE_STATES = (HEALTHY, UNHEALTHY, CHECK_FAILED)
+# What an imap source emits on its own, watched or not: a new message, a recreated mailbox.
+MAIL_EVENTS = ("received", "reset")
 
 
 class HttpSource(_Strict):
@@ -76,7 +79,7 @@ class McpSource(McpServerRef):
 
 
 SourceConfig = Annotated[
-    HttpSource | CommandSource | FileTailSource | McpSource | PrometheusSource,
+    HttpSource | CommandSource | FileTailSource | McpSource | PrometheusSource | ImapSource,
     Field(discriminator="type"),
 ]
 

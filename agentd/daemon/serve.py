@@ -31,7 +31,7 @@ from agentd.api import openfiles
 from agentd.api.server import ApiServer
 from agentd.clock import Clock
 from agentd.config import Config, Paths
-from agentd.daemon import clocks, metering, sdnotify
+from agentd.daemon import clocks, mail, metering, sdnotify
 from agentd.daemon.leases import LeaseKeeper
 from agentd.daemon.scheduler import Scheduler
 from agentd.daemon.watchdog import watchdog
@@ -111,7 +111,7 @@ def build_deps(cfg: Config, store: Store, owner: str) -> Deps:
     used_sources = {s for agent in cfg.agents.values() for s in agent.sources}
     executors = {}
     for name in used_actions:
-        ex = actions.build(name, cfg.action(name), env)
+        ex = actions.build(name, cfg.action(name), env, cfg)
         if ex is not None:
             executors[name] = ex
     return Deps(
@@ -250,6 +250,7 @@ async def _serve_locked(
             tg.create_task(_retention(deps, stop), name="retention")
             tg.create_task(api.run(stop), name="api")
             tg.create_task(Sender(deps).run(stop), name="notify")  # the outbox: agentd/notify/
+            tg.create_task(mail.follow_mail(deps, stop, scheduler.nudge), name="mail")  # IMAP IDLE
         log.info("daemon.stopping", in_flight=len(engine.tasks))
         sdnotify.notify("STOPPING=1")
         await outer.stop(cfg.daemon.shutdown_grace_s)
@@ -390,7 +391,8 @@ async def reload_verdict(paths: Paths, deps: Deps, models: dict[str, Model]) -> 
 def needs_restart(old: Config, new: Config) -> list[str]:
     """The changed settings a reload does not apply, as `[table] key`: all of [daemon] and [api]
     (the listeners, their bounds, the scan are set up at the start), and [web] when its pages
-    need a port the daemon does not listen on yet (pages turned off stop being served at once)."""
+    need a port the daemon does not listen on yet (pages turned off stop being served at once), and
+    the mail followers (an imap source some agent uses, added, removed or changed)."""
     changed = []
     for table in ("daemon", "api", "web"):
         was = getattr(old, table).model_dump(mode="json")
@@ -402,7 +404,7 @@ def needs_restart(old: Config, new: Config) -> list[str]:
     wanted = new.api.listen_port(new.web)
     if wanted is None or wanted == listening:
         changed = [c for c in changed if not c.startswith("[web]")]
-    return changed
+    return changed + mail.needs_restart(old, new)
 
 
 async def _retention(deps: Deps, stop: asyncio.Event) -> None:

@@ -39,6 +39,7 @@ from agentd.config import (
     schema_mismatch,
 )
 from agentd.errors import ModelOutputInvalid
+from agentd.harness import mail
 from agentd.models import JSON, action_digest
 from agentd.text import url_shown
 
@@ -114,6 +115,8 @@ def _fields_for(name: str, cfg: Any) -> dict[str, Any]:
         fields["arguments"] = (_tool_arguments(cfg), Field(default_factory=dict))
     elif isinstance(cfg, BuiltinAction):
         fields.update(_builtin_fields(cfg))
+    elif (mail_fields := mail.fields_for(cfg)) is not None:
+        fields.update(mail_fields)
     return fields
 
 
@@ -267,6 +270,8 @@ def _class_name(action: str) -> str:
 
 
 def _default_description(cfg: Any) -> str:
+    if (said := mail.describe(cfg)) is not None:
+        return said
     if isinstance(cfg, CommandAction):
         return f"Run the command {' '.join(cfg.argv)}."
     if isinstance(cfg, HttpAction):

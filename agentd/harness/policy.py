@@ -20,6 +20,7 @@ from agentd.config import (
     McpToolAction,
 )
 from agentd.errors import ActionFailed, ModelOutputInvalid
+from agentd.harness import mail
 from agentd.harness.menu import Decision, Menu
 from agentd.models import JSON, Verdict, canonical_json
 
@@ -44,8 +45,15 @@ class Check:
     escalate: bool = False  # deny and ask the operator instead of feeding back to the model
 
 
-def check(decision: Decision, agent: AgentConfig, facts: Facts, action_type: str) -> Check:
-    """The verdict for one decided action. `action_type` is its config type (command, finish…)."""
+def check(
+    decision: Decision,
+    agent: AgentConfig,
+    facts: Facts,
+    action_type: str,
+    cfg: ActionConfig | None = None,
+) -> Check:
+    """The verdict for one decided action. `action_type` is its config type (command, finish…),
+    `cfg` its definition (a reply that would be sent is gated further: harness/mail.py)."""
     name = decision.action
     if name not in agent.actions:
         return Check(Verdict.DENY, f"{name} is not on this agent's menu", escalate=True)
@@ -64,6 +72,7 @@ def check(decision: Decision, agent: AgentConfig, facts: Facts, action_type: str
     default = "allow" if action_type in CONTROL_TYPES else agent.policy.default
     verdict = Verdict(agent.policy.rules.get(name, default))
     rule = f"policy: {name} = {verdict}" if name in agent.policy.rules else f"default = {verdict}"
+    verdict, rule = mail.gate(cfg, decision.args, verdict, rule)
     if verdict == Verdict.DENY:
         return Check(verdict, rule, escalate=facts.denials_in_a_row + 1 >= agent.limits.max_denials)
     limit = agent.policy.max_per_hour.get(name)
@@ -97,10 +106,11 @@ def admit(action: str, args: JSON, menu: Menu, acts_last_hour: int, *, approved:
     action_type = menu.config.action(action).type
     default = "allow" if action_type in CONTROL_TYPES else agent.policy.default
     verdict = Verdict(agent.policy.rules.get(action, default))
+    verdict, rule = mail.gate(menu.config.action(action), args, verdict, "")
     if verdict == Verdict.DENY:
-        return Check(verdict, f"policy now: {action} = deny")
+        return Check(verdict, rule or f"policy now: {action} = deny")
     if verdict == Verdict.APPROVE and not approved:
-        return Check(verdict, f"policy now: {action} = approve")
+        return Check(verdict, rule or f"policy now: {action} = approve")
     limit = agent.policy.max_per_hour.get(action)
     if limit is not None and acts_last_hour >= limit:
         return Check(
@@ -126,6 +136,8 @@ def resolved(cfg: ActionConfig, action: str, args: JSON) -> JSON:
         except ActionFailed as e:
             return {"error": str(e)}
         return {"method": args.get("method", cfg.methods[0]), "url": url, "label": label}
+    if (mail_shown := mail.shown(cfg, args)) is not None:
+        return mail_shown
     if isinstance(cfg, McpToolAction):  # the key argument is filled at execution
         return {"server": cfg.where(), "tool": cfg.tool, "arguments": args.get("arguments", {})}
     return {"action": action}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import smtplib
-import ssl
 from email.message import EmailMessage
 from email.utils import formatdate
 
@@ -15,6 +14,7 @@ from agentd.config.notify import EmailNotify
 from agentd.errors import DeliveryFailed
 from agentd.models import JSON
 from agentd.notify import subject, text
+from agentd.outside import smtp as smtp_out
 
 
 class Email:
@@ -52,19 +52,4 @@ class Email:
             raise DeliveryFailed(f"{where}: {type(e).__name__}: {e}") from None
 
     def _deliver(self, mail: EmailMessage, password: str | None) -> None:
-        cfg = self.cfg
-        cafile = str(cfg.ca_file) if cfg.ca_file is not None else None
-        tls = ssl.create_default_context(cafile=cafile) if cfg.tls != "none" else None
-        smtp = (
-            smtplib.SMTP_SSL(cfg.host, cfg.port, timeout=cfg.timeout_s, context=tls)
-            if cfg.tls == "implicit"
-            else smtplib.SMTP(cfg.host, cfg.port, timeout=cfg.timeout_s)
-        )
-        with smtp:
-            smtp.ehlo()
-            if cfg.tls == "starttls":
-                smtp.starttls(context=tls)
-                smtp.ehlo()
-            if cfg.username is not None and password is not None:
-                smtp.login(cfg.username, password)
-            smtp.send_message(mail)
+        smtp_out.deliver(self.cfg, mail, password)

@@ -317,7 +317,8 @@ class RunDriver(Deciding, Recovery):
         facts = harness.Facts(tuple(earlier), acts, denials)
         known = d.action in self.agent.actions  # else removed from the config since deciding
         action_type = self.deps.config.action(d.action).type if known else ""
-        verdict = harness.check(d, self.agent, facts, action_type)
+        cfg = self.deps.config.action(d.action) if known else None
+        verdict = harness.check(d, self.agent, facts, action_type, cfg)
         await self._append(
             StepKind.CHECK,
             action=d.action,

@@ -19,6 +19,7 @@ from agentd.config import (
     CommandSource,
     FileTailSource,
     HttpSource,
+    ImapSource,
     McpSource,
     PrometheusSource,
     SourceConfig,
@@ -55,6 +56,10 @@ def build(name: str, cfg: SourceConfig, base_env: Mapping[str, str]) -> Source:
         from agentd.sources.prometheus import PrometheusReader
 
         return PrometheusReader(name, cfg)
+    if isinstance(cfg, ImapSource):
+        from agentd.sources.imap import ImapSourceReader
+
+        return ImapSourceReader(name, cfg)
     raise TypeError(f"unknown source config {type(cfg).__name__}")
 
 
