@@ -24,7 +24,7 @@ import structlog
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from agentd.api import connections, control, decide, openfiles
@@ -33,7 +33,7 @@ from agentd.errors import NotFound
 from agentd.mcp import server as mcp_server
 from agentd.runs.deps import Deps
 from agentd.text import to_json
-from agentd.web import auth, data, html, routes
+from agentd.web import auth, bodies, data, html, routes
 from agentd.web.guard import MCP_PATH, guard
 from agentd.web.routes import Site
 
@@ -41,6 +41,7 @@ log = structlog.get_logger("agentd.api")
 KEEPALIVE_S = 15.0  # an SSE comment this often keeps proxies and tunnels from closing the stream
 WATCH_S = 1.0  # while pages listen, how often the database's data_version is compared
 BACKLOG = 128
+MCP_MAX_BODY_BYTES = 1024 * 1024  # one JSON-RPC message: a tool call's arguments
 
 
 class Changes:
@@ -159,7 +160,11 @@ class ApiServer:
         # The config in force at each request (a reload swaps `deps.config`), never a copy.
         self.mcp = mcp_server.build(self.paths, lambda: self.deps.config, watch=False)
         mcp_app = self.mcp.streamable_http_app(streamable_http_path=MCP_PATH)
-        mcp_routes = [r for r in mcp_app.routes if getattr(r, "path", None) == MCP_PATH]
+        mcp_routes = [
+            Route(MCP_PATH, bodies.Limited(r.endpoint, MCP_MAX_BODY_BYTES), methods=r.methods)
+            for r in mcp_app.routes
+            if isinstance(r, Route) and r.path == MCP_PATH
+        ]  # the SDK reads a whole body: bounded here
         app = Starlette(
             routes=[
                 *mcp_routes,
@@ -175,7 +180,11 @@ class ApiServer:
                 Route("/api/runs/{run_id:int}", self._api_run, methods=["GET"]),
                 *routes.ROUTES,
             ],
-            exception_handlers={NotFound: _not_found, 404: _not_found},
+            exception_handlers={
+                NotFound: _not_found,
+                404: _not_found,
+                bodies.BodyRefused: _body_refused,
+            },
         )
         assert self.token is not None, "bind() reads the token"
         app.state.site = Site(self.paths.db, lambda: self.deps.config, self.token, self.on_change)
@@ -337,6 +346,12 @@ class ApiServer:
     async def _api_run(self, request: Request) -> Response:
         run_id = int(request.path_params["run_id"])
         return _json(await self._site(request).call(lambda s: data.run_json(s, run_id)))
+
+
+async def _body_refused(request: Request, exc: Exception) -> Response:
+    """A form's body over its limit or cut short (agentd/web/bodies.py): said, and closed."""
+    status = exc.status if isinstance(exc, bodies.BodyRefused) else 400
+    return PlainTextResponse(str(exc), status)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
