@@ -26,10 +26,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentd.api import connections, control, decide, openfiles
 from agentd.config import Paths
 from agentd.errors import NotFound
+from agentd.hooks import receiver as hooks_receiver
+from agentd.hooks.receiver import Receiver
 from agentd.mcp import server as mcp_server
 from agentd.runs.deps import Deps
 from agentd.text import to_json
@@ -108,6 +111,7 @@ class ApiServer:
         # MCP over streamable HTTP at /mcp, behind the Bearer token (built in `app()`).
         self.mcp: Any = None
         self._server: _Embedded | None = None  # uvicorn's, while `run` serves
+        self.hooks: Receiver | None = None  # POST /hooks/NAME (built in `app()`)
 
     def on_change(self) -> None:
         """`deps.on_change`: the scheduler looks now, and pages hear of it."""
@@ -171,6 +175,7 @@ class ApiServer:
                 Route("/poke", self._poke, methods=["POST"]),
                 Route("/events", self._events, methods=["GET"]),
                 Route("/api/daemon", self._api_daemon, methods=["GET"]),
+                Route("/api/hooks", self._api_hooks, methods=["GET"]),
                 *self.control.routes(),
                 Route("/api/inbox", self._api_inbox, methods=["GET"]),
                 Route("/api/inbox/{item_id:int}", self._api_item, methods=["GET"]),
@@ -188,6 +193,7 @@ class ApiServer:
         )
         assert self.token is not None, "bind() reads the token"
         app.state.site = Site(self.paths.db, lambda: self.deps.config, self.token, self.on_change)
+        self.hooks = Receiver(lambda: self.deps.config, app.state.site.call, self.on_change)
         return app
 
     def pages_on(self) -> bool:
@@ -198,7 +204,8 @@ class ApiServer:
         limits = self.limits
         if not self.sockets or self.token is None or limits is None:
             return  # nothing bound
-        app = connections.closing_refusals(guard(self.app(), self.token, self.pages_on))
+        guarded = guard(self.app(), self.token, self.pages_on)
+        app = connections.closing_refusals(_hooks_beside(self.hooks, guarded))
         config = uvicorn.Config(
             app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2,
             date_header=False, server_header=False, http=connections.protocol(limits), ws="none",
@@ -325,6 +332,10 @@ class ApiServer:
         return _json({"pid": os.getpid(), "port": self.port, "web": web, "socket": self.unix,
                       "port_failed": self.port_failed})  # fmt: skip
 
+    async def _api_hooks(self, request: Request) -> Response:
+        """What each inbound hook has seen since this daemon started (`agentd hooks`)."""
+        return _json({"hooks": self.hooks.stats.as_json() if self.hooks else {}})
+
     async def _api_inbox(self, request: Request) -> Response:
         show_all = request.query_params.get("all") in ("1", "true")
         site = self._site(request)
@@ -346,6 +357,17 @@ class ApiServer:
     async def _api_run(self, request: Request) -> Response:
         run_id = int(request.path_params["run_id"])
         return _json(await self._site(request).call(lambda s: data.run_json(s, run_id)))
+
+
+def _hooks_beside(hooks: Receiver | None, app: ASGIApp) -> ASGIApp:
+    """`/hooks/NAME` goes to the inbound hooks, which authenticate each sender themselves (no
+    Bearer token, no session: a sender proves itself by the hook's own token or signature)."""
+
+    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+        is_hook = scope["type"] == "http" and scope["path"].startswith(hooks_receiver.PREFIX)
+        await (hooks if is_hook and hooks is not None else app)(scope, receive, send)
+
+    return routed
 
 
 async def _body_refused(request: Request, exc: Exception) -> Response:

@@ -78,6 +78,24 @@ def send(
     return store.write(work)
 
 
+def receive(store: SyncStore, source: str, events: list[tuple[str, JSON, str | None]]) -> int:
+    """Record the events one inbound webhook delivery carries (name, data, dedupe key), all in
+    one transaction, as `send` records one: the sender is answered only after this commits.
+    How many were new (a repeated notification records nothing twice)."""
+
+    def work(c: Any) -> int:
+        return sum(
+            qi.add_event(c, n, data, key, source=source) is not None for n, data, key in events
+        )
+
+    return store.write(work)
+
+
+def hook_deliveries(store: SyncStore) -> dict[str, tuple[int, Any]]:
+    """Per hook source (`hook:NAME`): events recorded and when the last one was."""
+    return store.read(qi.events_by_source)
+
+
 def recent(store: SyncStore, limit: int) -> list[Event]:
     """The latest events, newest first."""
     return store.read(lambda c: qi.list_events(c, limit))
