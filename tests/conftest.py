@@ -42,7 +42,7 @@ from agentd.models import RunStatus
 
 # Real-browser fixtures (`browser`, `sync_browser`, `screenshots`): Debian's Chromium via Playwright.
 # PostgreSQL fixtures (`pg_cluster`, `pg_url`): a throw-away cluster per test process.
-pytest_plugins = ["tests.browser_support", "tests.postgres"]
+pytest_plugins = ["tests.browser_support", "tests.postgres", "tests.alertmanager"]
 
 BACKENDS = ("sqlite", "postgres")
 
