@@ -39,6 +39,9 @@ FULL = (
 REFUSE_PER_TURN = 16  # connections one accept() call may refuse before it lets the loop go on
 CLOSING_MAX = 16  # evicted connections whose descriptors may wait for the loop at once
 WAITING = (h11.IDLE, h11.SEND_BODY)  # the client's states while its request has not all come
+# A stranger connected this recently is not counted against the strangers' quarter: a burst of
+# honest senders (50 at once) is still sending its requests, a slow loris has been sitting.
+STRANGER_GRACE_S = 0.5
 
 
 class Listener:
@@ -63,9 +66,10 @@ class Listener:
             log.warning("api.connections_full", listener=self.name, limit=self.limit,
                         note="a new connection was refused: none held could make room")  # fmt: skip
             return False
-        if not self.trusted:
-            owing = [c for c in self.held if c.stranger() and c.owing()]
-            if len(owing) + len(self.pending) >= self.strangers_limit and owing:
+        if not self.trusted:  # a sender's fresh connection has a moment to send its request
+            now = asyncio.get_running_loop().time()
+            owing = [c for c in self.held if c.stranger() and c.owing(now - STRANGER_GRACE_S)]
+            if len(owing) >= self.strangers_limit:
                 self._close(owing[0], "strangers owing a request are held to a quarter")
         self.pending[conn.fileno()] = conn
         return True
@@ -161,12 +165,14 @@ class Bounded(H11Protocol):
         self._listener: Listener | None = None
         self.evicted = False  # closed to make room for a newer connection
         self.vouched = False  # a request on it proved itself (`vouch`)
+        self.since = 0.0  # the loop's time it connected
         self._deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
         self._listener = self.limits.listener(sock)
         self._listener.arrived(self, sock.fileno())
+        self.since = asyncio.get_running_loop().time()
         super().connection_made(transport)
         self._watch()
 
@@ -191,8 +197,11 @@ class Bounded(H11Protocol):
         """No request on it has proven itself, and its listener does not vouch for it."""
         return not self.vouched and not (self._listener is not None and self._listener.trusted)
 
-    def owing(self) -> bool:
-        """The client owes a request, or the rest of one (it is not being answered)."""
+    def owing(self, connected_before: float | None = None) -> bool:
+        """The client owes a request, or the rest of one (it is not being answered); with
+        `connected_before` (the loop's time), only if it connected before then."""
+        if connected_before is not None and self.since > connected_before:
+            return False
         return self.conn.their_state in WAITING and not self.transport.is_closing()
 
     def between_requests(self) -> bool:

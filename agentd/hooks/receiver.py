@@ -78,6 +78,7 @@ class Receiver:
             raise Refusal(429, f"over the hook's rate ({hook.rate_per_minute} a minute)")
         if hook.token_env is not None:
             self._bearer(request, hook.token_env)
+            trust.vouch(request.scope)  # before its body: a sender with the token is no stranger
         body = await self._body(request, hook)
         message_id = self._signed(request, name, hook, body)
         trust.vouch(request.scope)  # a sender that proved itself keeps its connection

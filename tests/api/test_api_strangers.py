@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from agentd.api.connections import STRANGER_GRACE_S
 from tests.api.test_api_connections import (
     OWED_BODY,
     Stream,
@@ -57,12 +58,14 @@ async def test_api_strangers_owing_a_body_give_way_to_token_holders(home: Home, 
 
 async def test_api_strangers_are_capped_below_max_connections(home: Home, serve: Any) -> None:
     port = await daemon(home, serve, "max_connections = 16\nrequest_timeout_s = 60", web=True)
-    strangers = []
-    for _ in range(12):
-        strangers.append(await opened(port, OWED_BODY))
-        await asyncio.sleep(0.05)  # one at a time: each is held before the next comes
+    strangers = [await opened(port, OWED_BODY) for _ in range(12)]
+    await asyncio.sleep(STRANGER_GRACE_S + 0.3)  # they have had their moment to send
+    newer = []
+    for _ in range(12):  # each newcomer sends the oldest sitting stranger away
+        newer.append(await opened(port, OWED_BODY))
+        await asyncio.sleep(0.05)
     assert sum([await still_open(s) for s in strangers]) <= 4
-    await closed(strangers)
+    await closed(strangers + newer)
 
 
 async def test_api_token_holders_busy_connections_are_not_closed_for_a_newcomer(
