@@ -193,7 +193,7 @@ class ApiServer:
         )
         assert self.token is not None, "bind() reads the token"
         app.state.site = Site(self.paths.db, lambda: self.deps.config, self.token, self.on_change)
-        self.hooks = Receiver(lambda: self.deps.config, app.state.site.call, self.on_change)
+        self.hooks = Receiver(lambda: self.deps.config, self.deps.store.write, self.on_change)
         return app
 
     def pages_on(self) -> bool:

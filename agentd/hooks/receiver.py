@@ -2,9 +2,10 @@
 hook exists, the sender is under its rate (429), its bearer token holds (401: before the body),
 the body is within the hook's limit (413: before it is read when declared, else as soon as it
 passes), its signature holds (401), it parses (400 naming the problem); then its events are
-recorded in one transaction (agentd/operator/events.py `receive`) and only after the commit the
-sender gets its 2xx. A refusal records nothing, is one log line (never the body) and closes the
-connection (agentd/api/connections.py); a request that proved itself vouches for its connection.
+recorded in one transaction (agentd/operator/events.py `receiving`) on the daemon's writer, and
+only after the commit the sender gets its 2xx. A refusal records nothing, is one log line (never
+the body) and closes the connection (agentd/api/connections.py); a request that proved itself
+vouches for its connection.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from agentd.web import bodies, trust
 
 log = structlog.get_logger("agentd.hooks")
 PREFIX = "/hooks/"
-Call = Callable[..., Awaitable[Any]]  # runs a use case on a store, off the loop (web Site.call)
+# The daemon's store writer: runs one transaction on its writer thread (agentd/db/store.py).
+Write = Callable[[Callable[[Any], int]], Awaitable[int]]
 
 
 class Refusal(Exception):
@@ -48,10 +50,10 @@ class Receiver:
     """The ASGI app for `/hooks/NAME`; `stats` is what `agentd hooks` shows."""
 
     def __init__(
-        self, current: Callable[[], Config], call: Call, changed: Callable[[], None]
+        self, current: Callable[[], Config], write: Write, changed: Callable[[], None]
     ) -> None:
         self.current = current
-        self.call = call
+        self.write = write
         self.changed = changed
         self.stats = Stats()
 
@@ -88,7 +90,7 @@ class Receiver:
             raise Refusal(400, str(e)) from None
         rows = [(e.name, e.data, e.key) for e in events]
         try:
-            new = await self.call(operator_events.receive, f"hook:{name}", rows)
+            new = await self.write(operator_events.receiving(f"hook:{name}", rows))
         except AgentdError as e:  # the store refused or is down: the sender retries later
             log.error("hook.not_recorded", hook=name, error=str(e))
             raise Refusal(503, "not recorded; send again later") from None

@@ -3,6 +3,7 @@ per dedupe key, and sending says when nothing would start or wake for it. One tr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agentd.config import Config
@@ -78,17 +79,18 @@ def send(
     return store.write(work)
 
 
-def receive(store: SyncStore, source: str, events: list[tuple[str, JSON, str | None]]) -> int:
-    """Record the events one inbound webhook delivery carries (name, data, dedupe key), all in
-    one transaction, as `send` records one: the sender is answered only after this commits.
-    How many were new (a repeated notification records nothing twice)."""
+def receiving(source: str, events: list[tuple[str, JSON, str | None]]) -> Callable[[Any], int]:
+    """The one transaction recording the events an inbound webhook delivery carries (name, data,
+    dedupe key), as `send` records one — for the daemon's writer (`await store.write(...)`): the
+    sender is answered only after it commits. It returns how many were new (a repeated
+    notification records nothing twice)."""
 
     def work(c: Any) -> int:
         return sum(
             qi.add_event(c, n, data, key, source=source) is not None for n, data, key in events
         )
 
-    return store.write(work)
+    return work
 
 
 def hook_deliveries(store: SyncStore) -> dict[str, tuple[int, Any]]:

@@ -4,6 +4,7 @@ executes (how long it took is printed; bench/hooks.py measures it properly)."""
 
 from __future__ import annotations
 
+import http.client
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,10 +38,15 @@ def test_hooks_a_burst_is_recorded_once_and_runs_go_on(
         (item,) = daemon.until("the approval", daemon.open_items)
         started = threading.Event()
         statuses: list[int | None] = []
+        local = threading.local()  # each sender keeps its connection alive, as Alertmanager does
+        kept: list[http.client.HTTPConnection] = []
 
         def one(n: int) -> None:
             started.set()
-            statuses.append(deliver(port, f"b-{n}"))
+            if not hasattr(local, "conn"):
+                local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                kept.append(local.conn)
+            statuses.append(deliver(port, f"b-{n}", local.conn))
 
         with ThreadPoolExecutor(SENDERS) as pool:
             burst = [pool.submit(one, n) for n in range(DELIVERIES)]
@@ -52,6 +58,8 @@ def test_hooks_a_burst_is_recorded_once_and_runs_go_on(
             still = sum(not f.done() for f in burst)
             for f in burst:
                 f.result()
+        for conn in kept:
+            conn.close()
         print(f"approval executed {took:.2f} s after approving; {still} deliveries still in flight")
         assert statuses.count(200) == DELIVERIES, sorted(set(map(str, statuses)))
         events = daemon.store.read(lambda c: qi.list_events(c, 1_000_000))

@@ -32,18 +32,22 @@ rate_per_minute = 1000000
 SENDERS = 8
 
 
-def deliver(port: int, msg_id: str) -> int | None:
-    """One delivery; its status, or None when the connection failed (no answer)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def deliver(port: int, msg_id: str, kept: http.client.HTTPConnection | None = None) -> int | None:
+    """One delivery (on `kept`, else a connection of its own); its status, or None when the
+    connection failed (no answer)."""
+    conn = kept or http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         headers = {"Authorization": f"Bearer {TOKEN}", "webhook-id": msg_id,
                    "Content-Type": "application/json"}  # fmt: skip
         conn.request("POST", "/hooks/tok", body=json.dumps({"id": msg_id}), headers=headers)
-        return conn.getresponse().status
-    except OSError:
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    except (OSError, http.client.HTTPException):
         return None
     finally:
-        conn.close()
+        if kept is None:
+            conn.close()
 
 
 def test_hooks_every_acknowledged_delivery_survives_a_sigkill(
