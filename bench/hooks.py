@@ -4,14 +4,14 @@
 
 One real `agentd serve` (JSON logs, the product's defaults but for a generous hook rate) serves a
 fresh home with two bearer-token json hooks on its `[api] port`: `tok` (event `deploy`, which no
-agent triggers on) and `go` (event `go`, the trigger of the agent `default`, whose scripted model
-finishes at once). Printed, one RESULT line each, then a SUMMARY:
+agent triggers on) and `go` (event `go`, the trigger of the agent `default`; its runs ask and
+wait). Printed, one RESULT line each, then a SUMMARY:
 
 - `seq`: `--deliveries` deliveries one after another on one kept-alive connection: deliveries/s,
   and p50/p99 of a delivery (request sent → committed → 2xx read);
 - `conc`: the same number from `--senders` concurrent senders (a connection each);
-- `trigger`: `--samples` deliveries to `go`, one at a time: webhook sent → run created (the run's
-  `created_at` on the same host's clock; median);
+- `trigger`: `--samples` deliveries to `go`, one at a time, each for a new goal: webhook sent →
+  run created (the run's `created_at` on the same host's clock; median);
 - `busy`: `--runs` runs each journaling steps as fast as they can (an `allow`ed no-op command, again
   and again, max_concurrent_runs = runs): their steps per second over a quiet window, then over the
   window of a `conc` burst — the two side by side.
@@ -190,28 +190,20 @@ def main() -> None:
 
 
 def trigger(store: SyncStore, port: int, samples: int) -> float:
-    """Webhook → run created, `samples` times (a goal of `default`, each run finished first)."""
-    store.write(
-        lambda c: q.add_goal(
-            c, title="bench", why="bench", agent="default", criteria=[], deadline=None
-        )
-    )
+    """Webhook → run created, `samples` times, each for a goal of its own (one run per goal)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     took = []
     for i in range(samples):
-        before = len(store.read(lambda c: q.list_runs(c, limit=100_000)))
+        goal_id = store.write(
+            lambda c: q.add_goal(
+                c, title="bench", why="bench", agent="default", criteria=[], deadline=None
+            )
+        )
         sent = time.time()
         post(conn, "go", f"go-{i}")
-        while len(runs := store.read(lambda c: q.list_runs(c, limit=100_000))) == before:
+        while not (runs := store.read(lambda c, g=goal_id: q.list_runs(c, goal_id=g, limit=1))):
             time.sleep(0.002)
-        newest_id = max(r.run_id for r in runs)
-        newest = next(r for r in runs if r.run_id == newest_id)
-        took.append((newest.created_at.timestamp() - sent) * 1e3)
-        while store.read(lambda c, r=newest_id: q.get_run(c, r)).status not in (
-            "succeeded",
-            "failed",
-        ):
-            time.sleep(0.01)
+        took.append((runs[0].created_at.timestamp() - sent) * 1e3)
         result(phase="trigger", sample=i, ms=took[-1])
     conn.close()
     return statistics.median(took)
