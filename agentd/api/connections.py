@@ -121,8 +121,11 @@ class Gate(socket.socket):
 
 
 def gate(listener: Listener, family: socket.AddressFamily) -> Gate:
-    """A new stream socket for `listener` (bind and listen it as any other)."""
-    sock = Gate(family, socket.SOCK_STREAM)
+    """A new stream socket for `listener` (bind and listen it as any other). A TCP one names its
+    protocol: asyncio sets TCP_NODELAY only on a socket whose `proto` is IPPROTO_TCP, and without
+    it an answer sent as headers then body waits for the client's delayed ACK (~40 ms each)."""
+    proto = 0 if family == socket.AF_UNIX else socket.IPPROTO_TCP
+    sock = Gate(family, socket.SOCK_STREAM, proto)
     sock.listener = listener
     return sock
 
