@@ -40,7 +40,7 @@ def declared_length(request: Request) -> int | None:
     given = request.headers.get("content-length")
     if given is None:
         return None
-    if not given.strip().isdigit():
+    if not (given.strip().isascii() and given.strip().isdigit()) or len(given) > 20:
         raise BodyRefused(f"Content-Length {given[:40]!r} is not a number of bytes")
     return int(given)
 

