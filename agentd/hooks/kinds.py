@@ -17,6 +17,7 @@ from agentd.models import JSON
 MAX_ALERTS = 500  # alerts in one Alertmanager notification (its max_alerts, 0 = all, is lower)
 _EVENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _FIELD_CHARS = 2000  # a label or annotation value kept (the prompt caps again)
+MAX_DEPTH = 32  # nesting of a body's objects and arrays (a sender's data, stored and quoted)
 
 
 class Malformed(Exception):
@@ -32,11 +33,28 @@ class Incoming:
 
 def parse_json(body: bytes) -> Any:
     try:
-        return json.loads(body)
+        value = json.loads(body)
     except UnicodeDecodeError:
         raise Malformed("the body is not UTF-8 JSON") from None
     except ValueError as e:
         raise Malformed(f"the body is not JSON: {e}") from None
+    except RecursionError:  # `[[[[…` a megabyte deep: the parser's stack, not a 500
+        raise Malformed(f"the body nests deeper than {MAX_DEPTH} levels") from None
+    if _depth(value) > MAX_DEPTH:
+        raise Malformed(f"the body nests deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deep objects and arrays nest in `value` (iterative: no recursion to exhaust)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo and deepest <= MAX_DEPTH:
+        item, level = todo.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            todo.extend((c, level + 1) for c in children if isinstance(c, dict | list))
+    return deepest
 
 
 def _strings(value: Any, where: str) -> dict[str, str]:

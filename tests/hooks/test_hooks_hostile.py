@@ -33,6 +33,20 @@ async def test_hooks_a_timestamp_that_is_not_unix_seconds_is_401(
     assert events(home) == []
 
 
+@pytest.mark.parametrize("hook", ["sw", "am"])
+async def test_hooks_a_body_nested_deep_is_400_naming_it(home: Home, serve: Any, hook: str) -> None:
+    url = await hooked(home, serve)
+    deep = b"[" * 200_000 + b"]" * 200_000
+    nested = b'{"type": "x", "alerts": [], "a": ' + b"[" * 40 + b"]" * 40 + b"}"
+    async with httpx.AsyncClient(base_url=url) as c:
+        for raw in (deep, nested):
+            headers = standard(raw) if hook == "sw" else AM
+            reply = await c.post(f"/hooks/{hook}", content=raw, headers=headers)
+            assert reply.status_code == 400, reply.text
+            assert "nests deeper than" in reply.json()["error"]
+    assert events(home) == []
+
+
 def test_hooks_timestamp_check_reads_ascii_digits_only() -> None:
     from agentd.hooks import verify
 
