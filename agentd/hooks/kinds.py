@@ -77,7 +77,9 @@ def alertmanager(name: str, hook: HookConfig, body: bytes) -> list[Incoming]:
     if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
         raise Malformed('not an Alertmanager notification: no "alerts" list')
     if str(payload.get("version", "4")) != "4":
-        raise Malformed(f"Alertmanager payload version {payload.get('version')!r}; 4 is read")
+        raise Malformed(
+            f"Alertmanager payload version {str(payload.get('version'))[:20]!r}; 4 is read"
+        )
     alerts = payload["alerts"]
     if len(alerts) > MAX_ALERTS:
         raise Malformed(f"{len(alerts)} alerts in one notification; at most {MAX_ALERTS}")
@@ -88,7 +90,7 @@ def alertmanager(name: str, hook: HookConfig, body: bytes) -> list[Incoming]:
             raise Malformed(f"{where} is not an object")
         status = _text(alert, "status", where)
         if status not in ("firing", "resolved"):
-            raise Malformed(f"{where}.status is {status!r}: firing or resolved")
+            raise Malformed(f"{where}.status is {status[:20]!r}: firing or resolved")
         labels = _strings(alert.get("labels"), f"{where}.labels")
         fingerprint = _text(alert, "fingerprint", where) or _fingerprint(labels)
         starts = _text(alert, "startsAt", where)

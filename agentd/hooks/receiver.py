@@ -31,15 +31,16 @@ from agentd.web import bodies, trust
 
 log = structlog.get_logger("agentd.hooks")
 PREFIX = "/hooks/"
+WHY_CHARS = 300  # a refusal's reason, in the log line and the answer
 # The daemon's store writer: runs one transaction on its writer thread (agentd/db/store.py).
 Write = Callable[[Callable[[Any], int]], Awaitable[int]]
 
 
 class Refusal(Exception):
     def __init__(self, status: int, why: str, *, said: str | None = None) -> None:
-        super().__init__(why)
+        super().__init__(why[:WHY_CHARS])  # a sender's bytes quoted in `why` stay bounded
         self.status = status
-        self.said = said or why  # what the sender reads (the log has `why`)
+        self.said = (said or why)[:WHY_CHARS]  # what the sender reads (the log has `why`)
 
 
 def _json(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from tests.conftest import Home
 from tests.hooks.hooksupport import SECRETS, body, events, hooked, secrets, standard
@@ -44,6 +45,21 @@ async def test_hooks_a_body_nested_deep_is_400_naming_it(home: Home, serve: Any,
             reply = await c.post(f"/hooks/{hook}", content=raw, headers=headers)
             assert reply.status_code == 400, reply.text
             assert "nests deeper than" in reply.json()["error"]
+    assert events(home) == []
+
+
+async def test_hooks_a_refusal_quotes_a_sender_boundedly(home: Home, serve: Any) -> None:
+    url = await hooked(home, serve)
+    big = "x" * 900_000
+    notes = [{"version": big, "alerts": []}, {"alerts": [{"status": big}]}]
+    with capture_logs() as logs:
+        async with httpx.AsyncClient(base_url=url) as c:
+            for note in notes:
+                reply = await c.post("/hooks/am", content=body(note), headers=AM)
+                assert reply.status_code == 400 and len(reply.content) < 1000
+    refused = [e for e in logs if e["event"] == "hook.refused"]
+    assert len(refused) == 2
+    assert all(len(str(e)) < 1000 for e in refused)
     assert events(home) == []
 
 
