@@ -1,5 +1,6 @@
 """`POST /hooks/NAME`: one delivery, in the order that costs a hostile sender the least — the
-hook exists, the sender is under its rate (429), its bearer token holds (401: before the body),
+hook exists, the hook is under its rate (429; only a delivery that proved itself spends it, so
+a stranger cannot use up the real sender's), its bearer token holds (401: before the body),
 the body is within the hook's limit (413: before it is read when declared, else as soon as it
 passes), its signature holds (401), it parses (400 naming the problem); then its events are
 recorded in one transaction (agentd/operator/events.py `receiving`) on the daemon's writer, and
@@ -77,14 +78,16 @@ class Receiver:
             raise Refusal(404, f"no hook {name!r} in config.toml")
         if request.method != "POST":
             raise Refusal(405, "a hook is sent with POST")
-        if not self.stats.admit(name, hook.rate_per_minute, time.monotonic()):
-            raise Refusal(429, f"over the hook's rate ({hook.rate_per_minute} a minute)")
+        # Only a delivery that proved itself spends the rate: a stranger's requests (401) cannot
+        # use up the budget of the hook's real sender. Over it, a 429 comes before the body.
+        self._under_rate(name, hook, spend=False)
         if hook.token_env is not None:
             self._bearer(request, hook.token_env)
             trust.vouch(request.scope)  # before its body: a sender with the token is no stranger
         body = await self._body(request, hook)
         message_id = self._signed(request, name, hook, body)
         trust.vouch(request.scope)  # a sender that proved itself keeps its connection
+        self._under_rate(name, hook, spend=True)
         try:
             events = self._events(request, name, hook, message_id, body)
         except kinds.Malformed as e:
@@ -99,6 +102,10 @@ class Receiver:
             self.changed()  # triggers and waiting runs are looked at now
         self.stats.accepted(name, new, len(rows) - new)
         return _json({"recorded": new, "duplicates": len(rows) - new})
+
+    def _under_rate(self, name: str, hook: HookConfig, *, spend: bool) -> None:
+        if not self.stats.admit(name, hook.rate_per_minute, time.monotonic(), spend=spend):
+            raise Refusal(429, f"over the hook's rate ({hook.rate_per_minute} a minute)")
 
     def _secret(self, env: str) -> str:
         value = config_env.secret(env)

@@ -29,8 +29,9 @@ class Stats:
     def _of(self, name: str) -> HookStats:
         return self.hooks.setdefault(name, HookStats())
 
-    def admit(self, name: str, per_minute: int, now: float) -> bool:
-        """One delivery from the hook's bucket; False when it is empty (429)."""
+    def admit(self, name: str, per_minute: int, now: float, *, spend: bool = True) -> bool:
+        """One delivery from the hook's bucket (or, with `spend` False, whether one is left);
+        False when it is empty (429)."""
         s = self._of(name)
         tokens = float(per_minute) if s.tokens is None else s.tokens
         tokens = min(float(per_minute), tokens + (now - s.filled_at) * per_minute / 60.0)
@@ -38,7 +39,7 @@ class Stats:
         if tokens < 1.0:
             s.tokens = tokens
             return False
-        s.tokens = tokens - 1.0
+        s.tokens = tokens - 1.0 if spend else tokens
         return True
 
     def accepted(self, name: str, recorded: int, duplicates: int) -> None:

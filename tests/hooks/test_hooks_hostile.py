@@ -63,6 +63,22 @@ async def test_hooks_a_refusal_quotes_a_sender_boundedly(home: Home, serve: Any)
     assert events(home) == []
 
 
+async def test_hooks_strangers_do_not_spend_the_senders_rate(home: Home, serve: Any) -> None:
+    url = await hooked(home, serve, rate=3)
+    good = {"Authorization": f"Bearer {SECRETS['HOOK_TOKEN']}"}
+    bad = {"Authorization": "Bearer not-the-token"}
+    async with httpx.AsyncClient(base_url=url) as c:
+        strangers = [
+            (await c.post("/hooks/tok", json={}, headers=bad)).status_code for _ in range(5)
+        ]
+        sender = [
+            (await c.post("/hooks/tok", json={"n": n}, headers=good)).status_code for n in range(4)
+        ]
+    assert strangers == [401] * 5
+    assert sender == [200, 200, 200, 429]  # the rate still holds for the sender itself
+    assert len(events(home)) == 3
+
+
 def test_hooks_timestamp_check_reads_ascii_digits_only() -> None:
     from agentd.hooks import verify
 
