@@ -2,15 +2,18 @@
 `[api] port` (agentd/hooks/). A hook names how its sender proves itself — `token_env` (a bearer
 token) and/or `secret_env` (a signing secret: Standard Webhooks `whsec_…` for `json`, GitHub's
 webhook secret for `github`) — by variable or systemd credential, never the value; a hook with no
-way to authenticate is a config error, not an open door.
+way to authenticate is a config error, not an open door. `token = "{secret:NAME}"` and
+`secret = "{secret:NAME}"` say the same as `token_env` / `secret_env` = "NAME".
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentd.config.actions import SECRET_PLACEHOLDER
 
 HOOK_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")  # a URL path segment and an event prefix
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -41,6 +44,29 @@ class HookConfig(BaseModel):
     rate_per_minute: int = Field(600, ge=1, le=1_000_000)
     # Standard Webhooks: a `webhook-timestamp` further than this from now is refused (replay).
     tolerance_s: float = Field(300.0, gt=0, le=3600)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _placeholders(cls, data: Any) -> Any:
+        """`token = "{secret:NAME}"` / `secret = "{secret:NAME}"`, as secrets are named elsewhere
+        in config.toml, mean `token_env = "NAME"` / `secret_env = "NAME"`; never a value."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key in ("token", "secret"):
+            if key not in data:
+                continue
+            given = data.pop(key)
+            match = SECRET_PLACEHOLDER.fullmatch(given) if isinstance(given, str) else None
+            if match is None:
+                raise ValueError(
+                    f'{key} names a secret, never holds it: {key} = "{{secret:NAME}}" (or '
+                    f'{key}_env = "NAME"), NAME a variable or systemd credential of the daemon'
+                )
+            if data.get(f"{key}_env") not in (None, match.group(1)):
+                raise ValueError(f"{key} and {key}_env name two secrets: keep one")
+            data[f"{key}_env"] = match.group(1)
+        return data
 
     @model_validator(mode="after")
     def _can_authenticate(self) -> HookConfig:
