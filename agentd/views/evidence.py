@@ -70,15 +70,28 @@ def started_by(steps: Sequence[Step]) -> JSON | None:
         return None  # not started by a recorded event (a watched state's run shows its world)
     given = start.data.get("data")
     data: JSON = given if isinstance(given, dict) else {}
-    labels = data.get("labels") if isinstance(data.get("labels"), dict) else {}
+    found_labels = data.get("labels")
+    labels: JSON = found_labels if isinstance(found_labels, dict) else {}
     found = data.get("annotations")
     notes: JSON = found if isinstance(found, dict) else {}
-    return {
+    summary = notes.get("summary") or notes.get("description")
+    return {  # a sender's text, cut: pages, notifications and the JSON API show it whole
         "event": str(start.data["event"]), "event_id": start.data.get("event_id"),
-        "alert": data.get("alertname") or None, "status": data.get("status"),
-        "since": data.get("startsAt"), "labels": labels,
-        "summary": notes.get("summary") or notes.get("description"),
+        "alert": _cut(data.get("alertname")) or None, "status": _cut(data.get("status")),
+        "since": _cut(data.get("startsAt")),
+        "labels": {_cut(k): _cut(v) for k, v in sorted(labels.items())[:STARTED_LABELS]},
+        "summary": _cut(summary, STARTED_SUMMARY) if summary else None,
     }  # fmt: skip
+
+
+STARTED_LABELS = 20  # an alert's labels shown with the approval (Alertmanager's are a handful)
+STARTED_FIELD = 200  # characters of one label, the alert's name, its status, its start
+STARTED_SUMMARY = 500  # characters of its summary annotation
+
+
+def _cut(value: Any, chars: int = STARTED_FIELD) -> Any:
+    """A sender's string cut to `chars` (anything else as given: None stays None)."""
+    return value[:chars] if isinstance(value, str) else value
 
 
 def started_line(started: JSON) -> str:
