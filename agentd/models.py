@@ -186,3 +186,4 @@ class Event:
     data: JSON
     dedupe_key: str | None
     created_at: datetime
+    source: str = "cli"  # who recorded it: cli, poll, hook:NAME (an inbound webhook)

@@ -43,7 +43,13 @@ from agentd.models import RunStatus
 # Real-browser fixtures (`browser`, `sync_browser`, `screenshots`): Debian's Chromium via Playwright.
 # PostgreSQL fixtures (`pg_cluster`, `pg_url`): a throw-away cluster per test process.
 # Daemon processes (`daemons`): `agentd serve` started, waited on and killed at teardown.
-pytest_plugins = ["tests.browser_support", "tests.postgres", "tests.processes", "tests.dovecot"]
+pytest_plugins = [
+    "tests.browser_support",
+    "tests.postgres",
+    "tests.processes",
+    "tests.dovecot",
+    "tests.alertmanager",
+]
 
 BACKENDS = ("sqlite", "postgres")
 

@@ -1,11 +1,15 @@
 """The API's connections, held within bounds: a client of the port cannot stall the daemon.
 
 Each listener (the unix socket, the port) holds at most its own number of connections: past it,
-the oldest one between requests is closed to make room, else the new one is answered 503 and
-closed, so a flood of the port never takes the CLI's socket or the daemon's descriptors. A
-request's head and body must arrive within `request_timeout_s` of the connection (or of the
-previous answer), and a refused request (4xx) closes its connection. This is uvicorn's h11
-protocol, subclassed: it has a keep-alive timeout but none for a request that never completes,
+a stranger's connection is closed to make room (one that has not yet proven itself: no request
+on it carried the token, a session's key or a hook's signature), owing its request first, then
+the oldest one between requests, else the new one is answered 503 and closed, so a flood of the
+port never takes the CLI's socket or the daemon's descriptors. Strangers still owing a request
+(silent, half a head, a body announced and not sent) are also held to a quarter of the limit:
+the oldest gives way. A request's head and body must arrive within `request_timeout_s` of the
+connection (or of the previous answer), and a refused request (4xx) closes its connection.
+Whatever authenticates a request calls agentd/web/trust.py `vouch`: no stranger any more. This is
+uvicorn's h11 protocol, subclassed: it has a keep-alive timeout but none for a request that never completes,
 and its `limit_concurrency` only answers 503 to requests, leaving idle connections open.
 """
 
@@ -23,6 +27,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from agentd.web import trust
+
 log = structlog.get_logger("agentd.api")
 
 BODY = b"too many connections: try again"
@@ -33,15 +39,20 @@ FULL = (
 REFUSE_PER_TURN = 16  # connections one accept() call may refuse before it lets the loop go on
 CLOSING_MAX = 16  # evicted connections whose descriptors may wait for the loop at once
 WAITING = (h11.IDLE, h11.SEND_BODY)  # the client's states while its request has not all come
+# A stranger connected this recently is not counted against the strangers' quarter: a burst of
+# honest senders (50 at once) is still sending its requests, a slow loris has been sitting.
+STRANGER_GRACE_S = 0.5
 
 
 class Listener:
     """The connections one listener holds (oldest first), those accepted whose protocol has yet
-    to start, and how many it may hold in all."""
+    to start, how many it may hold in all, and how many strangers owing a request among them."""
 
-    def __init__(self, name: str, limit: int) -> None:
+    def __init__(self, name: str, limit: int, *, trusted: bool = False) -> None:
         self.name = name
         self.limit = limit
+        self.trusted = trusted  # every connection proved itself by connecting (the 0600 socket)
+        self.strangers_limit = max(1, limit // 4)
         self.held: dict[Bounded, None] = {}  # insertion-ordered: the oldest first
         self.pending: dict[int, socket.socket] = {}  # by descriptor: accepted, not yet made
         self.closing = 0  # evicted, their descriptors not yet closed by the loop
@@ -55,22 +66,32 @@ class Listener:
             log.warning("api.connections_full", listener=self.name, limit=self.limit,
                         note="a new connection was refused: none held could make room")  # fmt: skip
             return False
+        if not self.trusted:  # a sender's fresh connection has a moment to send its request
+            now = asyncio.get_running_loop().time()
+            owing = [c for c in self.held if c.stranger() and c.owing(now - STRANGER_GRACE_S)]
+            if len(owing) >= self.strangers_limit:
+                self._close(owing[0], "strangers owing a request are held to a quarter")
         self.pending[conn.fileno()] = conn
         return True
 
     def _evict(self) -> bool:
         if self.closing >= CLOSING_MAX:
             return False
-        idle = next((c for c in self.held if c.between_requests()), None)
-        if idle is None:
+        strangers = [c for c in self.held if c.stranger()]
+        owing = [c for c in strangers if c.owing()]
+        idle = [c for c in self.held if c.between_requests()]
+        victim = next(iter(owing or strangers or idle), None)
+        if victim is None:
             return False
-        del self.held[idle]
-        self.closing += 1
-        idle.evicted = True
-        _drop(idle.transport)  # its descriptor is closed on the loop's next turn
-        log.warning("api.connections_full", listener=self.name, limit=self.limit,
-                    note="the oldest idle connections are closed to admit new ones")  # fmt: skip
+        self._close(victim, "strangers, then the oldest idle, are closed to admit new ones")
         return True
+
+    def _close(self, conn: Bounded, note: str) -> None:
+        del self.held[conn]
+        self.closing += 1
+        conn.evicted = True
+        _drop(conn.transport)  # its descriptor is closed on the loop's next turn
+        log.warning("api.connections_full", listener=self.name, limit=self.limit, note=note)
 
     def arrived(self, conn: Bounded, fd: int) -> None:
         self.pending.pop(fd, None)
@@ -100,8 +121,11 @@ class Gate(socket.socket):
 
 
 def gate(listener: Listener, family: socket.AddressFamily) -> Gate:
-    """A new stream socket for `listener` (bind and listen it as any other)."""
-    sock = Gate(family, socket.SOCK_STREAM)
+    """A new stream socket for `listener` (bind and listen it as any other). A TCP one names its
+    protocol: asyncio sets TCP_NODELAY only on a socket whose `proto` is IPPROTO_TCP, and without
+    it an answer sent as headers then body waits for the client's delayed ACK (~40 ms each)."""
+    proto = 0 if family == socket.AF_UNIX else socket.IPPROTO_TCP
+    sock = Gate(family, socket.SOCK_STREAM, proto)
     sock.listener = listener
     return sock
 
@@ -126,7 +150,7 @@ class Limits:
     """Per listener, the connections held; and the time a request has to arrive."""
 
     def __init__(self, socket_limit: int, port_limit: int, request_timeout_s: float) -> None:
-        self.socket = Listener("socket", socket_limit)
+        self.socket = Listener("socket", socket_limit, trusted=True)
         self.port = Listener("port", port_limit)
         self.request_timeout_s = request_timeout_s
 
@@ -143,12 +167,15 @@ class Bounded(H11Protocol):
         super().__init__(*args, **kwargs)
         self._listener: Listener | None = None
         self.evicted = False  # closed to make room for a newer connection
+        self.vouched = False  # a request on it proved itself (`vouch`)
+        self.since = 0.0  # the loop's time it connected
         self._deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
         self._listener = self.limits.listener(sock)
         self._listener.arrived(self, sock.fileno())
+        self.since = asyncio.get_running_loop().time()
         super().connection_made(transport)
         self._watch()
 
@@ -160,8 +187,25 @@ class Bounded(H11Protocol):
 
     def handle_events(self) -> None:
         # Called when data came and when an answer is complete (the next request may start).
+        cycle = self.cycle
         super().handle_events()
+        if self.cycle is not None and self.cycle is not cycle:  # a new request: its task runs
+            self.cycle.scope[trust.VOUCH] = self._vouch  # type: ignore[literal-required]  # next turn
         self._watch()
+
+    def _vouch(self) -> None:
+        self.vouched = True
+
+    def stranger(self) -> bool:
+        """No request on it has proven itself, and its listener does not vouch for it."""
+        return not self.vouched and not (self._listener is not None and self._listener.trusted)
+
+    def owing(self, connected_before: float | None = None) -> bool:
+        """The client owes a request, or the rest of one (it is not being answered); with
+        `connected_before` (the loop's time), only if it connected before then."""
+        if connected_before is not None and self.since > connected_before:
+            return False
+        return self.conn.their_state in WAITING and not self.transport.is_closing()
 
     def between_requests(self) -> bool:
         """No request is being answered: none has begun (its head has not all come) or the last
@@ -171,7 +215,7 @@ class Bounded(H11Protocol):
     def _watch(self) -> None:
         """Arm the deadline when the client owes a request (or the rest of one); disarm it as
         soon as the request has all come (a long answer, an event stream, is never cut)."""
-        owed = self.conn.their_state in WAITING and not self.transport.is_closing()
+        owed = self.owing()
         if owed and self._deadline is None:
             self._deadline = self.loop.call_later(self.limits.request_timeout_s, self._expired)
         elif not owed:

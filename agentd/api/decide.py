@@ -20,7 +20,7 @@ from agentd.errors import AgentdError, NotFound, Unchanged, UsageError
 from agentd.models import JSON
 from agentd.operator import inbox
 from agentd.text import to_json
-from agentd.web import data, flash
+from agentd.web import bodies, data, flash
 from agentd.web.routes import Site
 
 MAX_BODY_BYTES = 64 * 1024  # an answer, a note and an edit: far less than this
@@ -38,9 +38,7 @@ def _json(value: Any, status: int = 200) -> Response:
 
 
 async def _body(request: Request) -> JSON:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise UsageError(f"the body is {len(raw):,} bytes; at most {MAX_BODY_BYTES:,} fit")
+    raw = await bodies.read(request, MAX_BODY_BYTES)  # its length checked before and while read
     if not raw.strip():
         return {}
     try:
@@ -89,6 +87,8 @@ async def decide(request: Request) -> Response:
     except Unchanged as e:
         item = await site.call(lambda s: inbox.get_item(s, item_id))
         return _json({"unchanged": True, "message": str(e), "item": item})
+    except bodies.BodyRefused as e:
+        return _json({"error": str(e)}, e.status)
     except UsageError as e:
         return _json({"error": str(e)}, 400)
     except AgentdError as e:  # refused: the item's state does not allow it

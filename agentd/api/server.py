@@ -25,17 +25,20 @@ import structlog
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentd.api import connections, control, decide, metrics, openfiles
 from agentd.config import Paths
 from agentd.errors import NotFound
+from agentd.hooks import receiver as hooks_receiver
+from agentd.hooks.receiver import Receiver
 from agentd.mcp import server as mcp_server
 from agentd.operator import home, sessions
 from agentd.runs.deps import Deps
 from agentd.text import to_json
-from agentd.web import auth, data, html, routes
+from agentd.web import auth, bodies, data, html, routes
 from agentd.web.guard import MCP_PATH, guard
 from agentd.web.routes import Site
 
@@ -43,6 +46,7 @@ log = structlog.get_logger("agentd.api")
 KEEPALIVE_S = 15.0  # an SSE comment this often keeps proxies and tunnels from closing the stream
 WATCH_S = 1.0  # while pages listen, how often the database's data_version is compared
 BACKLOG = 128
+MCP_MAX_BODY_BYTES = 1024 * 1024  # one JSON-RPC message: a tool call's arguments
 
 
 class Changes:
@@ -124,6 +128,7 @@ class ApiServer:
         # MCP over streamable HTTP at /mcp, behind the Bearer token (built in `app()`).
         self.mcp: Any = None
         self._server: _Embedded | None = None  # uvicorn's, while `run` serves
+        self.hooks: Receiver | None = None  # POST /hooks/NAME (built in `app()`)
 
     def on_change(self) -> None:
         """`deps.on_change`: the scheduler looks now, and pages hear of it."""
@@ -190,13 +195,18 @@ class ApiServer:
         # The config in force at each request (a reload swaps `deps.config`), never a copy.
         self.mcp = mcp_server.build(self.paths, lambda: self.deps.config, watch=False)
         mcp_app = self.mcp.streamable_http_app(streamable_http_path=MCP_PATH)
-        mcp_routes = [r for r in mcp_app.routes if getattr(r, "path", None) == MCP_PATH]
+        mcp_routes = [
+            Route(MCP_PATH, bodies.Limited(r.endpoint, MCP_MAX_BODY_BYTES), methods=r.methods)
+            for r in mcp_app.routes
+            if isinstance(r, Route) and r.path == MCP_PATH
+        ]  # the SDK reads a whole body: bounded here
         app = Starlette(
             routes=[
                 *mcp_routes,
                 Route("/poke", self._poke, methods=["POST"]),
                 Route("/events", self._events, methods=["GET"]),
                 Route("/api/daemon", self._api_daemon, methods=["GET"]),
+                Route("/api/hooks", self._api_hooks, methods=["GET"]),
                 *self.control.routes(),
                 Route("/api/inbox", self._api_inbox, methods=["GET"]),
                 Route("/api/inbox/{item_id:int}", self._api_item, methods=["GET"]),
@@ -206,10 +216,15 @@ class ApiServer:
                 Route("/api/runs/{run_id:int}", self._api_run, methods=["GET"]),
                 *routes.ROUTES,
             ],
-            exception_handlers={NotFound: _not_found, 404: _not_found},
+            exception_handlers={
+                NotFound: _not_found,
+                404: _not_found,
+                bodies.BodyRefused: _body_refused,
+            },
         )
         assert self.token is not None, "bind() reads the token"
         app.state.site = Site(self.paths.db, lambda: self.deps.config, self.token, self.on_change)
+        self.hooks = Receiver(lambda: self.deps.config, self.deps.store.write, self.on_change)
         return app
 
     def pages_on(self) -> bool:
@@ -221,7 +236,10 @@ class ApiServer:
         if not self.sockets or self.token is None or limits is None:
             return  # nothing bound
         guarded = guard(self.app(), self.token, self.pages_on)
-        app = connections.closing_refusals(metrics.before(guarded, self.deps))  # GET /metrics
+        # GET /metrics and /hooks/NAME before the web guard: each authenticates its own callers
+        app = connections.closing_refusals(
+            _hooks_beside(self.hooks, metrics.before(guarded, self.deps))
+        )
         config = uvicorn.Config(
             app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2,
             date_header=False, server_header=False, http=connections.protocol(limits), ws="none",
@@ -348,6 +366,10 @@ class ApiServer:
         return _json({"pid": os.getpid(), "port": self.port, "web": web, "socket": self.unix,
                       "port_failed": self.port_failed})  # fmt: skip
 
+    async def _api_hooks(self, request: Request) -> Response:
+        """What each inbound hook has seen since this daemon started (`agentd hooks`)."""
+        return _json({"hooks": self.hooks.stats.as_json() if self.hooks else {}})
+
     async def _api_inbox(self, request: Request) -> Response:
         show_all = request.query_params.get("all") in ("1", "true")
         site = self._site(request)
@@ -383,6 +405,23 @@ class ApiServer:
     async def _api_run(self, request: Request) -> Response:
         run_id = int(request.path_params["run_id"])
         return _json(await self._site(request).call(lambda s: data.run_json(s, run_id)))
+
+
+def _hooks_beside(hooks: Receiver | None, app: ASGIApp) -> ASGIApp:
+    """`/hooks/NAME` goes to the inbound hooks, which authenticate each sender themselves (no
+    Bearer token, no session: a sender proves itself by the hook's own token or signature)."""
+
+    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+        is_hook = scope["type"] == "http" and scope["path"].startswith(hooks_receiver.PREFIX)
+        await (hooks if is_hook and hooks is not None else app)(scope, receive, send)
+
+    return routed
+
+
+async def _body_refused(request: Request, exc: Exception) -> Response:
+    """A form's body over its limit or cut short (agentd/web/bodies.py): said, and closed."""
+    status = exc.status if isinstance(exc, bodies.BodyRefused) else 400
+    return PlainTextResponse(str(exc), status)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentd import config, llm, sources
-from agentd.cli import doctor_reach, doctor_store, doctor_urls
+from agentd.cli import doctor_hooks, doctor_reach, doctor_store, doctor_urls
 from agentd.cli.doctor_mail import mailbox_said
 from agentd.cli.doctor_programs import check_programs, identity, used
 from agentd.config import (
@@ -104,6 +104,7 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
         checks += check_goals_and_triggers(paths, cfg, readable=readable)
         checks += doctor_reach.check_notify(paths, cfg, sees, readable=readable)
         checks += doctor_urls.check_urls(cfg)
+        checks += doctor_hooks.check_hooks(cfg, sees)
         checks += doctor_reach.check_web(paths, cfg, daemon_pid)
     return Report(str(paths.home), checks, cfg)
 

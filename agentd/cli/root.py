@@ -113,6 +113,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "runs": ("runs",),
     "inbox": ("inbox",),
     "event": ("events",),
+    "hooks": ("hooks",),
     "artifact": ("build",),
     "store": ("store",),  # `store copy`: the home's state into PostgreSQL
     "run": ("runs",),  # hidden: `run start`, the old spelling, for a release

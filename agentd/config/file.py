@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentd.config import hooks as config_hooks
 from agentd.config import notify as config_notify
 from agentd.config.actions import ActionConfig, BuiltinAction
 from agentd.config.agents import AgentConfig
@@ -79,6 +80,12 @@ class Config(_Strict):
     agents: dict[str, AgentConfig] = {}
     prices: dict[str, Price] = {}  # keyed by the model id the provider reports
     notify: dict[str, config_notify.NotifierConfig] = {}  # [notify.NAME]: channels
+    hooks: dict[str, config_hooks.HookConfig] = {}  # [hooks.NAME]: inbound webhooks
+
+    @model_validator(mode="after")
+    def _hook_names_are_paths(self) -> Config:
+        config_hooks.check_names(self.hooks)
+        return self
 
     @model_validator(mode="after")
     def _notify_channels_exist(self) -> Config:

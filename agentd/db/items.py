@@ -199,7 +199,7 @@ def withdraw_item(c: Conn, item_id: int, reason: str) -> None:
 
 # ── events ───────────────────────────────────────────────────────────────────────────────────────
 
-EVENT_COLS = "event_id, name, data, dedupe_key, created_at"
+EVENT_COLS = "event_id, name, data, dedupe_key, created_at, source"
 
 
 def event_from_row(r: tuple[Any, ...]) -> Event:
@@ -209,6 +209,7 @@ def event_from_row(r: tuple[Any, ...]) -> Event:
         data=json.loads(r[2]),
         dedupe_key=r[3],
         created_at=from_ts(r[4]),  # type: ignore[arg-type]  # NOT NULL column
+        source=r[5],
     )
 
 
@@ -248,6 +249,15 @@ def events_after(c: Conn, event_id: int, limit: int = 500) -> list[Event]:
 
 def last_event_id(c: Conn) -> int:
     return int(c.execute("SELECT coalesce(max(event_id), 0) FROM events").fetchone()[0])
+
+
+def events_by_source(c: Conn) -> dict[str, tuple[int, Any]]:
+    """Per inbound hook (`hook:NAME`): its events recorded, and when the last one was."""
+    rows = c.execute(
+        "SELECT source, count(*), max(created_at) FROM events WHERE source LIKE 'hook:%'"
+        " GROUP BY source"
+    )
+    return {str(s): (int(n), from_ts(t)) for s, n, t in rows}
 
 
 def list_events(c: Conn, limit: int = 50) -> list[Event]:

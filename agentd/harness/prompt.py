@@ -26,6 +26,7 @@ MAX_FIELD = 2000  # characters of one observed string (a log line, a payload fie
 MAX_ITEMS = 50  # entries of one observed list or object
 MAX_DEPTH = 8  # nesting of observed data shown
 MAX_LINE = 600  # characters of one history line's data; results beyond it are cut
+STARTED_BY_CHARS = 4000  # the event that started the run (an alert's labels and annotations)
 
 
 def capped(value: Any, depth: int = 0) -> Any:
@@ -82,6 +83,7 @@ def build(
     history_steps: int,
     feedback: str | None = None,
     events: list[dict[str, Any]] | None = None,
+    started_by: dict[str, Any] | None = None,
 ) -> tuple[str, str]:
     """(system, prompt) for one decision.
 
@@ -99,7 +101,10 @@ def build(
         stable.append(f"Agent: {agent_description}")
     stable.append("# Menu (choose one)\n" + json.dumps(menu, indent=1, sort_keys=True))
     stable.append(f"# Policy (enforced by the harness, not by you)\n{policy}")
-    parts = ["# World now\n" + quote(world)]
+    parts = []
+    if started_by:  # an alert, a webhook, `event send`: a sender's data, quoted like a log line
+        parts.append("# The event that started this run\n" + quote(started_by, STARTED_BY_CHARS))
+    parts.append("# World now\n" + quote(world))
     parts.append("# Changed since the previous look\n" + (quote(changes) if changes else "nothing"))
     if events:
         parts.append("# Events since the previous look\n" + quote(events))

@@ -39,6 +39,8 @@ def secret_names(cfg: Config) -> set[str]:
             env = getattr(channel, key, None)
             names |= {env} if isinstance(env, str) else set()
         names |= set(SECRET_PLACEHOLDER.findall(getattr(channel, "url", "") or ""))
+    for hook in cfg.hooks.values():
+        names |= set(hook.secret_names())
     return names
 
 

@@ -3,6 +3,7 @@ per dedupe key, and sending says when nothing would start or wake for it. One tr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agentd.config import Config
@@ -76,6 +77,25 @@ def send(
         return qi.events_after(c, event_id - 1, 1)[0], False, unheard
 
     return store.write(work)
+
+
+def receiving(source: str, events: list[tuple[str, JSON, str | None]]) -> Callable[[Any], int]:
+    """The one transaction recording the events an inbound webhook delivery carries (name, data,
+    dedupe key), as `send` records one — for the daemon's writer (`await store.write(...)`): the
+    sender is answered only after it commits. It returns how many were new (a repeated
+    notification records nothing twice)."""
+
+    def work(c: Any) -> int:
+        return sum(
+            qi.add_event(c, n, data, key, source=source) is not None for n, data, key in events
+        )
+
+    return work
+
+
+def hook_deliveries(store: SyncStore) -> dict[str, tuple[int, Any]]:
+    """Per hook source (`hook:NAME`): events recorded and when the last one was."""
+    return store.read(qi.events_by_source)
 
 
 def recent(store: SyncStore, limit: int) -> list[Event]:

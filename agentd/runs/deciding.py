@@ -28,6 +28,13 @@ class Deciding(ModelCalls):
         looks = [st for st in self.steps if st.kind == StepKind.OBSERVE]
         return list(looks[-1].data.get("events", [])) if looks else []
 
+    def _started_by(self) -> JSON | None:
+        """The event that started the run (its name, data and id), when an event did."""
+        start = next((s for s in self.steps if s.kind == StepKind.START), None)
+        if start is None or not isinstance(start.data.get("event_id"), int):
+            return None  # a watched state's run: its world says it
+        return {k: start.data.get(k) for k in ("event", "event_id", "data")}
+
     async def decide(self) -> None:
         decisions = sum(1 for s in self.steps if s.kind == StepKind.DECIDE)
         if decisions >= self.agent.limits.max_steps:
@@ -95,6 +102,7 @@ class Deciding(ModelCalls):
             world=self.world,
             changes=self.changes,
             events=self._recent_events(),
+            started_by=self._started_by(),
             history=self.steps,
             history_steps=self.agent.limits.history_steps,
             feedback=feedback,

@@ -63,7 +63,51 @@ def summary(
         if isinstance(obs, dict)
     ]
     sources.sort(key=lambda s: s["state"] not in ("unhealthy", "check_failed"))
-    return {"sources": sources, "actions": _actions(steps)}
+    return {"sources": sources, "actions": _actions(steps), "started_by": started_by(steps)}
+
+
+def started_by(steps: Sequence[Step]) -> JSON | None:
+    """The event that started the run, as `event` (its name), `alert` (an alert's name),
+    `status`, `since` (its startsAt), `labels` and `summary` (an annotation), or None."""
+    start = next((s for s in steps if s.kind == StepKind.START), None)
+    if start is None or not isinstance(start.data.get("event_id"), int):
+        return None  # not started by a recorded event (a watched state's run shows its world)
+    given = start.data.get("data")
+    data: JSON = given if isinstance(given, dict) else {}
+    found_labels = data.get("labels")
+    labels: JSON = found_labels if isinstance(found_labels, dict) else {}
+    found = data.get("annotations")
+    notes: JSON = found if isinstance(found, dict) else {}
+    summary = notes.get("summary") or notes.get("description")
+    return {  # a sender's text, cut: pages, notifications and the JSON API show it whole
+        "event": str(start.data["event"]), "event_id": start.data.get("event_id"),
+        "alert": _cut(data.get("alertname")) or None, "status": _cut(data.get("status")),
+        "since": _cut(data.get("startsAt")),
+        "labels": {_cut(k): _cut(v) for k, v in sorted(labels.items())[:STARTED_LABELS]},
+        "summary": _cut(summary, STARTED_SUMMARY) if summary else None,
+    }  # fmt: skip
+
+
+STARTED_LABELS = 20  # an alert's labels shown with the approval (Alertmanager's are a handful)
+STARTED_FIELD = 200  # characters of one label, the alert's name, its status, its start
+STARTED_SUMMARY = 500  # characters of its summary annotation
+
+
+def _cut(value: Any, chars: int = STARTED_FIELD) -> Any:
+    """A sender's string cut to `chars` (anything else as given: None stays None)."""
+    return value[:chars] if isinstance(value, str) else value
+
+
+def started_line(started: JSON) -> str:
+    """`started by am.firing #12: HighLatency since 12:33:19 (service=checkout, severity=page)`."""
+    text = f"started by {started['event']} #{started.get('event_id')}"
+    if started.get("alert"):
+        text += f": {started['alert']}"
+    if started.get("since"):
+        text += f" since {_clock(str(started['since']))}"
+    if labels := started.get("labels"):
+        text += " (" + ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) + ")"
+    return text
 
 
 def kind_of(obs: JSON) -> str:
@@ -331,6 +375,10 @@ def lines(evidence: JSON, now: datetime | None, width: int | None = None) -> lis
     pad = max([len(s["name"]) for s in sources] + [0]) + 2
     pad = min(pad, width // 3)
     out: list[str] = []
+    if started := evidence.get("started_by"):  # an alert or webhook is quoted data, cut to one line
+        out.append(one_line(started_line(started), width))
+        if started.get("summary"):
+            out.append("  " + one_line(str(started["summary"]), width - 2))
     for s in sources:
         first, *more = _packed(headline_parts(s, now), width - pad)
         out.append(f"{one_line(s['name'], pad - 2):<{pad}}{first}")
@@ -360,6 +408,9 @@ def brief_lines(evidence: JSON) -> list[str]:
     """What a notification may say: each source's name and headline (absolute times), and the
     run's last actions by name and status — no text from the world, no arguments, no results."""
     out = [f"{safe(s['name'])}: {headline(s, None)}" for s in evidence.get("sources") or []]
+    if started := evidence.get("started_by"):  # the event's name and alert, no sender's text
+        alert = f": {safe(str(started['alert']))[:80]}" if started.get("alert") else ""
+        out.insert(0, f"started by {safe(started['event'])}{alert}")
     if actions := evidence.get("actions"):
         done = ", ".join(f"{safe(a['action'])} {a['status']}" for a in actions)
         out.append(f"last actions: {done}")

@@ -358,11 +358,19 @@ def _next_moves(item: InboxItem) -> str:
 
 def events_table(events: Sequence[Event], now: datetime) -> str:
     rows = [
-        (e.event_id, e.name, e.dedupe_key or "-", relative(e.created_at, now), compact(e.data))
+        (
+            e.event_id,
+            e.name,
+            e.source,
+            e.dedupe_key or "-",
+            relative(e.created_at, now),
+            compact(e.data),
+        )
         for e in events
     ]
     hint = "no events; send one with `agentd event send NAME`"
-    return table(("id", "name", "key", "created", "data"), rows, {"key": 24, "data": 60}, hint)
+    widths = {"from": 20, "key": 24, "data": 60}
+    return table(("id", "name", "from", "key", "created", "data"), rows, widths, hint)
 
 
 # ── doctor ───────────────────────────────────────────────────────────────────────────────────

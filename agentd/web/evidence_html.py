@@ -29,9 +29,13 @@ def summary(evidence: JSON | None, now: datetime) -> str:
         return ""
     sources = evidence.get("sources") or []
     actions = evidence.get("actions") or []
-    if not sources and not actions:
+    started = evidence.get("started_by")
+    if not sources and not actions and not started:
         return ""
     parts = ["<h2>Evidence</h2>"]
+    if started:  # the alert or webhook that started the run (escaped: a sender's text)
+        note = f"<br>{h(str(started['summary']))}" if started.get("summary") else ""
+        parts.append(f'<p id="started-by">{h(ev.started_line(started))}{note}</p>')
     if sources:
         parts.append(
             f'<ul class="ev" id="sources">{"".join(_source(s, now) for s in sources)}</ul>'

@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentd.text import to_json
-from agentd.web import auth, html, keys, proof, routes
+from agentd.web import auth, html, keys, proof, routes, trust
 
 MCP_PATH = "/mcp"  # agentd's MCP server over streamable HTTP, as `agentd mcp` over stdio
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -54,6 +54,10 @@ def guard(app: ASGIApp, token: auth.Token, pages_on: Callable[[], bool]) -> ASGI
         if refusal is None and _needs_session(request.url.path):
             key, receive = await keys.key_of(scope, receive)
             refusal = await _session_refusal(request, proof.Signed.parse(key), _site(app))
+            if refusal is None:
+                trust.vouch(scope)  # a live session's signed request
+        elif refusal is None and _bearer_path(request.url.path):
+            trust.vouch(scope)  # the Bearer token
         await (refusal or app)(scope, receive, send_with_headers)
 
     return guarded

@@ -22,7 +22,7 @@ from starlette.routing import Route
 from agentd.config import Config
 from agentd.errors import AgentdError, NotFound
 from agentd.operator import home, sessions
-from agentd.web import auth, data, edit, flash, html, proof
+from agentd.web import auth, bodies, data, edit, flash, html, proof
 from agentd.web import goal_page as goal_view
 from agentd.web import inbox_page as inbox_view
 from agentd.web import item_page as item_view
@@ -103,7 +103,7 @@ async def login_form(request: Request) -> Response:
 
 
 async def login_post(request: Request) -> Response:
-    form = await request.form()
+    form = await bodies.form(request)
     next_path = auth.local_path(str(form.get("next", "")))
     return await _login(request, str(form.get("token", "")), next_path)
 
@@ -177,7 +177,7 @@ async def item_page(request: Request) -> Response:
 
 
 async def _form(request: Request) -> dict[str, str]:
-    return {k: str(v) for k, v in (await request.form()).items() if k != "_auth"}
+    return {k: str(v) for k, v in (await bodies.form(request)).items() if k != "_auth"}
 
 
 async def _done(request: Request, page: str, work: Callable[[home.HomeStore], Any]) -> Response:
@@ -204,7 +204,7 @@ async def item_act(request: Request) -> Response:
 
 async def dismiss_many(request: Request) -> Response:
     """The inbox's bulk dismissal: the ticked notices, or all those the page showed."""
-    form = await request.form()
+    form = await bodies.form(request)
     picked = (
         form.getlist("item")
         if form.get("scope") != "all"

@@ -1,0 +1,153 @@
+"""`POST /hooks/NAME`: one delivery, in the order that costs a hostile sender the least — the
+hook exists, the hook is under its rate (429; only a delivery that proved itself spends it, so
+a stranger cannot use up the real sender's), its bearer token holds (401: before the body),
+the body is within the hook's limit (413: before it is read when declared, else as soon as it
+passes), its signature holds (401), it parses (400 naming the problem); then its events are
+recorded in one transaction (agentd/operator/events.py `receiving`) on the daemon's writer, and
+only after the commit the sender gets its 2xx. A refusal records nothing, is one log line (never
+the body) and closes the connection (agentd/api/connections.py); a request that proved itself
+vouches for its connection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from agentd import config as config_env
+from agentd.config import Config
+from agentd.config.hooks import HookConfig
+from agentd.errors import AgentdError
+from agentd.hooks import kinds, verify
+from agentd.hooks.stats import Stats
+from agentd.operator import events as operator_events
+from agentd.text import to_json
+from agentd.web import bodies, trust
+
+log = structlog.get_logger("agentd.hooks")
+PREFIX = "/hooks/"
+WHY_CHARS = 300  # a refusal's reason, in the log line and the answer
+# The daemon's store writer: runs one transaction on its writer thread (agentd/db/store.py).
+Write = Callable[[Callable[[Any], int]], Awaitable[int]]
+
+
+class Refusal(Exception):
+    def __init__(self, status: int, why: str, *, said: str | None = None) -> None:
+        super().__init__(why[:WHY_CHARS])  # a sender's bytes quoted in `why` stay bounded
+        self.status = status
+        self.said = (said or why)[:WHY_CHARS]  # what the sender reads (the log has `why`)
+
+
+def _json(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(to_json(value), status, headers, media_type="application/json")
+
+
+class Receiver:
+    """The ASGI app for `/hooks/NAME`; `stats` is what `agentd hooks` shows."""
+
+    def __init__(
+        self, current: Callable[[], Config], write: Write, changed: Callable[[], None]
+    ) -> None:
+        self.current = current
+        self.write = write
+        self.changed = changed
+        self.stats = Stats()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        name = scope["path"][len(PREFIX) :]
+        try:
+            response = await self._deliver(request, name)
+        except Refusal as e:
+            if e.status != 404:
+                self.stats.refused(name, e.status, str(e))
+                log.warning("hook.refused", hook=name, status=e.status, why=str(e))
+            headers = {"Retry-After": "60"} if e.status in (429, 503) else None
+            response = _json({"error": e.said}, e.status, headers)
+        await response(scope, receive, send)
+
+    async def _deliver(self, request: Request, name: str) -> Response:
+        hook = self.current().hooks.get(name)
+        if hook is None:
+            raise Refusal(404, f"no hook {name!r} in config.toml")
+        if request.method != "POST":
+            raise Refusal(405, "a hook is sent with POST")
+        # Only a delivery that proved itself spends the rate: a stranger's requests (401) cannot
+        # use up the budget of the hook's real sender. Over it, a 429 comes before the body.
+        self._under_rate(name, hook, spend=False)
+        if hook.token_env is not None:
+            self._bearer(request, hook.token_env)
+            trust.vouch(request.scope)  # before its body: a sender with the token is no stranger
+        body = await self._body(request, hook)
+        message_id = self._signed(request, name, hook, body)
+        trust.vouch(request.scope)  # a sender that proved itself keeps its connection
+        self._under_rate(name, hook, spend=True)
+        try:
+            events = self._events(request, name, hook, message_id, body)
+        except kinds.Malformed as e:
+            raise Refusal(400, str(e)) from None
+        rows = [(e.name, e.data, e.key) for e in events]
+        try:
+            new = await self.write(operator_events.receiving(f"hook:{name}", rows))
+        except AgentdError as e:  # the store refused or is down: the sender retries later
+            log.error("hook.not_recorded", hook=name, error=str(e))
+            raise Refusal(503, "not recorded; send again later") from None
+        if new:
+            self.changed()  # triggers and waiting runs are looked at now
+        self.stats.accepted(name, new, len(rows) - new)
+        return _json({"recorded": new, "duplicates": len(rows) - new})
+
+    def _under_rate(self, name: str, hook: HookConfig, *, spend: bool) -> None:
+        if not self.stats.admit(name, hook.rate_per_minute, time.monotonic(), spend=spend):
+            raise Refusal(429, f"over the hook's rate ({hook.rate_per_minute} a minute)")
+
+    def _secret(self, env: str) -> str:
+        value = config_env.secret(env)
+        if value is None:
+            raise Refusal(503, f"the hook's secret {env} is not set in the daemon's environment",
+                          said="this hook is not ready (its secret is not set)")  # fmt: skip
+        return value
+
+    def _bearer(self, request: Request, env: str) -> None:
+        try:
+            verify.bearer(request.headers, self._secret(env))
+        except verify.Unverified as e:
+            raise Refusal(401, str(e), said="not authenticated") from None
+
+    async def _body(self, request: Request, hook: HookConfig) -> bytes:
+        try:
+            return await bodies.read(request, hook.max_body_bytes)
+        except bodies.BodyRefused as e:
+            raise Refusal(e.status, str(e)) from None
+
+    def _signed(self, request: Request, name: str, hook: HookConfig, body: bytes) -> str | None:
+        """The delivery's id (Standard Webhooks or GitHub) once its signature holds; for a
+        bearer-only json hook, the id the sender gives in `webhook-id` or `Idempotency-Key`."""
+        headers = request.headers
+        try:
+            if hook.type == "github" and hook.secret_env is not None:
+                return verify.github(headers, body, self._secret(hook.secret_env))
+            if hook.secret_env is not None:
+                now = time.time()
+                secret = self._secret(hook.secret_env)
+                return verify.standard(headers, body, secret, now, hook.tolerance_s)
+        except verify.Unverified as e:
+            raise Refusal(401, str(e), said="not authenticated") from None
+        given = headers.get("webhook-id") or headers.get("idempotency-key")
+        return given[:200] if given else None
+
+    def _events(
+        self, request: Request, name: str, hook: HookConfig, message_id: str | None, body: bytes
+    ) -> list[kinds.Incoming]:
+        if hook.type == "alertmanager":
+            return kinds.alertmanager(name, hook, body)
+        if hook.type == "github":
+            kind = request.headers.get("x-github-event", "")
+            return kinds.github(name, kind, message_id or "", body)
+        return kinds.json_event(name, hook, message_id, body)

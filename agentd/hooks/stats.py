@@ -1,0 +1,69 @@
+"""What each hook has seen since the daemon started, in memory (`agentd hooks` asks the daemon):
+deliveries accepted, events recorded and repeated, refusals by status, the last delivery; and the
+rate limit, a token bucket per hook holding a minute's worth."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class HookStats:
+    accepted: int = 0
+    recorded: int = 0
+    duplicates: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+    last_at: float | None = None  # unix seconds of the last delivery, accepted or refused
+    last: str = ""  # how it ended: "accepted" or "refused 401: why"
+    tokens: float | None = None  # the rate limit's bucket (None: full)
+    filled_at: float = 0.0
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.hooks: dict[str, HookStats] = {}
+
+    def _of(self, name: str) -> HookStats:
+        return self.hooks.setdefault(name, HookStats())
+
+    def admit(self, name: str, per_minute: int, now: float, *, spend: bool = True) -> bool:
+        """One delivery from the hook's bucket (or, with `spend` False, whether one is left);
+        False when it is empty (429)."""
+        s = self._of(name)
+        tokens = float(per_minute) if s.tokens is None else s.tokens
+        tokens = min(float(per_minute), tokens + (now - s.filled_at) * per_minute / 60.0)
+        s.filled_at = now
+        if tokens < 1.0:
+            s.tokens = tokens
+            return False
+        s.tokens = tokens - 1.0 if spend else tokens
+        return True
+
+    def accepted(self, name: str, recorded: int, duplicates: int) -> None:
+        s = self._of(name)
+        s.accepted += 1
+        s.recorded += recorded
+        s.duplicates += duplicates
+        s.last_at, s.last = time.time(), "accepted"
+
+    def refused(self, name: str, status: int, why: str) -> None:
+        s = self._of(name)
+        s.refused[f"{status} {why}"[:120]] += 1
+        s.last_at, s.last = time.time(), f"refused {status}: {why}"[:200]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            name: {
+                "accepted": s.accepted,
+                "recorded": s.recorded,
+                "duplicates": s.duplicates,
+                "refused": sum(s.refused.values()),
+                "refused_by": dict(s.refused),
+                "last_at": s.last_at,
+                "last": s.last,
+            }
+            for name, s in self.hooks.items()
+        }
