@@ -140,11 +140,15 @@ class Scheduler:
 
     async def _loop(self, stop: asyncio.Event, interval: float) -> None:
         while not stop.is_set():
+            pause = interval
             try:
                 await self.tick()
+                pause = await self._pause(interval)
             except (StateError, Refused) as e:  # a locked database, a lost race: next tick
-                log.error("scheduler.tick_failed", error=str(e))
-            pause = await self._pause(interval)
+                # An outage was said once (db.unreachable): not again at every tick.
+                (log.debug if self.deps.store.outage else log.error)(
+                    "scheduler.tick_failed", error=str(e)
+                )
             waiter = asyncio.ensure_future(self._nudged.wait())
             stopper = asyncio.ensure_future(stop.wait())
             try:

@@ -264,9 +264,23 @@ async def _serve_locked(
         api.close()
         if listener is not None:
             await asyncio.to_thread(listener.stop)
-        await store.close()
+        closed = await store.close(_close_budget(store))
+        if not closed or store.outage:
+            failures.append(store.outage or "the database did not answer while stopping")
+            log.critical(
+                "daemon.stop_unfinished", database=store.backend.label,
+                error=failures[-1], note="exiting with status 1 without the last writes: what "
+                "was committed is intact, and the runs resume from their journals",
+            )  # fmt: skip
     log.info("daemon.stopped", exit_code=1 if failures else 0)
     return 1 if failures else 0
+
+
+def _close_budget(store: Store) -> float | None:
+    """How long the last writes may take at a stop: the writer's batch deadline twice and a
+    reconnection (a stalled database then ends the stop with exit 1 instead of hanging it)."""
+    deadline = store.backend.batch_deadline_s
+    return None if deadline is None else 2 * deadline + 15.0
 
 
 def _stop_if_failed(task: asyncio.Task[None], stop: asyncio.Event) -> None:

@@ -64,7 +64,8 @@ class Sender:
                     await self.deps.store.write(functools.partial(outbox.prune, older_than=horizon))
                     pruned_at = now
             except StateError as e:  # a busy or failing database: look again shortly
-                log.error("notify.tick_failed", error=str(e))
+                quiet = self.deps.store.outage  # said once already (db.unreachable)
+                (log.debug if quiet else log.error)("notify.tick_failed", error=str(e))
                 wait_s = ERROR_PAUSE_S
             except Exception as e:  # a notification bug must not end the daemon and its runs
                 log.error("notify.tick_failed", error=f"{type(e).__name__}: {e}"[:300])

@@ -6,7 +6,9 @@ their `?` placeholders to psycopg's `%s` once per statement text.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,20 @@ NETWORK_SETTINGS: dict[str, Any] = {
     # ships a newer one).
     "tcp_user_timeout": 30_000,
 }
+
+
+def statement_timeout_ms(lease_s: float) -> int:
+    """A statement the server has not answered within the lease (at least 5 s) is cancelled by
+    the server: one that outlasts the lease holds its locks past the fence anyway. Migrations and
+    `store copy` lift it for themselves."""
+    return int(max(5.0, lease_s) * 1000)
+
+
+def batch_deadline_s(lease_s: float) -> float:
+    """The writer's own deadline for one batch, past the server's statement timeout: a database
+    that stalls with its TCP connection up (a frozen server or host, a blackholed route) answers
+    nothing, cancels included, so the writer cuts the connection (PostgresConn.abort)."""
+    return statement_timeout_ms(lease_s) / 1000 + 2.0
 
 
 def idle_in_transaction_ms(lease_s: float) -> int:
@@ -84,6 +100,16 @@ class PostgresConn:
     def close(self) -> None:
         self.raw.close()
 
+    def abort(self) -> None:
+        """From another thread: cut the connection under a statement that waits for an answer
+        that is not coming (the blocked call raises at once; the connection is then broken)."""
+        import socket
+
+        with contextlib.suppress(Exception):
+            fd = self.raw.pgconn.socket
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+
     @property
     def in_transaction(self) -> bool:
         return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
@@ -126,6 +152,7 @@ def connect(
         raw.adapters.register_loader(name, TextLoader)
     raw.execute("SET TIME ZONE 'UTC'")
     raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+    raw.execute(f"SET statement_timeout = {statement_timeout_ms(lease_s)}")
     raw.execute(f"SET idle_in_transaction_session_timeout = {idle_in_transaction_ms(lease_s)}")
     return PostgresConn(raw)
 
