@@ -102,7 +102,12 @@ def _write_home(paths: Paths, force: bool = False) -> tuple[list[str], str | Non
         store.write(lambda c: None)  # the first write migrates (an empty file included)
     finally:
         store.close()
-    done.append(f"kept {paths.db}" if existed else f"created {paths.db}")
+    if store.backend.shared:  # no file here: say which database holds the state (no password)
+        schema = f"the agentd schema (version {store.backend.latest})"
+        where = f"in the PostgreSQL database {store.backend.label} ([store] in {paths.config})"
+        done.append(f"{'created' if store.created else 'kept'} {schema} {where}")
+    else:
+        done.append(f"kept {paths.db}" if existed else f"created {paths.db}")
     return done, problem
 
 

@@ -46,6 +46,7 @@ class SyncStore:
         self.backend = backend or open_backend(path)
         self.poke = poke  # False inside the daemon, for a writer that tells it directly
         exists = self.backend.exists()
+        self.created = not exists and migrate_schema  # made and migrated here (`agentd init`)
         self.read_only = self.backend.read_only_reason()
         if not exists and migrate_schema:
             self.conn = self.backend.open_migrated()

@@ -91,13 +91,18 @@ def test_a_daemon_rides_out_resets_and_a_server_restart(
 
         store.close()
         pg_cluster.stop_server()  # a restart: down for 5 s
+        back_at = time.monotonic() + 5
         try:
+            wait_for(lambda: len(daemon.events("db.unreachable")) >= 2, "noticed", daemon)
             wrote = cli(
                 tmp_path / "a", "goal", "add", "during", "--why", "outage", "--agent", "default"
             )
-            time.sleep(5)
+            status = cli(tmp_path / "a", "status")
+            time.sleep(max(0.0, back_at - time.monotonic()))
         finally:
             pg_cluster.start_server()
+        assert status.returncode != 0 and "Traceback" not in status.stderr, status.stderr
+        assert "is up and waiting: the database" in status.stderr, status.stderr
         store = SyncStore(Paths(tmp_path / "x").db, backend=PostgresBackend(pg_url, tmp_path))
         assert wrote.returncode != 0 and "Traceback" not in wrote.stderr, wrote.stderr
         assert url.split("@")[1].split("/")[0] in wrote.stderr, wrote.stderr  # names the database
