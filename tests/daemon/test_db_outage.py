@@ -70,6 +70,12 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def gone(daemon: Daemon) -> int | None:
+    """The daemon's exit status if it ended, else None."""
+    assert daemon.proc is not None
+    return daemon.proc.poll()
+
+
 def test_a_daemon_rides_out_resets_and_a_server_restart(
     tmp_path: Path, pg_url: str, pg_cluster: Cluster, proxied: tuple[Proxy, str]
 ) -> None:
@@ -84,10 +90,10 @@ def test_a_daemon_rides_out_resets_and_a_server_restart(
         wait_for(lambda: effects.exists(), "a first effect", daemon)
 
         proxy.reset()  # every connection reset, new ones refused, for ~3 s
-        wait_for(lambda: daemon.events("db.unreachable"), "the outage to be noticed", daemon)
         time.sleep(3)
         proxy.resume()
-        wait_for(lambda: daemon.events("db.reachable"), "the database to be back", daemon)
+        wait_for(lambda: gone(daemon) or daemon.events("db.reachable"), "reconnected", daemon)
+        assert not gone(daemon), f"the daemon exited (status {gone(daemon)}) on a 3 s reset"
 
         store.close()
         pg_cluster.stop_server()  # a restart: down for 5 s
@@ -106,7 +112,8 @@ def test_a_daemon_rides_out_resets_and_a_server_restart(
         store = SyncStore(Paths(tmp_path / "x").db, backend=PostgresBackend(pg_url, tmp_path))
         assert wrote.returncode != 0 and "Traceback" not in wrote.stderr, wrote.stderr
         assert url.split("@")[1].split("/")[0] in wrote.stderr, wrote.stderr  # names the database
-        wait_for(lambda: len(daemon.events("db.reachable")) >= 2, "back after the restart", daemon)
+        wait_for(lambda: gone(daemon) or len(daemon.events("db.reachable")) >= 2, "back", daemon)
+        assert not gone(daemon), f"the daemon exited (status {gone(daemon)}) on a restart"
         wait_for(lambda: finished(store, run_ids), "every run to finish", daemon, timeout_s=120)
         assert daemon.proc is not None and daemon.proc.poll() is None  # it stayed up
     finally:
@@ -137,13 +144,17 @@ def test_a_stop_during_a_stall_ends_with_status_1_and_says_why(
     daemon.start()
     try:
         proxy.blackhole()  # TCP up, nothing answers: the writer's batch waits
-        wait_for(lambda: daemon.events("db.deadline"), "a statement cut at its deadline", daemon)
+        wait_for(lambda: daemon.events("lease.fenced"), "the daemon to fence itself", daemon)
         os.kill(daemon.pid, signal.SIGTERM)
         assert daemon.proc is not None
-        code = daemon.proc.wait(timeout=180)  # bounded: the old daemon never returned here
+        try:
+            code = daemon.proc.wait(timeout=150)  # bounded: ~2 deadlines and a reconnection
+        except subprocess.TimeoutExpired:
+            pytest.fail("SIGTERM did not end a daemon whose database stalls (150 s)")
     finally:
         proxy.resume()
         daemon.stop()
     assert code == 1
+    assert daemon.events("db.deadline")  # the stuck statement was cut, not waited for
     (said,) = daemon.events("daemon.stop_unfinished")
     assert "unreachable" in said["error"] or "did not answer" in said["error"], said
