@@ -1,7 +1,7 @@
 """A shared database's bad minutes as the daemon lives them: a restart, a failover, a partition. The
 daemon stays up: the first failure to reach the database is said once (`db.unreachable`, with what
 the driver said), every caller meanwhile gets a short StateError instead of a new connection attempt,
-the connections are tried again with backoff (0.5 s doubling to 5 s), and the first success says
+the connections are tried again with backoff (half the outage so far, 0.25 to 2 s), and the first success says
 `db.reachable` with how long it lasted. The daemon's leases fence its runs if it lasts past them
 (daemon/leases.py); status, doctor and systemd's STATUS read `describe()`.
 
@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-FIRST_RETRY_S = 0.5
-MAX_RETRY_S = 5.0
+FIRST_RETRY_S = 0.25
+MAX_RETRY_S = 2.0
 
 
 class Outage:
@@ -43,11 +43,12 @@ class Outage:
 
         with self._lock:
             first = self.since is None
-            if first:
-                self.since = time.time()
+            since = self.since = time.time() if self.since is None else self.since
             self.error = error
             self.failures += 1
-            backoff = min(MAX_RETRY_S, FIRST_RETRY_S * 2 ** min(self.failures - 1, 8))
+            # Half the outage so far, within bounds: a restart's second is retried within a
+            # quarter second of its end, a long outage every few seconds (no connection storm).
+            backoff = min(MAX_RETRY_S, max(FIRST_RETRY_S, (time.time() - since) / 2))
             self._retry_at = time.monotonic() + backoff
         if first:
             structlog.get_logger("agentd.db").warning(

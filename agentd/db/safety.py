@@ -106,8 +106,7 @@ class ErrorRate:
             return
         fault, said = judged
         if self.outage is not None and fault == faults.Fault.CANNOT_OPEN:
-            self.outage.failed(said)
-            return
+            return  # a lost connection: reopened at its next use; failing that is an outage
         with self._lock:
             self._at.append(time.monotonic())
             self.last = said
