@@ -73,6 +73,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/outer_loop.py --seeds 20 --workdir .bench
 	$(BIN)/python bench/inner_loop.py --workdir .bench
 	$(BIN)/python bench/cli_startup.py --reps 15 --warmup 2 --workdir .bench
+	$(BIN)/python bench/db_outage.py --daemons 2 --restarts 10 --down-s 1 --outage-s 5 --runs 40 --workdir .bench
 
 clean:
 	rm -rf $(VENV) .bench .mypy_cache .ruff_cache .pytest_cache

@@ -3,9 +3,12 @@ once the database is back, and how many journal steps an outage costs at the con
 
     bench/db_outage.py --daemons 2 --restarts 10 --down-s 1 --outage-s 5 --runs 40 --workdir DIR
 
+under DIR/db-outage/ (wiped first):
+
 A throw-away cluster (tests/pg_cluster.py, fsync on) and `--daemons` real `agentd serve`, each on
 its own home naming the database, with a scripted model whose runs make many `notify` decisions
-(four journal steps each, no process spawned), `--runs` runs shared out between them: a steady load.
+(four journal steps each, no process spawned), `--runs` runs shared out between them
+(`max_concurrent_runs` = runs / daemons, given one daemon at a time): a steady load.
 
 1. Recovery: `--restarts` times, the server is stopped (`pg_ctl stop -m fast`), kept down
    `--down-s`, started; the figure is the time from `pg_ctl start` returning (the database
@@ -58,6 +61,14 @@ def first_steps_after(url: str, t0: float, owners: list[str], timeout_s: float) 
     return found
 
 
+def owned(url: str, run_ids: list[int]) -> list[bool]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT lease_owner IS NOT NULL FROM runs WHERE run_id = ANY(%s)", (run_ids,)
+        ).fetchall()
+    return [bool(r[0]) for r in rows]
+
+
 def steps(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         return int(conn.execute("SELECT count(*) FROM steps").fetchone()[0])  # type: ignore[index]
@@ -70,31 +81,39 @@ def main() -> None:
     p.add_argument("--down-s", type=float, default=1.0)
     p.add_argument("--outage-s", type=float, default=5.0)
     p.add_argument("--runs", type=int, default=40)
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/agentd-bench-db-outage"))
+    p.add_argument("--workdir", type=Path, default=Path(".bench"))
     a = p.parse_args()
+    a.workdir = a.workdir.resolve() / "db-outage"  # wiped first, as every bench does
     url, cluster = pg_database("pg", a.workdir, stats=False)
     replies: list[Any] = [
         {"action": {"kind": "notify", "message": f"step {i}"}} for i in range(10_000)
     ]
     replies.append(FINISH)
+    share = -(-a.runs // a.daemons)  # each daemon drives its share: all of them commit steps
     homes = [
-        write_home(a.workdir / f"d{i}", url, replies, max_runs=a.runs, max_steps=50_000)
+        write_home(a.workdir / f"d{i}", url, replies, max_runs=share, max_steps=50_000)
         for i in range(a.daemons)
     ]
-    daemons = start(homes)
-    owners = [str(d.pid) for d in daemons]
+    # One daemon at a time, each given its share of runs once the ones before are full: a
+    # daemon adopts every unowned run it sees at once (bench/README.md, multi_daemon.py).
+    daemons = []
     try:
-        store = SyncStore(homes[0] / "agentd.db")
-        create_runs(store, a.runs)
-        store.close()
-        time.sleep(3.0)  # the runs are shared out and executing
+        for home in homes:
+            daemons += start([home])
+            store = SyncStore(homes[0] / "agentd.db")
+            run_ids = create_runs(store, share)
+            while not all(owned(url, run_ids)):
+                time.sleep(0.05)
+            store.close()
+        owners = [str(d.pid) for d in daemons]
+        time.sleep(2.0)  # executing
         per: dict[str, list[float]] = {o: [] for o in owners}
         for _ in range(a.restarts):
             cluster.stop_server()
             time.sleep(a.down_s)
             cluster.start_server()
             t0 = time.time()
-            got = first_steps_after(url, t0, owners, timeout_s=60.0)
+            got = first_steps_after(url, t0, owners, timeout_s=30.0)
             for o in owners:
                 per[o].append(got.get(o, float("nan")))
             time.sleep(1.0)
