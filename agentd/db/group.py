@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agentd.db import safety
+from agentd.db import faults, safety
 from agentd.db.conn import Conn, Work
 from agentd.db.outage import Deadline
 from agentd.db.writer import Insert
@@ -186,6 +186,7 @@ class GroupWriter:
                     if not isolate:
                         raise _RequestFailed from e
                     self.errors.record(e)
+                    self._leave_a_standby(e)
                     self._rollback(conn)  # a full disk may have rolled it back already
                     return [(False, self._translated(e))]
                 i += max(n, 1)
@@ -196,6 +197,7 @@ class GroupWriter:
         except self.backend.Error as e:
             self.errors.record(e)
             self._rollback(conn)
+            self._leave_a_standby(e)
             err: AgentdError = self.backend.translate(e)
             self._log_error("db.commit_failed", error=str(err), requests=len(works))
             return [(False, err)] * len(works)
@@ -242,6 +244,19 @@ class GroupWriter:
         """An error, unless it is part of an outage already said (db/outage.py)."""
         outage = self.errors.outage
         (log.debug if outage is not None and outage.down else log.error)(event, **kw)
+
+    def _leave_a_standby(self, error: Exception) -> None:
+        """A shared database that refuses writes as read-only is a standby now (a failover
+        demoted it): the connection is closed, and the next batch opens one to the primary the
+        URL leads to (`target_session_attrs=read-write` with several hosts)."""
+        if self.errors.outage is None or self._conn is None:
+            return
+        judged = self.errors.judge(error, self.errors.path)
+        if judged is not None and judged[0] == faults.Fault.READ_ONLY:
+            log.warning("db.read_only", database=self.backend.label, note="reconnecting")
+            with contextlib.suppress(Exception):
+                self._rollback(self._conn)
+                self._conn.close()
 
     def _rollback(self, conn: Conn) -> None:
         try:

@@ -105,8 +105,10 @@ class ErrorRate:
         if judged is None:
             return
         fault, said = judged
-        if self.outage is not None and fault == faults.Fault.CANNOT_OPEN:
-            return  # a lost connection: reopened at its next use; failing that is an outage
+        if self.outage is not None and fault in (faults.Fault.CANNOT_OPEN, faults.Fault.READ_ONLY):
+            # A lost connection, or one to a server a failover made a standby: reopened at its
+            # next use (db/group.py), and failing that is an outage (db/outage.py).
+            return
         with self._lock:
             self._at.append(time.monotonic())
             self.last = said
