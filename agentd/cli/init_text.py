@@ -1,4 +1,9 @@
-"""The files `agentd init` writes when the package ships no config.example.toml or no replies file."""
+"""The files `agentd init` writes when the package ships no config.example.toml or no replies file,
+and how it names the database it made."""
+
+from __future__ import annotations
+
+from typing import Any
 
 FALLBACK_CONFIG = """\
 # agentd configuration. `agentd doctor` checks it; config.example.toml documents every key.
@@ -32,3 +37,14 @@ PLACEHOLDER_REPLIES = """{
   ]
 }
 """
+
+
+def database_said(backend: Any, db: Any, config: Any) -> str:
+    """What `agentd init` made or kept: the SQLite file `db`, or the schema in the PostgreSQL
+    database the home's [store] names (its label: never the password)."""
+    if not backend.shared:
+        return str(db)
+    return (
+        f"the agentd schema (version {backend.latest}) in the PostgreSQL database "
+        f"{backend.label} ([store] in {config})"
+    )
