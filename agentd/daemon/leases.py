@@ -49,6 +49,7 @@ class LeaseKeeper:
         self._schema_seen: list[tuple[int, str, bool]] = []
         self._breaking = False  # a newer agentd's breaking schema: claim nothing more
         self.renewals = 0
+        self._failing = False  # a renewal failed since the last that committed
         deps.lease_ok = self.lease_ok
 
     def lease_ok(self) -> bool:
@@ -138,9 +139,14 @@ class LeaseKeeper:
             async with asyncio.timeout(budget):
                 held, taken = await self.deps.store.write(work)
         except (StateError, TimeoutError) as e:
-            log.error("lease.renew_failed", error=str(e) or "timed out")
+            # Said at the first failure; during a database outage (said itself, db/outage.py)
+            # not again at every renewal: the fence and db.reachable tell the rest.
+            said = self._failing and self.deps.store.outage is not None
+            (log.debug if said else log.error)("lease.renew_failed", error=str(e) or "timed out")
+            self._failing = True
             self._fence_if_due()
             return False
+        self._failing = False
         self._valid_until = sent + lease_s
         self.renewals += 1
         if taken:
