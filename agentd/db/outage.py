@@ -122,8 +122,11 @@ class Deadline:
         self.limit_s = limit_s
         self._cut = cut
         self._what = what
-        self._current: tuple[Any, float] | None = None
+        self._current: tuple[Any, float, float] | None = None  # conn, due (monotonic), limit
         self._watcher: threading.Thread | None = None
+        # Held to check and cut, and to leave a timed block: a cut lands only on the statement
+        # it timed, never on the next one the thread began on the same connection meanwhile.
+        self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def timing(self, conn: Any, limit_s: float | None = None) -> Iterator[None]:
@@ -133,25 +136,32 @@ class Deadline:
                 target=self._watch, name="agentd-deadline", daemon=True
             )
             self._watcher.start()
-        self._current = (conn, time.monotonic() + (limit_s or self.limit_s))
+        limit = limit_s or self.limit_s
+        with self._lock:
+            self._current = (conn, time.monotonic() + limit, limit)
         try:
             yield
         finally:
-            self._current = None
+            with self._lock:
+                self._current = None
 
     def _watch(self) -> None:
-        import structlog
-
         while True:
             time.sleep(0.25)
+            self.check()
+
+    def check(self) -> None:
+        """Cut the timed statement if it is past its deadline (the watcher's look)."""
+        import structlog
+
+        with self._lock:
             current = self._current
             if current is None or time.monotonic() < current[1]:
-                continue
-            conn, _ = current
+                return
+            conn, _, limit = current
+            self._current = None  # cut once
             structlog.get_logger("agentd.db").error(
-                "db.deadline", what=self._what, deadline_s=self.limit_s,
+                "db.deadline", what=self._what, deadline_s=limit,
                 note="the database did not answer: the connection is cut and opened again",
             )  # fmt: skip
             self._cut(conn)
-            if self._current is current:
-                self._current = None  # cut once
