@@ -226,25 +226,28 @@ class LeaseKeeper:
         if self.engine.stopping:  # draining: what we took now would wait for our stop
             return
         owner, lease_s = self.deps.owner, self.lease_s
-        # No more than we can drive at once: the rest is for other daemons' next claim.
-        free = max(0, self.deps.config.daemon.max_concurrent_runs - len(self.engine.live()))
+        async with self.deps.claims:  # the scheduler's adoption claims from the same slots
+            # No more than we can drive at once: the rest is for other daemons' next claim.
+            free = max(0, self.deps.config.daemon.max_concurrent_runs - len(self.engine.live()))
 
-        def work(c: Conn) -> tuple[list[tuple[int, int]], int]:
-            taken = leases.claim_free(c, owner, lease_s, lapsed=True, limit=free) if free else []
-            return taken, leases.free_claims_of_the_gone(c)
+            def work(c: Conn) -> tuple[list[tuple[int, int]], int]:
+                taken = (
+                    leases.claim_free(c, owner, lease_s, lapsed=True, limit=free) if free else []
+                )
+                return taken, leases.free_claims_of_the_gone(c)
 
-        try:
-            taken, freed = await self.deps.store.write(work)
-        except StateError as e:
-            log.error("lease.claim_failed", error=str(e))
-            return
+            try:
+                taken, freed = await self.deps.store.write(work)
+            except StateError as e:
+                log.error("lease.claim_failed", error=str(e))
+                return
+            for run_id, epoch in taken:
+                log.warning("run.taken_over", run_id=run_id, epoch=epoch)
+                self.engine.launch(run_id, epoch)
         if freed:
             log.warning(
                 "lease.claims_freed", rows=freed, note="check-ins or messages of a gone daemon"
             )
-        for run_id, epoch in taken:
-            log.warning("run.taken_over", run_id=run_id, epoch=epoch)
-            self.engine.launch(run_id, epoch)
 
     async def stop(self) -> None:
         """Record a clean stop; on a shared store hand the runs still held back at once."""

@@ -247,15 +247,16 @@ class Scheduler:
         """Runs started from the CLI (`agentd run start`) are rows with no owner: take them
         (SKIP LOCKED: two daemons never take the same one)."""
         owner, lease_s = self.deps.owner, self.deps.lease_s
-        free = ALL_RUNS  # the one daemon takes them all: they queue for its slots
-        if self.deps.store.backend.shared:  # no more than we can drive: the rest is for others
-            free = self.deps.config.daemon.max_concurrent_runs - len(self.live())
-            if free <= 0:
-                return
-        for run_id, epoch in await self.deps.store.write(
-            lambda c: leases.claim_free(c, owner, lease_s, lapsed=False, limit=free)
-        ):
-            self.launch(run_id, epoch)
+        async with self.deps.claims:  # the lease keeper claims from the same slots
+            free = ALL_RUNS  # the one daemon takes them all: they queue for its slots
+            if self.deps.store.backend.shared:  # no more than we can drive: the rest is for others
+                free = self.deps.config.daemon.max_concurrent_runs - len(self.live())
+                if free <= 0:
+                    return
+            for run_id, epoch in await self.deps.store.write(
+                lambda c: leases.claim_free(c, owner, lease_s, lapsed=False, limit=free)
+            ):
+                self.launch(run_id, epoch)
 
     async def _wake_answered(self, full: bool) -> None:
         """Wake runs whose inbox item was resolved. Normally only items resolved recently are
