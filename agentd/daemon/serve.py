@@ -249,6 +249,7 @@ async def _serve_locked(
             tg.create_task(Sender(deps).run(stop), name="notify")  # the outbox: agentd/notify/
         log.info("daemon.stopping", in_flight=len(engine.tasks))
         sdnotify.notify("STOPPING=1")
+        _ask_time_to_stop(store, cfg.daemon.shutdown_grace_s)
         await outer.stop(cfg.daemon.shutdown_grace_s)
         await engine.stop(cfg.daemon.shutdown_grace_s)
         leases_stop.set()
@@ -275,6 +276,15 @@ async def _serve_locked(
             )  # fmt: skip
     log.info("daemon.stopped", exit_code=1 if failures else 0)
     return 1 if failures else 0
+
+
+def _ask_time_to_stop(store: Store, grace_s: float) -> None:
+    """On a shared database, ask systemd for the stop's whole bound (EXTEND_TIMEOUT_USEC): the
+    unit's TimeoutStopSec (30 s) is shorter than a stalled database's, and its SIGKILL would come
+    before the stop could end with status 1 and daemon.stop_unfinished."""
+    budget = _close_budget(store)
+    if budget is not None:
+        sdnotify.notify(f"EXTEND_TIMEOUT_USEC={int((2 * grace_s + budget + 10) * 1_000_000)}")
 
 
 def _close_budget(store: Store) -> float | None:
