@@ -33,6 +33,11 @@ async def watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> None
                 await deps.store.read(probe)
         except (TimeoutError, StateError) as e:
             outage = deps.store.outage
+            if outage is None and isinstance(e, TimeoutError) and deps.store.backend.shared:
+                # A shared database that stalls (TCP up, no answer) is an outage once its client
+                # deadline, past the lease, cuts the statement; systemd's WatchdogSec is shorter.
+                label = deps.store.backend.label
+                outage = f"the database {label} has not answered for {interval:.0f} s; waiting"
             if outage is not None:
                 # A shared database's outage: the process is well and waits for it (restarting
                 # it would not bring the database back), so systemd still hears WATCHDOG=1.
