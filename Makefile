@@ -78,6 +78,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/mail.py latency --samples 30 --workdir .bench
 	$(BIN)/python bench/mail.py ingest --messages 10000 --workdir .bench
 	$(BIN)/python bench/mail.py idle --seconds 60 --workdir .bench
+	$(BIN)/python bench/db_outage.py --daemons 2 --restarts 10 --down-s 1 --outage-s 5 --runs 40 --workdir .bench
 
 clean:
 	rm -rf $(VENV) .bench .mypy_cache .ruff_cache .pytest_cache

@@ -139,6 +139,19 @@ class Cluster:
         """Drop `name`, ending any connection a test left open on it."""
         self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
+    @property
+    def socket(self) -> Path:
+        """The server's unix socket (a TCP proxy's target: tests/tcp_proxy.py)."""
+        return self.root / f".s.PGSQL.{PORT}"
+
+    def stop_server(self) -> None:
+        """`pg_ctl stop -m fast`, as a restart or a failover begins: sessions end, dir kept."""
+        self._pg_ctl("stop", "-m", "fast", "-t", "60")
+
+    def start_server(self) -> None:
+        """Start the server stopped by `stop_server` again."""
+        self._pg_ctl("start", "-l", str(self.log), "-t", "60")
+
     def stop(self) -> None:
         """Stop the server (fast, then immediate) and remove its dir; safe to call twice."""
         if (self.data / "postmaster.pid").exists():

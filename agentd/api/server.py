@@ -364,7 +364,8 @@ class ApiServer:
         `agentd web` asks it before printing a URL."""
         web = self.pages_on() and self.port is not None
         return _json({"pid": os.getpid(), "port": self.port, "web": web, "socket": self.unix,
-                      "port_failed": self.port_failed})  # fmt: skip
+                      "port_failed": self.port_failed,
+                      "database_outage": self.deps.store.outage})  # fmt: skip
 
     async def _api_hooks(self, request: Request) -> Response:
         """What each inbound hook has seen since this daemon started (`agentd hooks`)."""

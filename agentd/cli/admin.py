@@ -105,7 +105,8 @@ def _write_home(paths: Paths, force: bool = False) -> tuple[list[str], str | Non
         store.write(lambda c: None)  # the first write migrates (an empty file included)
     finally:
         store.close()
-    done.append(f"kept {paths.db}" if existed else f"created {paths.db}")
+    made = "created" if (store.created if store.backend.shared else not existed) else "kept"
+    done.append(f"{made} {init_text.database_said(store.backend, paths.db, paths.config)}")
     return done, problem
 
 

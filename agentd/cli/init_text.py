@@ -1,10 +1,13 @@
 """The files `agentd init` writes when the package ships no config.example.toml or no replies file,
-and the machine's time zone it writes into the template."""
+the machine's time zone it writes into the template, and how it names the database it made."""
+
+from __future__ import annotations
 
 import os
 import re
 import zoneinfo
 from collections.abc import Mapping
+from typing import Any
 
 FALLBACK_CONFIG = """\
 # agentd configuration. `agentd doctor` checks it; config.example.toml documents every key.
@@ -67,3 +70,14 @@ def in_zone(template: str, tz: str) -> str:
         return new + " " * max(1, width - len(new)) + "#"
 
     return template if tz == "UTC" else _TEMPLATE_TZ.sub(line, template, count=1)
+
+
+def database_said(backend: Any, db: Any, config: Any) -> str:
+    """What `agentd init` made or kept: the SQLite file `db`, or the schema in the PostgreSQL
+    database the home's [store] names (its label: never the password)."""
+    if not backend.shared:
+        return str(db)
+    return (
+        f"the agentd schema (version {backend.latest}) in the PostgreSQL database "
+        f"{backend.label} ([store] in {config})"
+    )

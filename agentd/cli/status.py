@@ -13,7 +13,7 @@ import typer
 
 from agentd.cli.root import JsonFlag, app, config_of, daemon_pid, emit, open_store, paths_of
 from agentd.config import Config
-from agentd.errors import ConfigError
+from agentd.errors import ConfigError, StateError
 from agentd.operator import daemons, liveness
 from agentd.operator.overview import at_a_glance, gather
 from agentd.text import safe, urls_shown
@@ -50,10 +50,13 @@ def _status(ctx: typer.Context, as_json: bool) -> None:
         cfg: Config | None = config_of(ctx)
     except ConfigError:
         cfg = None  # status still shows the home; it says the check-ins cannot be planned
-    with open_store(ctx) as store:
-        data = at_a_glance(store, time.time(), cfg)
-        serving = daemons.serving(store, here=pid is not None)
-        database = store.backend.label if serving["shared"] else None  # never its password
+    try:
+        with open_store(ctx) as store:
+            data = at_a_glance(store, time.time(), cfg)
+            serving = daemons.serving(store, here=pid is not None)
+            database = store.backend.label if serving["shared"] else None  # never its password
+    except StateError as e:  # the database is down: what this home's daemon makes of it
+        raise StateError(_unreachable(str(e), liveness.probe(paths, pid))) from None
     alive = liveness.probe(paths, pid)  # also what the daemon serves, as it answered
     served = alive.served
     web = None
@@ -67,6 +70,16 @@ def _status(ctx: typer.Context, as_json: bool) -> None:
         if health.get("error"):
             health["error"] = urls_shown(str(health["error"]))
     emit(as_json, data, lambda: _text(data, alive))
+
+
+def _unreachable(error: str, alive: liveness.Daemon) -> str:
+    """The store's error, and whether this home's daemon is up and riding the outage out."""
+    outage = (alive.served or {}).get("database_outage")
+    if outage:
+        return f"{error}; the daemon here (pid {alive.pid}) is up and waiting: {outage}"
+    if alive.pid is not None and not alive.silent:
+        return f"{error}; the daemon here (pid {alive.pid}) is up"
+    return error
 
 
 def _text(data: dict[str, Any], alive: liveness.Daemon) -> str:

@@ -53,6 +53,7 @@ class LeaseKeeper:
         self.renewals = 0
         self.fences = 0  # times it fenced itself (metrics)
         self.takeovers = 0  # lapsed runs it took over (metrics)
+        self._failing = False  # a renewal failed since the last that committed
         deps.lease_ok = self.lease_ok
 
     def lease_ok(self) -> bool:
@@ -144,9 +145,14 @@ class LeaseKeeper:
                 # On a connection of its own: a slow batch of the writer cannot fence us.
                 held, taken = await self.deps.store.write_apart(work)
         except (StateError, TimeoutError) as e:
-            log.error("lease.renew_failed", error=str(e) or "timed out")
+            # Said at the first failure; during a database outage (said itself, db/outage.py)
+            # not again at every renewal: the fence and db.reachable tell the rest.
+            said = self._failing and self.deps.store.outage is not None
+            (log.debug if said else log.error)("lease.renew_failed", error=str(e) or "timed out")
+            self._failing = True
             self._fence_if_due()
             return False
+        self._failing = False
         self._valid_until = sent + lease_s
         self.renewals += 1
         if taken:
@@ -226,26 +232,29 @@ class LeaseKeeper:
         if self.engine.stopping:  # draining: what we took now would wait for our stop
             return
         owner, lease_s = self.deps.owner, self.lease_s
-        # No more than we can drive at once: the rest is for other daemons' next claim.
-        free = max(0, self.deps.config.daemon.max_concurrent_runs - len(self.engine.live()))
+        async with self.deps.claims:  # the scheduler's adoption claims from the same slots
+            # No more than we can drive at once: the rest is for other daemons' next claim.
+            free = max(0, self.deps.config.daemon.max_concurrent_runs - len(self.engine.live()))
 
-        def work(c: Conn) -> tuple[list[tuple[int, int]], int]:
-            taken = leases.claim_free(c, owner, lease_s, lapsed=True, limit=free) if free else []
-            return taken, leases.free_claims_of_the_gone(c)
+            def work(c: Conn) -> tuple[list[tuple[int, int]], int]:
+                taken = (
+                    leases.claim_free(c, owner, lease_s, lapsed=True, limit=free) if free else []
+                )
+                return taken, leases.free_claims_of_the_gone(c)
 
-        try:
-            taken, freed = await self.deps.store.write_apart(work)
-        except StateError as e:
-            log.error("lease.claim_failed", error=str(e))
-            return
+            try:
+                taken, freed = await self.deps.store.write_apart(work)
+            except StateError as e:
+                log.error("lease.claim_failed", error=str(e))
+                return
+            self.takeovers += len(taken)
+            for run_id, epoch in taken:
+                log.warning("run.taken_over", run_id=run_id, epoch=epoch)
+                self.engine.launch(run_id, epoch)
         if freed:
             log.warning(
                 "lease.claims_freed", rows=freed, note="check-ins or messages of a gone daemon"
             )
-        self.takeovers += len(taken)
-        for run_id, epoch in taken:
-            log.warning("run.taken_over", run_id=run_id, epoch=epoch)
-            self.engine.launch(run_id, epoch)
 
     async def stop(self) -> None:
         """Record a clean stop; on a shared store hand the runs still held back at once."""

@@ -140,11 +140,15 @@ class Scheduler:
 
     async def _loop(self, stop: asyncio.Event, interval: float) -> None:
         while not stop.is_set():
+            pause = interval
             try:
                 await self.tick()
+                pause = await self._pause(interval)
             except (StateError, Refused) as e:  # a locked database, a lost race: next tick
-                log.error("scheduler.tick_failed", error=str(e))
-            pause = await self._pause(interval)
+                # An outage was said once (db.unreachable): not again at every tick.
+                (log.debug if self.deps.store.outage else log.error)(
+                    "scheduler.tick_failed", error=str(e)
+                )
             waiter = asyncio.ensure_future(self._nudged.wait())
             stopper = asyncio.ensure_future(stop.wait())
             slept = time.monotonic()
@@ -200,12 +204,25 @@ class Scheduler:
             await self._start_on_states()
         await self._wake_timers(self.deps.clock.now())
 
-    async def _wake(self, run_id: int, why: JSON, wait: JSON, skip_locked: bool = False) -> None:
-        """Wake a run — only if it still waits for `wait` (what was matched, maybe a tick ago)."""
+    async def _wake(
+        self,
+        run_id: int,
+        why: JSON,
+        wait: JSON,
+        skip_locked: bool = False,
+        due: float | None = None,
+    ) -> None:
+        """Wake a run — only if it still waits for `wait` (what was matched, maybe a tick ago),
+        and for what `why` names (transitions.wake puts that in the write)."""
         owner, lease_s = self.deps.owner, self.deps.lease_s
         epoch = await self.deps.store.write(
-            lambda c: qt.wake(c, run_id, owner, why, lease_s, expect=wait, skip_locked=skip_locked)
+            lambda c: qt.wake(
+                c, run_id, owner, why, lease_s, expect=wait, skip_locked=skip_locked, due=due
+            )
         )
+        self._woken(run_id, why, epoch)
+
+    def _woken(self, run_id: int, why: JSON, epoch: int | None) -> None:
         if epoch is not None:
             log.info("run.woken", run_id=run_id, by=why.get("woke_by"), why=why.get("why"))
             self.launch(run_id, epoch)
@@ -235,15 +252,16 @@ class Scheduler:
         """Runs started from the CLI (`agentd run start`) are rows with no owner: take them
         (SKIP LOCKED: two daemons never take the same one)."""
         owner, lease_s = self.deps.owner, self.deps.lease_s
-        free = ALL_RUNS  # the one daemon takes them all: they queue for its slots
-        if self.deps.store.backend.shared:  # no more than we can drive: the rest is for others
-            free = self.deps.config.daemon.max_concurrent_runs - len(self.live())
-            if free <= 0:
-                return
-        for run_id, epoch in await self.deps.store.write(
-            lambda c: leases.claim_free(c, owner, lease_s, lapsed=False, limit=free)
-        ):
-            self.launch(run_id, epoch)
+        async with self.deps.claims:  # the lease keeper claims from the same slots
+            free = ALL_RUNS  # the one daemon takes them all: they queue for its slots
+            if self.deps.store.backend.shared:  # no more than we can drive: the rest is for others
+                free = self.deps.config.daemon.max_concurrent_runs - len(self.live())
+                if free <= 0:
+                    return
+            for run_id, epoch in await self.deps.store.write(
+                lambda c: leases.claim_free(c, owner, lease_s, lapsed=False, limit=free)
+            ):
+                self.launch(run_id, epoch)
 
     async def _wake_answered(self, full: bool) -> None:
         """Wake runs whose inbox item was resolved. Normally only items resolved recently are
@@ -259,14 +277,24 @@ class Scheduler:
             return cursor, qw.runs_with_resolved_items(c, since)
 
         self._resolved_cursor, pairs = await self.deps.store.read(look)
-        if not pairs:
-            return
+        owner, lease_s = self.deps.owner, self.deps.lease_s
 
-        def read(c: Any) -> list[tuple[int, JSON, InboxItem]]:
-            return [(r, q.get_run(c, r).wait or {}, qi.get_item(c, i)) for r, i in pairs]
+        def wake(c: Any, run_id: int, item_id: int) -> tuple[JSON, int | None]:
+            # The wait and the answer are read in the waking transaction, never from the scan:
+            # by now the run may have been woken (by another daemon, or by a write whose commit
+            # this daemon saw fail) and be waiting for a newer item.
+            wait = q.get_run(c, run_id).wait or {}
+            item = qi.get_item(c, item_id)
+            why = _inbox_wake(wait, item)
+            if wait.get("item_id") != item_id or item.status == InboxStatus.OPEN:
+                return why, None
+            return why, qt.wake(c, run_id, owner, why, lease_s, expect=wait)
 
-        for run_id, wait, item in await self.deps.store.read(read):
-            await self._wake(run_id, _inbox_wake(wait, item), wait)
+        for run_id, item_id in pairs:
+            why, epoch = await self.deps.store.write(
+                functools.partial(wake, run_id=run_id, item_id=item_id)
+            )
+            self._woken(run_id, why, epoch)
 
     async def _wake_on_events(self) -> None:
         woken: set[int] = set()
@@ -296,7 +324,7 @@ class Scheduler:
                 why["timed_out"] = f"no {wait.get('event')} event within {wait.get('timeout_s')}s"
             # Daemons sharing the database all see a due timer: SKIP LOCKED, one wakes it and
             # the others move on (a timer still due is seen again at the next tick).
-            await self._wake(run_id, why, wait, skip_locked=True)
+            await self._wake(run_id, why, wait, skip_locked=True, due=now)
 
     async def _start_on_states(self) -> None:
         """A goal added or resumed while its trigger already holds gets its run now, not at the

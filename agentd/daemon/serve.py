@@ -35,7 +35,7 @@ from agentd.daemon import clocks, mail, metering, sdnotify
 from agentd.daemon.leases import LeaseKeeper
 from agentd.daemon.scheduler import Scheduler
 from agentd.daemon.watchdog import watchdog
-from agentd.db import accounting, faults, leases, meta, stamp
+from agentd.db import accounting, faults, leases, meta, outage, stamp
 from agentd.db import queries as q
 from agentd.db.artifacts import BUILD_TRIGGER
 from agentd.db.store import Store
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from agentd.db.postgres.listener import Listener
 
 log = structlog.get_logger("agentd.daemon")
+RETENTION_S = 600.0  # retention's statement timeout (the others: the lease, at least 5 s)
 
 
 @contextlib.contextmanager
@@ -253,6 +254,7 @@ async def _serve_locked(
             tg.create_task(mail.follow_mail(deps, stop, scheduler.nudge), name="mail")  # IMAP IDLE
         log.info("daemon.stopping", in_flight=len(engine.tasks))
         sdnotify.notify("STOPPING=1")
+        _ask_time_to_stop(store, cfg.daemon.shutdown_grace_s)
         await outer.stop(cfg.daemon.shutdown_grace_s)
         await engine.stop(cfg.daemon.shutdown_grace_s)
         leases_stop.set()
@@ -270,9 +272,32 @@ async def _serve_locked(
         if listener is not None:
             await asyncio.to_thread(listener.stop)
         await metering.stop_tracing(deps)
-        await store.close()
+        closed = await store.close(_close_budget(store))
+        if not closed or store.outage:
+            failures.append(store.outage or "the database did not answer while stopping")
+            log.critical(
+                "daemon.stop_unfinished", database=store.backend.label,
+                error=failures[-1], note="exiting with status 1 without the last writes: what "
+                "was committed is intact, and the runs resume from their journals",
+            )  # fmt: skip
     log.info("daemon.stopped", exit_code=1 if failures else 0)
     return 1 if failures else 0
+
+
+def _ask_time_to_stop(store: Store, grace_s: float) -> None:
+    """On a shared database, ask systemd for the stop's whole bound (EXTEND_TIMEOUT_USEC): the
+    unit's TimeoutStopSec (30 s) is shorter than a stalled database's, and its SIGKILL would come
+    before the stop could end with status 1 and daemon.stop_unfinished."""
+    budget = _close_budget(store)
+    if budget is not None:
+        sdnotify.notify(f"EXTEND_TIMEOUT_USEC={int((2 * grace_s + budget + 10) * 1_000_000)}")
+
+
+def _close_budget(store: Store) -> float | None:
+    """How long the last writes may take at a stop: the writer's batch deadline twice and a
+    reconnection (a stalled database then ends the stop with exit 1 instead of hanging it)."""
+    deadline = store.backend.batch_deadline_s
+    return None if deadline is None else 2 * deadline + 15.0
 
 
 def _stop_if_failed(task: asyncio.Task[None], stop: asyncio.Event) -> None:
@@ -413,7 +438,9 @@ async def _retention(deps: Deps, stop: asyncio.Event) -> None:
     keep_s = deps.config.daemon.journal_retention_days * 86400
     while not stop.is_set():
         try:
-            pruned = await deps.store.write(lambda c: meta.prune(c, stamp.now(c) - keep_s))
+            # Its own statement timeout: on a big database the deletes outlast the lease's.
+            prune = outage.unhurried(lambda c: meta.prune(c, stamp.now(c) - keep_s), RETENTION_S)
+            pruned = await deps.store.write(prune)
         except StateError as e:  # a lock held too long: prune at the next hour
             log.error("journal.prune_failed", error=str(e))
             pruned = 0

@@ -26,13 +26,31 @@ async def watchdog(deps: Deps, stop: asyncio.Event, failures: list[str]) -> None
     second while systemd hears all is well helps nobody."""
     interval = config.watchdog_interval_s() or deps.config.daemon.watchdog_interval_s
     inode = _inode(deps.store.path)
+    told = None  # the outage systemd's STATUS says
     while not stop.is_set():
         try:
             async with asyncio.timeout(interval):
                 await deps.store.read(probe)
         except (TimeoutError, StateError) as e:
-            log.error("daemon.unhealthy", error=str(e) or "database read timed out")
+            outage = deps.store.outage
+            if outage is None and isinstance(e, TimeoutError) and deps.store.backend.shared:
+                # A shared database that stalls (TCP up, no answer) is an outage once its client
+                # deadline, past the lease, cuts the statement; systemd's WatchdogSec is shorter.
+                label = deps.store.backend.label
+                outage = f"the database {label} has not answered for {interval:.0f} s; waiting"
+            if outage is not None:
+                # A shared database's outage: the process is well and waits for it (restarting
+                # it would not bring the database back), so systemd still hears WATCHDOG=1.
+                sdnotify.notify("WATCHDOG=1")
+                if told is None:
+                    sdnotify.notify(f"STATUS=waiting: {outage}"[:200])
+                told = outage
+            else:
+                log.error("daemon.unhealthy", error=str(e) or "database read timed out")
         else:
+            if told is not None:
+                sdnotify.notify("STATUS=serving")
+                told = None
             if not deps.store.errors.failing() and _inode(deps.store.path) == inode:
                 sdnotify.notify("WATCHDOG=1")
         if _inode(deps.store.path) != inode:  # deleted or replaced: our writes would be lost

@@ -78,6 +78,16 @@ class Backend(Protocol):
 
     def in_transaction(self, conn: Conn) -> bool: ...
 
+    @property
+    def batch_deadline_s(self) -> float | None:
+        """How long one writer batch may wait for the database before the writer cuts it off
+        (`abort`) and reconnects; None: no deadline (a file)."""
+        ...
+
+    def abort(self, conn: Conn) -> None:
+        """From another thread: end the statement `conn` waits on (it raises the driver's error)."""
+        ...
+
     def broken(self, conn: Conn) -> bool:
         """Whether the connection is gone (the server closed it: a restart, a failover, a
         terminated session) and must be opened again before its next use."""

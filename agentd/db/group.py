@@ -13,12 +13,14 @@ import asyncio
 import collections
 import contextlib
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agentd.db import safety
+from agentd.db import faults, safety
 from agentd.db.conn import Conn, Work
+from agentd.db.outage import BATCH_MARGIN_S, Deadline, own_timeout
 from agentd.db.writer import Insert
 from agentd.errors import AgentdError, StateError
 
@@ -83,6 +85,7 @@ class GroupWriter:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
+        self._watch: Deadline | None = None
         self.batches = 0
         self.writes = 0
 
@@ -100,12 +103,16 @@ class GroupWriter:
         self._queue.append((work, fut))
         self._ready.set()
 
-    async def close(self) -> None:
-        """Commit what is queued, then close the connection and end the thread."""
+    async def close(self, timeout_s: float | None = None) -> bool:
+        """Commit what is queued, then close the connection and end the thread; False when the
+        thread had not ended after `timeout_s` (a database that never answers: the batch's
+        deadline and the failed reconnections fail what is left, but the last writes are lost)."""
         self._closing = True
         if self._thread is not None:
             self._ready.set()
-            await asyncio.to_thread(self._thread.join)
+            await asyncio.to_thread(self._thread.join, timeout_s)
+            return not self._thread.is_alive()
+        return True
 
     def _main(self, opened: asyncio.Future[None]) -> None:
         """The writer thread: take everything queued, commit it as one batch, hand the outcomes
@@ -131,11 +138,12 @@ class GroupWriter:
             if batch:
                 try:
                     self._reopen_if_broken()
-                    outcomes = self._commit(batch)
+                    with self._deadline(batch):
+                        outcomes = self._commit(batch)
                 except Exception as e:  # never let the writer die: every caller gets an answer
                     err = self._translated(e)
                     self.errors.record(e)
-                    log.error("db.writer_failed", error=str(err), requests=len(batch))
+                    self._log_error("db.writer_failed", error=str(err), requests=len(batch))
                     outcomes = [(False, err)] * len(batch)
                 settled = [
                     (fut, ok, value) for (_, fut), (ok, value) in zip(batch, outcomes, strict=True)
@@ -178,6 +186,7 @@ class GroupWriter:
                     if not isolate:
                         raise _RequestFailed from e
                     self.errors.record(e)
+                    self._leave_a_standby(e)
                     self._rollback(conn)  # a full disk may have rolled it back already
                     return [(False, self._translated(e))]
                 i += max(n, 1)
@@ -188,9 +197,12 @@ class GroupWriter:
         except self.backend.Error as e:
             self.errors.record(e)
             self._rollback(conn)
+            self._leave_a_standby(e)
             err: AgentdError = self.backend.translate(e)
-            log.error("db.commit_failed", error=str(err), requests=len(works))
+            self._log_error("db.commit_failed", error=str(err), requests=len(works))
             return [(False, err)] * len(works)
+        if self.errors.outage is not None:
+            self.errors.outage.reached()
         self.batches += 1
         self.writes += len(works)
         return outcomes
@@ -200,10 +212,54 @@ class GroupWriter:
         transaction while this process was frozen) is opened again before the next batch."""
         if self._conn is None or not self.backend.broken(self._conn):
             return
-        log.warning("db.reconnecting", database=self.backend.label)
+        outage = self.errors.outage
+        if outage is not None and outage.retry_in() > 0:  # backoff: no connection storm
+            raise StateError(outage.describe() or f"{self.backend.label}: unreachable")
+        if outage is None or not outage.down:  # said once: not at every attempt of an outage
+            log.warning("db.reconnecting", database=self.backend.label)
         with contextlib.suppress(self.backend.Error):
             self._conn.close()
-        self._conn = self.backend.connect()
+        try:
+            self._conn = self.backend.connect()
+        except StateError as e:
+            if outage is not None:
+                outage.failed(str(e))
+            raise
+
+    @contextlib.contextmanager
+    def _deadline(self, batch: list[Request]) -> Iterator[None]:
+        """A batch the database has not answered within the backend's deadline is cut off: its
+        callers get the error, and the next batch opens a new connection (a stalled server or a
+        blackholed route answers nothing, a cancel included). A batch holding long maintenance
+        (outage.unhurried) gets that work's own timeout plus the same margin."""
+        limit = self.backend.batch_deadline_s
+        if limit is None or self._conn is None:
+            yield
+            return
+        if self._watch is None:
+            self._watch = Deadline(limit, self.backend.abort, "writer batch")
+        own = [t for t in (own_timeout(w) for w, _ in batch) if t is not None]
+        this = max(limit, max(own) + BATCH_MARGIN_S) if own else None
+        with self._watch.timing(self._conn, this):
+            yield
+
+    def _log_error(self, event: str, **kw: Any) -> None:
+        """An error, unless it is part of an outage already said (db/outage.py)."""
+        outage = self.errors.outage
+        (log.debug if outage is not None and outage.down else log.error)(event, **kw)
+
+    def _leave_a_standby(self, error: Exception) -> None:
+        """A shared database that refuses writes as read-only is a standby now (a failover
+        demoted it): the connection is closed, and the next batch opens one to the primary the
+        URL leads to (`target_session_attrs=read-write` with several hosts)."""
+        if self.errors.outage is None or self._conn is None:
+            return
+        judged = self.errors.judge(error, self.errors.path)
+        if judged is not None and judged[0] == faults.Fault.READ_ONLY:
+            log.warning("db.read_only", database=self.backend.label, note="reconnecting")
+            with contextlib.suppress(Exception):
+                self._rollback(self._conn)
+                self._conn.close()
 
     def _rollback(self, conn: Conn) -> None:
         try:

@@ -162,14 +162,26 @@ def claim_free(
     The candidates are locked SKIP LOCKED, so daemons claiming at once take disjoint runs, and
     the write repeats the condition (DESIGN §7: the predicate in the write).
     """
-    now = c.dialect.now_sql
-    free = "lease_owner IS NULL" + (f" OR lease_expires_at < {now}" if lapsed else "")
+    d = c.dialect
+    free = "lease_owner IS NULL" + (f" OR lease_expires_at < {d.now_sql}" if lapsed else "")
+    # Picked (and locked) first, then updated by id: as `UPDATE … WHERE run_id IN (SELECT … LIMIT
+    # ? FOR UPDATE SKIP LOCKED)` PostgreSQL may plan a semi join that runs the subquery again for
+    # each row, and the LIMIT then bounds nothing (one daemon took all 40 runs, limit 20).
+    picked = [
+        int(r[0])
+        for r in c.execute(
+            f"SELECT run_id FROM runs WHERE status = 'running' AND ({free})"
+            f" ORDER BY run_id LIMIT ?{d.skip_locked}",
+            (limit,),
+        )
+    ]
+    if not picked:
+        return []
     rows = c.execute(
-        f"UPDATE runs SET lease_owner = ?, lease_expires_at = {now} + ?,"
-        " lease_epoch = lease_epoch + 1 WHERE run_id IN (SELECT run_id FROM runs"
-        f" WHERE status = 'running' AND ({free}) ORDER BY run_id LIMIT ?{c.dialect.skip_locked})"
+        f"UPDATE runs SET lease_owner = ?, lease_expires_at = {d.now_sql} + ?,"
+        f" lease_epoch = lease_epoch + 1 WHERE {d.in_list('run_id')}"
         f" AND status = 'running' AND ({free}) RETURNING run_id, lease_epoch",
-        (owner, lease_s, limit),
+        (owner, lease_s, d.list_param(picked)),
     ).fetchall()
     return sorted((int(r[0]), int(r[1])) for r in rows)
 

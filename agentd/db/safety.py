@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentd.db import faults
+from agentd.db.outage import Outage
 from agentd.errors import StateError
 
 MARKER_SUFFIX = ".has-run"
@@ -79,9 +80,19 @@ class ErrorRate:
     problem. The daemon's watchdog stops vouching for a process whose database keeps failing;
     `last` says the latest in the operator's words and `note` what to do once it stopped."""
 
-    def __init__(self, path: Path, judge: Judge, limit: int = 10, window_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        judge: Judge,
+        limit: int = 10,
+        window_s: float = 30.0,
+        outage: Outage | None = None,
+    ) -> None:
         self.path = path
         self.judge = judge
+        # A shared database's: losing it is an outage ridden out (db/outage.py), not a failure
+        # that ends the daemon.
+        self.outage = outage
         self.limit = limit
         self.window_s = window_s
         self._at: collections.deque[float] = collections.deque(maxlen=limit)
@@ -94,6 +105,10 @@ class ErrorRate:
         if judged is None:
             return
         fault, said = judged
+        if self.outage is not None and fault in (faults.Fault.CANNOT_OPEN, faults.Fault.READ_ONLY):
+            # A lost connection, or one to a server a failover made a standby: reopened at its
+            # next use (db/group.py), and failing that is an outage (db/outage.py).
+            return
         with self._lock:
             self._at.append(time.monotonic())
             self.last = said

@@ -46,6 +46,7 @@ class SyncStore:
         self.backend = backend or open_backend(path)
         self.poke = poke  # False inside the daemon, for a writer that tells it directly
         exists = self.backend.exists()
+        self.created = not exists and migrate_schema  # made and migrated here (`agentd init`)
         self.read_only = self.backend.read_only_reason()
         if not exists and migrate_schema:
             self.conn = self.backend.open_migrated()
@@ -161,6 +162,10 @@ class Store:
         self._apart: SyncStore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
+        from agentd.db.outage import Deadline
+
+        limit = self.backend.batch_deadline_s  # a read waits no longer than a batch
+        self._deadline = None if limit is None else Deadline(limit, self.backend.abort, "read")
 
     @property
     def batches(self) -> int:
@@ -179,18 +184,38 @@ class Store:
         await self._writer.open()
         self._rconn = await self._loop.run_in_executor(self._reader, self.backend.connect)
 
-    async def close(self) -> None:
-        """Commit what is queued (callers were promised durability), then close."""
+    async def close(self, timeout_s: float | None = None) -> bool:
+        """Commit what is queued (callers were promised durability), then close. False when that
+        did not finish within `timeout_s` (a database that stopped answering): the caller exits
+        without the last writes rather than hang (its runs resume from their journals)."""
         import asyncio
 
         self._closing = True
-        await self._writer.close()
+        done = await self._writer.close(timeout_s)
+        if not done:
+            return False
         if self._rconn is not None:
-            await asyncio.get_running_loop().run_in_executor(self._reader, self._rconn.close)
-        self._reader.shutdown(wait=True)
+            closing = asyncio.get_running_loop().run_in_executor(self._reader, self._rconn.close)
+            try:
+                await asyncio.wait_for(closing, timeout_s)
+            except TimeoutError:
+                return False
+        self._reader.shutdown(wait=False)
         if self._apart is not None:
-            await asyncio.get_running_loop().run_in_executor(self._apart_thread, self._apart.close)
+            closing = asyncio.get_running_loop().run_in_executor(
+                self._apart_thread, self._apart.close
+            )
+            try:
+                await asyncio.wait_for(closing, timeout_s)
+            except TimeoutError:
+                return False
         self._apart_thread.shutdown(wait=False)  # a renewal stuck on a dead peer is not waited
+        return True
+
+    @property
+    def outage(self) -> str | None:
+        """What the daemon says while its shared database is unreachable (db/outage.py)."""
+        return self.errors.outage.describe() if self.errors.outage is not None else None
 
     async def write(self, work: Work[T]) -> T:
         """Run `work` inside a write transaction; returns once it is committed (durable)."""
@@ -238,19 +263,24 @@ class Store:
         assert self._rconn is not None, "Store.open() first"
 
         def run() -> T:  # on the reader's one thread: the connection is its alone
+            outage = self.errors.outage
             for retry in (True, False):
                 conn = self._rconn
                 assert conn is not None
                 try:
                     if self.backend.broken(conn):  # the server closed it: open another
-                        conn.close()
-                        conn = self._rconn = self.backend.connect()
-                    return work(conn)
+                        conn = self._reconnect(conn)
+                    timed = self._deadline
+                    with timed.timing(conn) if timed else contextlib.nullcontext():
+                        result = work(conn)
                 except self.backend.Error as e:
                     if retry and self.backend.broken(conn):
                         continue  # found closed by this read: a read may simply run again
                     self.errors.record(e)
                     raise self.backend.translate(e) from None
+                if outage is not None:
+                    outage.reached()
+                return result
             raise AssertionError("unreachable")
 
         return await loop.run_in_executor(self._reader, run)
@@ -258,3 +288,18 @@ class Store:
     async def data_version(self) -> int:
         """Changes whenever another connection (the CLI, our writer) commits: cheap to poll."""
         return await self.read(self.backend.data_version)
+
+    def _reconnect(self, conn: Conn) -> Conn:
+        """On the reader's thread: a new connection for one the server closed; during an outage
+        not before its backoff, and a failure is the outage's (said once, db/outage.py)."""
+        outage = self.errors.outage
+        if outage is not None and outage.retry_in() > 0:
+            raise StateError(outage.describe() or f"{self.backend.label}: unreachable")
+        conn.close()
+        try:
+            self._rconn = self.backend.connect()
+        except StateError as e:
+            if outage is not None:
+                outage.failed(str(e))
+            raise
+        return self._rconn

@@ -72,15 +72,21 @@ def wake(
     lease_s: float,
     expect: JSON | None = None,
     skip_locked: bool = False,
+    due: float | None = None,
 ) -> int | None:
     """Move a waiting run back to running with a WAKE step; None if it was no longer waiting.
 
     Returns the new lease epoch. Called by the daemon only, after it matched the wait condition.
     `skip_locked`: a run another daemon is waking right now (its row locked) is left to it, None
     at once instead of a wait on the lock — for what is looked at again anyway (due timers).
+
+    What `why` says woke the run is also the write's condition (DESIGN §7: put the predicate in
+    the write): an inbox wake lands only on a wait for that item, once it is answered; an event
+    wake only on a wait for that event name from before it; a timer wake (`due`: the clock's now)
+    only on a wait whose timer is due. A match read before a reconnect, a retry or another
+    daemon's wake can then never wake the run's next wait with the previous one's cause.
     """
-    same_wait = ""
-    wait_params: list[object] = []
+    same_wait, wait_params = _caused_by(why, due)
     if skip_locked and c.dialect.skip_locked:
         same_wait += (
             " AND run_id IN (SELECT run_id FROM runs WHERE run_id = ? AND status = 'waiting'"
@@ -109,6 +115,26 @@ def wake(
         return None
     append_step(c, run_id, epoch, StepKind.WAKE, data=why)
     return epoch
+
+
+def _caused_by(why: JSON, due: float | None) -> tuple[str, list[object]]:
+    """The WHERE clause (and its parameters) that says the run still waits for what `why` names."""
+    match why.get("woke_by"):
+        case "inbox":
+            item = why["item_id"]
+            sql = (
+                " AND wait_kind = 'inbox' AND wait_item_id = ? AND EXISTS"
+                " (SELECT 1 FROM inbox WHERE item_id = ? AND status != 'open')"
+            )
+            return sql, [item, item]
+        case "event":
+            sql = " AND wait_kind = 'event' AND wait_event = ? AND wait_after_event < ?"
+            return sql, [why["event"], why["event_id"]]
+        case "timer":
+            if due is None:
+                raise ValueError("a timer wake names the time it is due at (`due`)")
+            return " AND next_wake_at <= ?", [due]
+    return "", []
 
 
 def finish(c: Conn, run_id: int, epoch: int, status: RunStatus, summary: str) -> Step:

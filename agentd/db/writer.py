@@ -45,6 +45,7 @@ class Writer(Protocol):
         """Queue one request; `fut` (of the running loop) gets its result or its error."""
         ...
 
-    async def close(self) -> None:
-        """Commit everything submitted (callers were promised durability), then close."""
+    async def close(self, timeout_s: float | None = None) -> bool:
+        """Commit everything submitted (callers were promised durability), then close; False if
+        the writer had not finished after `timeout_s` (the database stopped answering)."""
         ...

@@ -19,6 +19,7 @@ import structlog
 from agentd.clock import SYSTEM
 from agentd.config import Config
 from agentd.db import outbox
+from agentd.db.outage import unhurried
 from agentd.db.outbox import OutboxRow
 from agentd.errors import DeliveryFailed, StateError
 from agentd.notify import Channel, build, inert
@@ -32,6 +33,7 @@ log = structlog.get_logger("agentd.notify")
 # within this, which is quick for a person and keeps an idle daemon asleep.
 POLL_S = 5.0
 RETENTION_S = 30 * 86400.0  # finished outbox rows kept this long
+PRUNE_TIMEOUT_S = 600.0  # the prune's statement timeout (the daemon's others: the lease's)
 ERROR_PAUSE_S = 5.0  # after an unexpected error, before the next pass
 
 
@@ -61,10 +63,13 @@ class Sender:
                 now = self.deps.clock.now()
                 if now - pruned_at > 3600:
                     horizon = now - RETENTION_S
-                    await self.deps.store.write(functools.partial(outbox.prune, older_than=horizon))
+                    prune = functools.partial(outbox.prune, older_than=horizon)
+                    # maintenance: its own statement timeout, not the lease's (db/outage.py)
+                    await self.deps.store.write(unhurried(prune, PRUNE_TIMEOUT_S))
                     pruned_at = now
             except StateError as e:  # a busy or failing database: look again shortly
-                log.error("notify.tick_failed", error=str(e))
+                quiet = self.deps.store.outage  # said once already (db.unreachable)
+                (log.debug if quiet else log.error)("notify.tick_failed", error=str(e))
                 wait_s = ERROR_PAUSE_S
             except Exception as e:  # a notification bug must not end the daemon and its runs
                 log.error("notify.tick_failed", error=f"{type(e).__name__}: {e}"[:300])

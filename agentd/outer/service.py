@@ -146,7 +146,8 @@ class Outer:
             try:
                 await self.tick()
             except StateError as e:  # a locked or briefly unwritable database: next tick
-                log.error("outer.tick_failed", error=str(e))
+                quiet = self.deps.store.outage  # said once already (db.unreachable)
+                (log.debug if quiet else log.error)("outer.tick_failed", error=str(e))
             except Exception:  # a bug here must not stop the runs the daemon drives
                 log.exception("outer.tick_crashed")
                 self._dirty, pause = True, max(self.poll_s, 5.0)

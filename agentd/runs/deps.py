@@ -48,6 +48,10 @@ class Deps:
     # Results of actions that ran but are not journaled yet, by (run_id, seq): a retry after a
     # transient database error journals them instead of running the action again.
     held: dict[tuple[int, int], tuple[StepStatus, JSON]] = field(default_factory=dict)
+    # Held from counting this daemon's free run slots to launching what it claimed with them:
+    # its two claimers (the scheduler's adoption of new runs, the lease keeper's of lapsed ones)
+    # never both count the same free slots and take twice max_concurrent_runs between them.
+    claims: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Nudges the scheduler after a commit it may act on (a run started waiting).
     on_change: Callable[[], None] = lambda: None
     # This daemon's metrics (agentd/telemetry/): the loops report to it, GET /metrics renders it.

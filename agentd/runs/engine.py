@@ -72,7 +72,9 @@ class Engine:
     async def _drive(self, run_id: int, epoch: int) -> None:
         async with self.slots:
             structlog.contextvars.bind_contextvars(run_id=run_id)
-            for attempt in range(1, TRANSIENT_RETRIES + 1):
+            attempt = 0
+            while attempt < TRANSIENT_RETRIES:
+                attempt += 1
                 driver: RunDriver | None = None
                 try:
                     driver = await RunDriver.load(self.deps, run_id, epoch, self.drivers)
@@ -88,6 +90,12 @@ class Engine:
                     await self._abandon(run_id, epoch, f"stopped: {e}")
                     return
                 except StateError as e:  # a locked or briefly unwritable database
+                    if self.deps.store.outage and not self.stopping:
+                        # A shared database's outage (said once, db/outage.py): no retry is
+                        # spent; the run goes on once it is back, or is fenced meanwhile.
+                        attempt -= 1
+                        await self._outage_over()
+                        continue
                     if attempt < TRANSIENT_RETRIES and not self.stopping:
                         log.warning("run.retrying", error=str(e), attempt=attempt)
                         await asyncio.sleep(attempt)  # then reload the journal and go on
@@ -128,6 +136,14 @@ class Engine:
                 driver.run_id, driver.goal_id, driver.agent_name, status, began
             )
         return more
+
+    async def _outage_over(self) -> None:
+        """Until the database answers again (or the daemon stops): what a store outage asks of a
+        run's step (the lease keeper fences the run if it lasts past the lease)."""
+        while True:
+            if not self.deps.store.outage or self.stopping:
+                return
+            await asyncio.sleep(0.25)
 
     async def _abandon(self, run_id: int, epoch: int, reason: str) -> None:
         """Finish a run that cannot be driven any more, with the usual notice."""

@@ -48,3 +48,25 @@ async def test_store_opens_a_new_connection_after_the_server_closed_it(
         assert await store.read(q.count_runs) == {}
     finally:
         await store.close()
+
+
+async def test_a_writer_whose_server_became_read_only_reconnects(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A failover that demotes the server under the writer's session: its writes fail as read-only,
+    the writer closes that connection, and the next write goes through on a new one (where the
+    URL leads: the new primary; here the same server, writable again for a new session)."""
+    store = Store(tmp_path / "agentd.db", backend=PostgresBackend(pg_url, tmp_path))
+    await store.open()
+    try:
+
+        def add(c: object) -> int:
+            return q.add_goal(c, title="t", why="w", agent="a", criteria=[], deadline=None)  # type: ignore[arg-type]
+
+        await store.write(lambda c: c.execute("SET default_transaction_read_only = on"))
+        with pytest.raises(StateError, match="read-only"):
+            await store.write(add)
+        assert await store.write(add) == 1
+        assert not store.errors.failing()
+    finally:
+        await store.close()

@@ -7,7 +7,8 @@ state lives in the database at `url`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from psycopg import errors as pg_errors
 from agentd.db import faults, safety
 from agentd.db.conn import Conn
 from agentd.db.dialect import POSTGRES
+from agentd.db.outage import Outage
 from agentd.db.postgres import connection, schema
 from agentd.db.postgres.connection import PostgresConn
 from agentd.errors import StateError
@@ -87,15 +89,24 @@ class PostgresBackend:
         del check  # the server checks its own pages; there is no file to look at here
         conn = connection.connect(self.url, lease_s=self.lease_s)
         try:
-            schema.migrate(conn)
+            with self._unbounded(conn):
+                schema.migrate(conn)
         except BaseException:
             conn.close()
             raise
         return conn
 
+    @contextlib.contextmanager
+    def _unbounded(self, conn: Conn) -> Iterator[None]:
+        """A migration may rewrite big tables: no statement timeout while it runs."""
+        conn.execute("SET statement_timeout = 0")
+        yield
+        conn.execute(f"SET statement_timeout = {connection.statement_timeout_ms(self.lease_s)}")
+
     def prepare_writes(self, conn: Conn, *, migrate: bool) -> None:
         if migrate:
-            schema.migrate(_pg(conn))
+            with self._unbounded(conn):
+                schema.migrate(_pg(conn))
 
     def begin_write(self, conn: Conn) -> None:
         conn.execute("BEGIN")
@@ -111,7 +122,15 @@ class PostgresBackend:
         return schema.version(_pg(conn))
 
     def migrate(self, conn: Conn) -> None:
+        conn.execute("SET statement_timeout = 0")  # and for what follows: `store copy`'s COPY
         schema.migrate(_pg(conn))
+
+    @property
+    def batch_deadline_s(self) -> float | None:
+        return connection.batch_deadline_s(self.lease_s)
+
+    def abort(self, conn: Conn) -> None:
+        _pg(conn).abort()
 
     def newer_schema(self, conn: Conn) -> list[tuple[int, str, bool]]:
         return schema.newer(_pg(conn), self.latest)
@@ -133,7 +152,7 @@ class PostgresBackend:
         return connection.translate(error, self.url)
 
     def error_rate(self) -> safety.ErrorRate:
-        return safety.ErrorRate(self.home, unwell)
+        return safety.ErrorRate(self.home, unwell, outage=Outage(self.label))
 
     def listener(
         self, on_wake: Callable[[], None], log: Any, *, url: str | None = None

@@ -6,7 +6,9 @@ their `?` placeholders to psycopg's `%s` once per statement text.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Sequence
@@ -18,6 +20,7 @@ from psycopg.types.string import TextLoader
 
 from agentd.db.conn import Conn, Cursor
 from agentd.db.dialect import POSTGRES, Dialect
+from agentd.db.outage import BATCH_MARGIN_S
 from agentd.errors import StateError
 
 LOCK_TIMEOUT_MS = 5000  # as SQLite's busy timeout: a lock wait this long is an error, not a hang
@@ -36,6 +39,20 @@ NETWORK_SETTINGS: dict[str, Any] = {
     # ships a newer one).
     "tcp_user_timeout": 30_000,
 }
+
+
+def statement_timeout_ms(lease_s: float) -> int:
+    """A statement the server has not answered within the lease (at least 5 s) is cancelled by
+    the server: one that outlasts the lease holds its locks past the fence anyway. Migrations and
+    `store copy` lift it for themselves."""
+    return int(max(5.0, lease_s) * 1000)
+
+
+def batch_deadline_s(lease_s: float) -> float:
+    """The writer's own deadline for one batch, past the server's statement timeout: a database
+    that stalls with its TCP connection up (a frozen server or host, a blackholed route) answers
+    nothing, cancels included, so the writer cuts the connection (PostgresConn.abort)."""
+    return statement_timeout_ms(lease_s) / 1000 + BATCH_MARGIN_S
 
 
 def idle_in_transaction_ms(lease_s: float) -> int:
@@ -85,6 +102,16 @@ class PostgresConn:
 
     def close(self) -> None:
         self.raw.close()
+
+    def abort(self) -> None:
+        """From another thread: cut the connection under a statement that waits for an answer
+        that is not coming (the blocked call raises at once; the connection is then broken)."""
+        import socket
+
+        with contextlib.suppress(Exception):
+            fd = self.raw.pgconn.socket
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
 
     @property
     def in_transaction(self) -> bool:
@@ -170,6 +197,7 @@ def connect(
         raw.adapters.register_loader(name, TextLoader)
     raw.execute("SET TIME ZONE 'UTC'")
     raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+    raw.execute(f"SET statement_timeout = {statement_timeout_ms(lease_s)}")
     raw.execute(f"SET idle_in_transaction_session_timeout = {idle_in_transaction_ms(lease_s)}")
     return PostgresConn(raw)
 

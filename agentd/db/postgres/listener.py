@@ -64,6 +64,7 @@ class Listener:
 
     def _main(self) -> None:
         backoff_s = 0.5
+        said = False  # the loss is said once, not at every attempt of an outage
         while not self._stop.is_set():
             try:
                 with psycopg.connect(
@@ -78,14 +79,16 @@ class Listener:
                         "listener.connected", database=label(self.url), connects=self.connects
                     )
                     self.on_wake()  # what was notified while nobody listened is gone: look now
-                    backoff_s = 0.5
+                    backoff_s, said = 0.5, False
                     self._listen(conn)
             except psycopg.Error as e:
                 self.connected.clear()
                 self.last_error = redact(
                     (str(e).strip().splitlines() or [type(e).__name__])[0], self.url
                 )
-                self.log.warning("listener.lost", error=self.last_error, retry_in_s=backoff_s)
+                if not said:
+                    self.log.warning("listener.lost", error=self.last_error, retry_in_s=backoff_s)
+                    said = True
                 self._stop.wait(backoff_s)
                 backoff_s = min(MAX_BACKOFF_S, backoff_s * 2)
         self.connected.clear()

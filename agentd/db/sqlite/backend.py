@@ -63,6 +63,11 @@ class SQLiteBackend:
     def begin_write(self, conn: Conn) -> None:
         connection.begin_write(_sqlite(conn))
 
+    batch_deadline_s: float | None = None  # a file does not stall like a network peer
+
+    def abort(self, conn: Conn) -> None:
+        _sqlite(conn).interrupt()
+
     def broken(self, conn: Conn) -> bool:
         return False  # a file: an error is the file's, not a lost connection's
 
