@@ -150,6 +150,9 @@ if TYPE_CHECKING:
     from agentd.config.models import (
         TemplateModel as TemplateModel,
     )
+    from agentd.config.models import (
+        call_timeout_s as call_timeout_s,
+    )
     from agentd.config.sources import (
         CHECK_FAILED as CHECK_FAILED,
     )
@@ -195,7 +198,7 @@ _LAZY = {
     "build": "BuildConfig",
     "file": "BUILTIN_ACTIONS Config DaemonConfig McpConfig load parse",
     "models": "AnthropicModel ModelConfig OpenAIModel OtherModel Price RunbookModel ScriptedModel "
-    "TemplateModel",
+    "TemplateModel call_timeout_s",
     "sources": "CHECK_FAILED HEALTHY SOURCE_STATES UNHEALTHY CommandSource FileTailSource HttpSource "
     "McpSource SourceConfig Watch http_url",
 }

@@ -12,13 +12,11 @@ import structlog
 from agentd.config import Config, RunbookModel
 from agentd.config.build import BuildConfig
 from agentd.db import queries as q
-from agentd.errors import ModelError, ModelRejected
 from agentd.harness.menu import MAX_REPLY_CHARS
 from agentd.inner import prompts
 from agentd.llm import ModelReply, ModelRequest
 from agentd.models import JSON, GoalStatus, RunStatus, Step, StepKind, StepStatus
 from agentd.runs.engine import RunDriver
-from agentd.runs.model_calls import MODEL_TIMEOUT_S
 
 log = structlog.get_logger("agentd.build")
 RAW_KEPT = 2000  # characters of an invalid reply kept in its step (the error says what was wrong)
@@ -76,14 +74,7 @@ class BuildCalls(RunDriver):
             attempt=1 + self._retries(), system=system, prompt=text, schema=schema,
             context=context, purpose=purpose, max_tokens=self.bcfg.max_tokens,
         )  # fmt: skip
-        try:
-            async with asyncio.timeout(MODEL_TIMEOUT_S):
-                return await self.deps.models[name].complete(request)
-        except (ModelError, TimeoutError) as e:
-            await self.backoff(e)
-        except ModelRejected as e:
-            await self.finish(RunStatus.FAILED, f"stopped: model {name!r} rejected the call: {e}")
-        return None
+        return await self.call_model(name, request)  # None: parked (retry, or operator)
 
     def _meta(self, reply: ModelReply, kind: StepKind) -> JSON:
         return {

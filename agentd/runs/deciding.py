@@ -11,12 +11,12 @@ import json
 import structlog
 
 from agentd.db import queries as q
-from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected
+from agentd.errors import ModelOutputInvalid
 from agentd.harness import prompt
 from agentd.harness.menu import MAX_REPLY_CHARS, Decision
 from agentd.llm import ModelReply, ModelRequest
 from agentd.models import JSON, GoalStatus, RunStatus, Step, StepKind, StepStatus, Verdict
-from agentd.runs.model_calls import MODEL_TIMEOUT_S, ModelCalls, context_entry
+from agentd.runs.model_calls import ModelCalls, context_entry
 
 log = structlog.get_logger("agentd.engine")
 
@@ -48,17 +48,9 @@ class Deciding(ModelCalls):
         escalating = self._escalating()
         name = (self.agent.escalation_model if escalating else None) or self.agent.model
         request = self._request(decisions + 1)
-        try:
-            async with asyncio.timeout(MODEL_TIMEOUT_S):
-                reply = await self.deps.models[name].complete(request)
-        except (ModelError, TimeoutError) as e:
-            await self.backoff(e)
-            return
-        except ModelRejected as e:  # a refused API key, most often: worth an alert
-            log.warning("llm.rejected", model=name, error=str(e))
-            await self.finish(RunStatus.FAILED, f"stopped: model {name!r} rejected the call: {e}")
-            return
-        await self._record_decision(reply, decisions + 1, escalating)
+        reply = await self.call_model(name, request)
+        if reply is not None:  # else parked: a durable retry, or a question to the operator
+            await self._record_decision(reply, decisions + 1, escalating)
 
     def _accepted_nudge(self) -> ModelReply | None:
         """A run started by accepting a check-in's nudge decides first what the operator
