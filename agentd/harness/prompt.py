@@ -1,4 +1,4 @@
-"""Prompt assembly, pure: a stable prefix (system, goal, menu) first, then the world, then history.
+"""Prompt assembly, pure: a stable prefix (system, goal, menu) first, then history, the world last.
 
 Everything observed (source output, action results, answers, event payloads) enters as JSON inside a
 data block in which `<` is escaped, so no observed text can close the block or pose as instructions.
@@ -87,8 +87,9 @@ def build(
 
     Order matters for provider prompt caching: what is stable across a run's decisions (the
     rules, goal, menu, policy) is the system text, byte-identical from one decision to the next;
-    the prompt holds the world, then the history, bounded — steps already folded into a
-    journaled summary appear only as that summary, and at most 2×history_steps follow it.
+    the prompt holds the history, then the newest world (what changes most, last). History is
+    bounded — steps already folded into a journaled summary appear only as that summary, and
+    at most 2×history_steps follow it.
     """
     stable = [f"# Goal {goal.goal_id}: {goal.title}", f"Why: {goal.why}"]
     if goal.criteria:
@@ -99,11 +100,13 @@ def build(
         stable.append(f"Agent: {agent_description}")
     stable.append("# Menu (choose one)\n" + json.dumps(menu, indent=1, sort_keys=True))
     stable.append(f"# Policy (enforced by the harness, not by you)\n{policy}")
-    parts = ["# World now\n" + quote(world)]
+    # History before the world: a step once journaled renders the same in every later prompt,
+    # so a server's prefix cache keeps matching through it; the world changes every look.
+    parts = ["# This run so far\n" + "\n".join(_history_lines(history, history_steps))]
     parts.append("# Changed since the previous look\n" + (quote(changes) if changes else "nothing"))
     if events:
         parts.append("# Events since the previous look\n" + quote(events))
-    parts.append("# This run so far\n" + "\n".join(_history_lines(history, history_steps)))
+    parts.append("# World now\n" + quote(world))
     if feedback:
         rejected = _tagless(feedback, MAX_FIELD)
         parts.append(f"# Your previous reply was rejected\n{rejected}\nReply again, validly.")

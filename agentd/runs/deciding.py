@@ -16,7 +16,7 @@ from agentd.harness import prompt
 from agentd.harness.menu import MAX_REPLY_CHARS, Decision
 from agentd.llm import ModelReply, ModelRequest
 from agentd.models import JSON, GoalStatus, RunStatus, Step, StepKind, StepStatus, Verdict
-from agentd.runs.model_calls import ModelCalls, context_entry
+from agentd.runs.model_calls import ModelCalls, context_entry, context_room, estimate_tokens
 
 log = structlog.get_logger("agentd.engine")
 
@@ -47,7 +47,7 @@ class Deciding(ModelCalls):
             return  # the SUMMARIZE step is journaled; the next advance decides
         escalating = self._escalating()
         name = (self.agent.escalation_model if escalating else None) or self.agent.model
-        request = self._request(decisions + 1)
+        request = self._request(decisions + 1, name)
         reply = await self.call_model(name, request)
         if reply is not None:  # else parked: a durable retry, or a question to the operator
             await self._record_decision(reply, decisions + 1, escalating)
@@ -72,25 +72,16 @@ class Deciding(ModelCalls):
             return True
         return any(s.kind == StepKind.CHECK and s.verdict == Verdict.DENY for s in self.steps[-3:])
 
-    def _request(self, decision_no: int) -> ModelRequest:
-        last = self.steps[-1]
-        feedback = last.data.get("error") if last.kind == StepKind.DECIDE else None
-        system, text = prompt.build(
-            goal=self.goal,
-            agent_description=self.agent.description,
-            menu=self.menu.describe(),
-            policy=prompt.describe_policy(
-                dict(self.agent.policy.rules),
-                self.agent.policy.default,
-                dict(self.agent.policy.max_per_hour),
-            ),
-            world=self.world,
-            changes=self.changes,
-            events=self._recent_events(),
-            history=self.steps,
-            history_steps=self.agent.limits.history_steps,
-            feedback=feedback,
-        )
+    def _request(self, decision_no: int, name: str) -> ModelRequest:
+        """The decision's request, its history cut until it fits the model's context_tokens
+        (with room for the reply): a small local model's 4k context fills in a few steps."""
+        window = self.agent.limits.history_steps
+        room = context_room(self.deps.config.models.get(name))
+        while True:
+            system, text = self._prompt(window)
+            if room is None or window <= 1 or estimate_tokens(system + text) <= room:
+                break
+            window //= 2
         return ModelRequest(
             run_id=self.run_id,
             goal_id=self.goal_id,
@@ -107,6 +98,26 @@ class Deciding(ModelCalls):
                 "events": self._recent_events(),
                 "history": [context_entry(s) for s in self.steps],
             },
+        )
+
+    def _prompt(self, history_steps: int) -> tuple[str, str]:
+        last = self.steps[-1]
+        feedback = last.data.get("error") if last.kind == StepKind.DECIDE else None
+        return prompt.build(
+            goal=self.goal,
+            agent_description=self.agent.description,
+            menu=self.menu.describe(),
+            policy=prompt.describe_policy(
+                dict(self.agent.policy.rules),
+                self.agent.policy.default,
+                dict(self.agent.policy.max_per_hour),
+            ),
+            world=self.world,
+            changes=self.changes,
+            events=self._recent_events(),
+            history=self.steps,
+            history_steps=history_steps,
+            feedback=feedback,
         )
 
     async def _record_decision(self, reply: ModelReply, decision_no: int, escalated: bool) -> None:

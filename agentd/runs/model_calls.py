@@ -185,6 +185,24 @@ class ModelCalls(RunJournal):
         )
 
 
+CHARS_PER_TOKEN = 3  # a cautious average for English and JSON (real tokenizers: 3–4.5)
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens a text takes, estimated (no tokenizer for every server's model)."""
+    return len(text) // CHARS_PER_TOKEN + 1
+
+
+def context_room(cfg: object, reply_tokens: int | None = None) -> int | None:
+    """Prompt tokens that fit a model's context_tokens with room for its reply (None: unknown).
+    The schema and the chat template take their share too: a tenth of the context is kept."""
+    context = getattr(cfg, "context_tokens", None)
+    if not isinstance(context, int):
+        return None
+    reply = reply_tokens if reply_tokens is not None else int(getattr(cfg, "max_tokens", 0) or 0)
+    return max(context - reply - context // 10, context // 4)
+
+
 def _summary_text(raw: str) -> str:
     """The summary from a reply: JSON {"summary": ...} when valid, else the text itself."""
     try:  # bounded like decisions: a hostile summary reply is just text, never an error
