@@ -45,6 +45,9 @@ class Limits(_Strict):
     # Notices and questions one run may post: at most this many per hour, and none that says
     # nearly what one of its earlier ones said (a dumb model repeats itself in other words).
     max_notices_per_hour: int = Field(3, ge=1)
+    # A run that finishes "succeeded" while the state that started it still holds is recorded
+    # as an unconfirmed success (failed); the watch starts a new run this long after.
+    unconfirmed_cooldown_s: float = Field(300.0, ge=0)
 
 
 class Budget(_Strict):

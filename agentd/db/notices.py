@@ -17,12 +17,12 @@ def open_item_titled(c: Conn, rule: str, title: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def posted_by_run(c: Conn, run_id: int, since: float) -> list[str]:
-    """Titles and bodies of the notices and questions a run posted since a time, oldest first
-    (approvals are the harness's, never limited)."""
+def posted_by_run(c: Conn, run_id: int) -> list[tuple[float, str]]:
+    """(when, title and body) of the notices and questions a run posted, oldest first —
+    those its actions posted (approvals and the harness's own notices are never limited)."""
     rows = c.execute(
-        "SELECT title, body FROM inbox WHERE run_id = ? AND kind IN ('notice', 'question')"
-        " AND created_at >= ? ORDER BY item_id",
-        (run_id, since),
+        "SELECT created_at, title, body FROM inbox WHERE run_id = ? AND seq IS NOT NULL"
+        " AND kind IN ('notice', 'question') AND coalesce(rule, '') = '' ORDER BY item_id",
+        (run_id,),
     ).fetchall()
-    return [f"{r[0]} {r[1] or ''}" for r in rows]
+    return [(float(r[0]), f"{r[1]} {r[2] or ''}") for r in rows]
