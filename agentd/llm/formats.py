@@ -57,7 +57,7 @@ _FORMAT = re.compile(r"response_format|json_schema|json_object", re.IGNORECASE)
 # A validation error about the request body: FastAPI/pydantic locations and messages.
 _REQUEST_FIELD = re.compile(
     r"'body'|\bbody\.|validation error|literal_error|Input should be|Field required"
-    r"|extra_forbidden|unrecognized (request )?argument|invalid_request_error|\bmessages\b"
+    r"|extra_forbidden|unrecognized (request )?argument|invalid_request_error"
     r"|max_(completion_)?tokens",
     re.IGNORECASE,
 )

@@ -183,7 +183,7 @@ class OpenAIProvider:
             return ModelError(f"{where}: no reply within {self.cfg.timeout_s:g} s", timed_out=True)
         if isinstance(e, openai.APIConnectionError):  # APITimeoutError included
             timed_out = isinstance(e, openai.APITimeoutError)
-            kind = f"no reply within {self.cfg.timeout_s:g} s" if timed_out else "connection failed"
+            kind = f"timed out after {self.cfg.timeout_s:g} s" if timed_out else "connection failed"
             return ModelError(f"{where}: {kind}", timed_out=timed_out)
         if not isinstance(e, openai.APIStatusError):
             return ModelError(f"{where}: unexpected response ({type(e).__name__})")
