@@ -135,9 +135,9 @@ class ModelCalls(RunJournal):
         delay = min(limits.retry_max_s, max(hint or 0.0, base))
         log.warning("llm.failed", error=message, retry_in_s=round(delay, 2), attempt=attempt)
         wait: JSON = {"kind": "timer", "why": "model_retry", "error": message, "attempt": attempt}
-        if request is not None and (
-            isinstance(err, TimeoutError) or getattr(err, "timed_out", False)
-        ):
+        # Only the provider's own timeout says the request went out (a call still waiting for
+        # its turn at a busy local server was never served, and costs nothing).
+        if request is not None and getattr(err, "timed_out", False):
             model = getattr(self.deps.config.models.get(name), "model", name)
             estimate = (len(request.system) + len(request.prompt)) // 4
             wait["abandoned"] = {"model": model, "tokens_in_est": estimate}
