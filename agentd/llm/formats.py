@@ -2,9 +2,9 @@
 structured-output modes (in probing order), the request body of each, and the reading of an error
 body as an outage to retry or a refusal for the operator (with its cause and its fix).
 
-Recorded refusals this reads (see tests/llm/recorded/): llama-cpp-python answers an unknown
+Refusals this reads (tests/fixtures/llama_cpp_python/): llama-cpp-python 0.3 answers an unknown
 `response_format.type` with HTTP 500 and a validation error naming the field; a prompt past the
-context with HTTP 400 "This model's maximum context length is N tokens…".
+context with HTTP 400 "This model's maximum context length is N tokens…" (llama_cpp/server/errors.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""A local OpenAI-compatible server's real answers (llama-cpp-python 0.3 serving SmolLM2-135M,
-recorded in tests/fixtures/llama_cpp_python/) through the OpenAI SDK's HTTP layer: the
+"""A local OpenAI-compatible server's answers (llama-cpp-python 0.3.36's shapes, in
+tests/fixtures/llama_cpp_python/: the bodies its server/errors.py builds for a request validation
+error and a context overflow, and a completion whose content holds a raw newline — rebuilt from its
+source; replace them with live recordings when a server is at hand) through the OpenAI SDK's HTTP
+layer: the
 structured-output probe, refusals read by meaning, the concurrency limit, and the schema a
 grammar can enforce."""
 
