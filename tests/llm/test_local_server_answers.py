@@ -1,8 +1,7 @@
-"""A local OpenAI-compatible server's answers (llama-cpp-python 0.3.36's shapes, in
-tests/fixtures/llama_cpp_python/: the bodies its server/errors.py builds for a request validation
-error and a context overflow, and a completion whose content holds a raw newline — rebuilt from its
-source; replace them with live recordings when a server is at hand) through the OpenAI SDK's HTTP
-layer: the
+"""A local OpenAI-compatible server's answers (llama-cpp-python 0.3.36 serving SmolLM2-135M, in
+tests/fixtures/llama_cpp_python/: the HTTP 500 naming `response_format.type` and the HTTP 400
+context overflow recorded from the live server; the completion with a raw newline in a string is
+its shape with such a content) through the OpenAI SDK's HTTP layer: the
 structured-output probe, refusals read by meaning, the concurrency limit, and the schema a
 grammar can enforce."""
 
@@ -159,9 +158,9 @@ async def test_a_context_overflow_names_the_context_and_the_setting(
     provider, _ = make(lambda r: httpx2.Response(400, json=overflow))
     with pytest.raises(ModelRejected) as refused:
         await provider.complete(request_)
-    assert refused.value.reason == "context" and refused.value.context_tokens == 2048
-    assert "2048-token context" in str(refused.value)
-    assert "models.local.context_tokens = 2048" in refused.value.fix
+    assert refused.value.reason == "context" and refused.value.context_tokens == 4096
+    assert "4096-token context" in str(refused.value)
+    assert "models.local.context_tokens = 4096" in refused.value.fix
 
 
 async def test_an_unknown_model_is_a_refusal_naming_the_model_setting(
