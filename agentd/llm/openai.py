@@ -238,6 +238,10 @@ _KEEP = {
 }  # fmt: skip
 # Kept for compatible servers (their grammar converters enforce them); hints for OpenAI's API.
 _LENGTHS = frozenset({"maxLength", "minLength"})
+# …up to this length: llama.cpp's converter spells maxLength N as N nested optional characters,
+# and llama-cpp-python 0.3 fails to parse the grammar of a 4,000-character limit (and then drops
+# the connection). A longer limit stays a hint; agentd's validation enforces it.
+GRAMMAR_MAX_LENGTH = 300
 _DROP = {"default", "examples", "$schema", "discriminator", "const", "oneOf", "allOf"}
 _FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 
@@ -289,6 +293,8 @@ def _strict(node: Any, keep: frozenset[str] | set[str]) -> Any:
                 if key == "$defs"
                 else _strict(value, keep)
             )
+        elif key in _LENGTHS and isinstance(value, int) and value > GRAMMAR_MAX_LENGTH:
+            hints[key] = value
         elif key in keep:
             out[key] = value
         elif key not in _DROP:

@@ -213,10 +213,21 @@ def test_a_reply_with_a_raw_newline_inside_a_string_parses(menu: Menu) -> None:
     assert decision.action == "restart" and "\n" in decision.reason
 
 
-def test_a_local_schema_keeps_max_length_for_the_grammar(menu: Menu) -> None:
-    local = strict_schema(menu.schema(), keep_lengths=True)
-    notify = local["$defs"]["Notify"]["properties"]["message"]
-    assert notify["maxLength"] == 4000
+def test_a_local_schema_keeps_a_short_max_length_for_the_grammar() -> None:
+    """A short limit is kept for the server's grammar; a long one (llama-cpp-python failed to parse
+    the grammar of maxLength 4000 and dropped the connection, live) stays a hint."""
+    raw = {
+        "type": "object",
+        "properties": {
+            "unit": {"type": "string", "maxLength": 80},
+            "message": {"type": "string", "maxLength": 4000},
+        },
+    }
+    local = strict_schema(raw, keep_lengths=True)["properties"]
+    assert local["unit"]["maxLength"] == 80
+    assert (
+        "maxLength" not in local["message"] and "maxLength: 4000" in local["message"]["description"]
+    )
 
 
 def test_sleep_is_two_variants_each_with_its_field_required(menu: Menu) -> None:
