@@ -82,6 +82,7 @@ def build(
     history_steps: int,
     feedback: str | None = None,
     events: list[dict[str, Any]] | None = None,
+    fit_chars: int | None = None,
 ) -> tuple[str, str]:
     """(system, prompt) for one decision.
 
@@ -90,6 +91,10 @@ def build(
     the prompt holds the history, then the newest world (what changes most, last). History is
     bounded — steps already folded into a journaled summary appear only as that summary, and
     at most 2×history_steps follow it.
+
+    `fit_chars` (a small model's context, in characters) makes a prompt that is still too long
+    compact: the menu as dense JSON, then the world, changes and events cut inside their blocks
+    to what is left — a 135M model's first decision must not take minutes to read.
     """
     stable = [f"# Goal {goal.goal_id}: {goal.title}", f"Why: {goal.why}"]
     if goal.criteria:
@@ -98,19 +103,44 @@ def build(
         stable.append(f"Deadline: {goal.deadline.isoformat()}")
     if agent_description:
         stable.append(f"Agent: {agent_description}")
-    stable.append("# Menu (choose one)\n" + json.dumps(menu, indent=1, sort_keys=True))
+    compact = fit_chars is not None
+    menu_text = json.dumps(menu, sort_keys=True, **(_dense() if compact else {"indent": 1}))
+    stable.append("# Menu (choose one)\n" + menu_text)
     stable.append(f"# Policy (enforced by the harness, not by you)\n{policy}")
     # History before the world: a step once journaled renders the same in every later prompt,
     # so a server's prefix cache keeps matching through it; the world changes every look.
-    parts = ["# This run so far\n" + "\n".join(_history_lines(history, history_steps))]
-    parts.append("# Changed since the previous look\n" + (quote(changes) if changes else "nothing"))
-    if events:
-        parts.append("# Events since the previous look\n" + quote(events))
-    parts.append("# World now\n" + quote(world))
+    system = "\n\n".join([SYSTEM, *stable])
+    head = ["# This run so far\n" + "\n".join(_history_lines(history, history_steps))]
+    tail: list[str] = []
     if feedback:
         rejected = _tagless(feedback, MAX_FIELD)
-        parts.append(f"# Your previous reply was rejected\n{rejected}\nReply again, validly.")
-    return "\n\n".join([SYSTEM, *stable]), "\n\n".join(parts)
+        tail.append(f"# Your previous reply was rejected\n{rejected}\nReply again, validly.")
+    limit = None  # what each observed block may take when the prompt must fit fit_chars
+    if fit_chars is not None:
+        fixed = len(system) + sum(len(t) + 2 for t in head + tail) + 200  # headings and tags
+        limit = max(MIN_OBSERVED, (fit_chars - fixed) // (3 if events else 2))
+    parts = [*head, "# Changed since the previous look\n"]
+    parts[-1] += _dense_quote(changes, limit) if changes else "nothing"
+    if events:
+        parts.append("# Events since the previous look\n" + _dense_quote(events, limit))
+    parts.append("# World now\n" + _dense_quote(world, limit))
+    return system, "\n\n".join(parts + tail)
+
+
+MIN_OBSERVED = 300  # characters an observed block keeps however small the context
+
+
+def _dense() -> dict[str, Any]:
+    return {"separators": (",", ":")}
+
+
+def _dense_quote(value: Any, limit: int | None) -> str:
+    """`quote`, or with a budget: dense JSON cut to `limit` characters inside the block."""
+    if limit is None:
+        return quote(value)
+    body = json.dumps(capped(value), ensure_ascii=False, sort_keys=True, default=str, **_dense())
+    body = (body if len(body) <= limit else body[:limit] + "…").replace("<", "\\u003c")
+    return f"<data>{body}</data>"
 
 
 def _history_lines(history: list[Step], history_steps: int) -> list[str]:

@@ -16,7 +16,13 @@ from agentd.harness import prompt
 from agentd.harness.menu import MAX_REPLY_CHARS, Decision
 from agentd.llm import ModelReply, ModelRequest
 from agentd.models import JSON, GoalStatus, RunStatus, Step, StepKind, StepStatus, Verdict
-from agentd.runs.model_calls import ModelCalls, context_entry, context_room, estimate_tokens
+from agentd.runs.model_calls import (
+    CHARS_PER_TOKEN,
+    ModelCalls,
+    context_entry,
+    context_room,
+    estimate_tokens,
+)
 
 log = structlog.get_logger("agentd.engine")
 
@@ -74,12 +80,16 @@ class Deciding(ModelCalls):
 
     def _request(self, decision_no: int, name: str) -> ModelRequest:
         """The decision's request, its history cut until it fits the model's context_tokens
-        (with room for the reply): a small local model's 4k context fills in a few steps."""
+        (with room for the reply): a small local model's 4k context fills in a few steps. Still
+        too long at one step, the prompt is made compact (dense menu, world cut to the room)."""
         window = self.agent.limits.history_steps
         room = context_room(self.deps.config.models.get(name))
         while True:
             system, text = self._prompt(window)
-            if room is None or window <= 1 or estimate_tokens(system + text) <= room:
+            if room is None or estimate_tokens(system + text) <= room:
+                break
+            if window <= 1:
+                system, text = self._prompt(window, fit_chars=room * CHARS_PER_TOKEN)
                 break
             window //= 2
         return ModelRequest(
@@ -100,7 +110,7 @@ class Deciding(ModelCalls):
             },
         )
 
-    def _prompt(self, history_steps: int) -> tuple[str, str]:
+    def _prompt(self, history_steps: int, fit_chars: int | None = None) -> tuple[str, str]:
         last = self.steps[-1]
         feedback = last.data.get("error") if last.kind == StepKind.DECIDE else None
         return prompt.build(
@@ -118,6 +128,7 @@ class Deciding(ModelCalls):
             history=self.steps,
             history_steps=history_steps,
             feedback=feedback,
+            fit_chars=fit_chars,
         )
 
     async def _record_decision(self, reply: ModelReply, decision_no: int, escalated: bool) -> None:
