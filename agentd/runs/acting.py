@@ -291,9 +291,10 @@ class RunJournal:
         if cfg.type == "finish":
             status = RunStatus.SUCCEEDED if args["outcome"] == "succeeded" else RunStatus.FAILED
             summary = args["summary"]
-            # A claimed success is checked against the world that started the run.
+            # A claimed success is checked against the world that started the run, looked at
+            # again now (the last look may predate a slow decision and the world's recovery).
             if status == RunStatus.SUCCEEDED and (
-                holds := claims.trigger_holds(self.steps, self.world)
+                holds := await claims.still_holds(self.steps, self.world, self.deps.sources)
             ):
                 status, summary = (
                     RunStatus.FAILED,

@@ -7,11 +7,12 @@ notices and questions one run posts are limited by rate and by near-duplicate te
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from agentd.db import meta, notices, stamp
 from agentd.models import JSON, Step, StepKind
-from agentd.sources import state_of
+from agentd.sources import Source, observe_all, state_of
 
 # Two texts whose word sets overlap this much say the same thing (Jaccard similarity).
 NEAR_DUPLICATE = 0.6
@@ -31,6 +32,19 @@ def trigger_holds(steps: list[Step], world: JSON) -> str | None:
     if not isinstance(obs, dict) or state is None or state_of(obs) != state:
         return None
     return f"{source} is still {state} (the trigger {trigger[6:]} holds)"
+
+
+async def still_holds(steps: list[Step], world: JSON, sources: Mapping[str, Source]) -> str | None:
+    """`trigger_holds`, confirmed by a fresh look at the trigger's source: the run's last look
+    may be minutes old (a slow model's decision, a retry, a wait for the operator), and a world
+    that recovered since makes the claimed success a real one."""
+    if trigger_holds(steps, world) is None:
+        return None
+    start = next((s.data for s in steps if s.kind == StepKind.START), {})
+    source = sources.get(str((start.get("data") or {}).get("source")))
+    if source is None:  # no longer configured: the last look is all there is
+        return trigger_holds(steps, world)
+    return trigger_holds(steps, {**world, **await observe_all([source])})
 
 
 def cool_down(c: Any, goal_id: int, steps: list[Step], until: float) -> None:
