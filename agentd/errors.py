@@ -72,14 +72,36 @@ class ModelError(AgentdError):
     `retry_after_s` is the provider's hint, if any; the engine turns it into a durable wake time.
     """
 
-    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after_s: float | None = None, timed_out: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.timed_out = timed_out  # the call was abandoned: the server may have served it
 
 
 class ModelRejected(AgentdError):
-    """The provider refused the request in a way retrying cannot fix (authentication, a bad
-    request): the run stops, visibly, with an inbox notice — no retry storm."""
+    """The provider refused the request in a way retrying cannot fix (authentication, an unknown
+    model, an invalid request, a prompt past the context): the run stops retrying and waits for
+    the operator, who gets one inbox item naming the cause and the fix — no retry storm.
+
+    `reason` is "auth", "model", "request", "format" or "context"; `cause` what the server said;
+    `fix` what to change; `context_tokens` the server's context when its message names it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str = "request",
+        cause: str = "",
+        fix: str = "",
+        context_tokens: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.cause = cause or message
+        self.fix = fix
+        self.context_tokens = context_tokens
 
 
 class ModelOutputInvalid(AgentdError):

@@ -373,12 +373,17 @@ def _source_check(name: str, obs: Any) -> Check:
     return Check(label, True, f"looked once: {detail}")
 
 
-async def ping(cfg: Config, timeout_s: float = 30.0) -> list[Check]:
+async def ping(cfg: Config, timeout_s: float | None = None) -> list[Check]:
     """Ask every configured model, concurrently, for a tiny reply (a summary request: it costs
-    a few tokens and consumes no scripted decision). Reports latency, or the provider's error
-    without secrets — naming the URL when the connection failed."""
+    a few tokens and consumes no scripted decision), each within its own timeout_s unless one
+    is given. Reports latency and the structured-output mode the server accepted, or the
+    provider's error without secrets — naming the URL when the connection failed."""
     names = list(cfg.models)
-    return list(await asyncio.gather(*(_ping_one(n, cfg.models[n], timeout_s) for n in names)))
+
+    def limit(n: str) -> float:
+        return timeout_s if timeout_s is not None else config.call_timeout_s(cfg.models[n])
+
+    return list(await asyncio.gather(*(_ping_one(n, cfg.models[n], limit(n)) for n in names)))
 
 
 async def _ping_one(name: str, model_cfg: ModelConfig, timeout_s: float) -> Check:
@@ -404,7 +409,9 @@ async def _ping_one(name: str, model_cfg: ModelConfig, timeout_s: float) -> Chec
         if closing is not None:
             await closing()
     ms = (time.monotonic() - started) * 1000
-    return Check(label, True, f"{reply.model} answered in {ms:.0f} ms")
+    mode = getattr(model, "structured_output", None)
+    accepted = f" (structured output: {mode})" if mode else ""
+    return Check(label, True, f"{reply.model} answered in {ms:.0f} ms{accepted}")
 
 
 def _at(model_cfg: ModelConfig) -> str:

@@ -162,6 +162,9 @@ if TYPE_CHECKING:
     from agentd.config.models import (
         TemplateModel as TemplateModel,
     )
+    from agentd.config.models import (
+        call_timeout_s as call_timeout_s,
+    )
     from agentd.config.promql import (
         PrometheusSource as PrometheusSource,
     )
@@ -222,7 +225,7 @@ _LAZY = {
     "mail": "ImapSource MailFlagAction MailMoveAction MailReplyAction",
     "file": "BUILTIN_ACTIONS Config DaemonConfig McpConfig load parse",
     "models": "AnthropicModel ModelConfig OpenAIModel OtherModel Price RunbookModel ScriptedModel "
-    "TemplateModel",
+    "TemplateModel call_timeout_s",
     "sources": "CHECK_FAILED HEALTHY SOURCE_STATES UNHEALTHY CommandSource FileTailSource HttpSource "
     "McpSource SourceConfig Watch http_url",
 }

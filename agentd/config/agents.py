@@ -45,6 +45,15 @@ class Limits(_Strict):
     history_steps: int = Field(30, ge=1)
     retry_base_s: float = Field(5.0, gt=0)
     retry_max_s: float = Field(600.0, gt=0)
+    # Failed model calls in a row (outage, timeout) before a run or build stops retrying and
+    # asks the operator, like a refused request does at once.
+    max_model_retries: int = Field(6, ge=1)
+    # Notices and questions one run may post: at most this many per hour, and none that says
+    # nearly what one of its earlier ones said (a dumb model repeats itself in other words).
+    max_notices_per_hour: int = Field(3, ge=1)
+    # A run that finishes "succeeded" while the state that started it still holds is recorded
+    # as an unconfirmed success (failed); the watch starts a new run this long after.
+    unconfirmed_cooldown_s: float = Field(300.0, ge=0)
 
 
 class Budget(_Strict):

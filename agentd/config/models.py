@@ -65,10 +65,31 @@ class OpenAIModel(Strict):
     api_key_env: str | None = None  # required for OpenAI's API; a local server may need none
     base_url: str | None = None  # an OpenAI-compatible server, e.g. "http://127.0.0.1:8000/v1"
     max_tokens: int = Field(1024, ge=1)
-    timeout_s: float = Field(60.0, gt=0)
+    timeout_s: float = Field(60.0, gt=0)  # the whole call, however long: no hidden ceiling
+    # How the menu's schema reaches the server: "json_schema" (OpenAI, vLLM, llama.cpp's
+    # llama-server, Ollama), "json_object" with the schema beside it (llama-cpp-python), or
+    # "prompt" (the schema in the system text; agentd's validation the only gate). "auto" tries
+    # them in that order on the first call and remembers what the server accepted.
+    structured_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
+    # The server's context window in tokens: prompts are built to fit it (with room for
+    # max_tokens), and an overflow names it. None: unknown (OpenAI's models are large).
+    context_tokens: int | None = Field(None, ge=256)
+    # Calls in flight at once to this model; None: 1 for a local server (a CPU or one GPU
+    # computes one reply at a time, and a retry after a timeout must not queue behind the
+    # abandoned call), unbounded for a hosted API.
+    concurrency: int | None = Field(None, ge=1)
 
     _api_key_env_is_a_name = field_validator("api_key_env")(_variable_name)
     _base_url_is_requestable = field_validator("base_url")(http_url)
+
+    @property
+    def local(self) -> bool:
+        """Whether base_url names this machine or a private network (a local server)."""
+        return is_local_url(self.base_url)
+
+    @property
+    def max_in_flight(self) -> int | None:
+        return self.concurrency if self.concurrency is not None else (1 if self.local else None)
 
     @model_validator(mode="after")
     def _key_or_local_server(self) -> OpenAIModel:
@@ -82,6 +103,34 @@ class OpenAIModel(Strict):
 
 # The providers that call a vendor over the network and need a key (doctor checks them).
 OtherModel = AnthropicModel | OpenAIModel
+
+# What the loops allow a model without its own timeout_s (scripted, runbook, template): they
+# answer at once, so this only bounds a fake that hangs.
+EMBEDDED_TIMEOUT_S = 120.0
+
+
+def call_timeout_s(cfg: object) -> float:
+    """The wall time a loop allows one call to this model: its own timeout_s (plus a second, so
+    the provider's timeout, which says what happened, fires first) — no hidden ceiling."""
+    own = getattr(cfg, "timeout_s", None)
+    return float(own) + 1.0 if isinstance(own, int | float) else EMBEDDED_TIMEOUT_S
+
+
+def is_local_url(url: str | None) -> bool:
+    """Whether an http(s) URL names loopback, a private network or a .local/.lan host."""
+    if not url:
+        return False
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    if host in ("localhost", "host.docker.internal") or host.endswith((".local", ".lan")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 class RunbookModel(Strict):

@@ -17,13 +17,13 @@ import structlog
 
 from agentd.config import Config
 from agentd.db import items as qi
-from agentd.db import leases, meta
+from agentd.db import leases, meta, stamp
 from agentd.db import queries as q
 from agentd.db import transitions as qt
 from agentd.db import waits as qw
 from agentd.db import world as worlds
 from agentd.models import JSON, InboxStatus
-from agentd.runs import control
+from agentd.runs import claims, control
 from agentd.runs.deps import LEASE_S
 from agentd.sources import episode_key, state_changes, state_of, transitions
 
@@ -136,7 +136,9 @@ def due(c: Any, plan: Mapping[str, list[StateTrigger]], fresh: set[str]) -> list
             if obs is None or state_of(obs) != on.state:
                 continue
             episode = episode_key(on.watcher, on.source, obs)
-            if meta.get_meta(c, _episode_mark(goal.goal_id, on.trigger)) != episode:
+            mark = meta.get_meta(c, _episode_mark(goal.goal_id, on.trigger))
+            # A run's unconfirmed success leaves a cool-down: then the episode is due again.
+            if mark != episode and not claims.cooling(mark, stamp.now(c)):
                 due.append(Due(goal.goal_id, goal.agent, on, episode, obs))
     return due
 

@@ -32,19 +32,28 @@ def goal_spend(c: Conn, goal_id: int, since: float = 0.0) -> JSON:
 
 def usage(c: Conn, since: float = 0.0) -> list[JSON]:
     """Model calls summed by goal, model and UTC day — runs' decisions and summaries, and
-    check-ins (a re-asked check-in counts its calls): what `agentd usage` shows."""
+    check-ins (a re-asked check-in counts its calls), and calls abandoned on their timeout:
+    what `agentd usage` shows."""
     d = c.dialect
-    model = d.jtext("s.data", "model")
+    # A call abandoned on its timeout (a model_retry WAIT step with `abandoned`) counts as a
+    # call: the server may have served it. Its prompt tokens are an estimate.
+    abandoned = d.jtext("s.data", "abandoned.model")
+    model = f"coalesce({d.jtext('s.data', 'model')}, {abandoned})"
+    tokens_in = (
+        f"CASE WHEN s.kind = 'wait' THEN coalesce({d.jint('s.data', 'abandoned.tokens_in_est')}, 0)"
+        " ELSE s.tokens_in END"
+    )
     # The unknown model's name is a parameter: a `?` inside a literal would read as a placeholder
     # to a connection that rewrites them (PostgreSQL's), and so would the `%` of LIKE's pattern.
     rows = c.execute(
         "SELECT goal_id, model, day, sum(calls), sum(tin), sum(tout), sum(cached), sum(usd) FROM ("
         f" SELECT r.goal_id, coalesce({model}, ?) AS model,"
-        f" {d.day_of('s.created_at')} AS day, 1 AS calls, s.tokens_in AS tin,"
+        f" {d.day_of('s.created_at')} AS day, 1 AS calls, {tokens_in} AS tin,"
         f" s.tokens_out AS tout, coalesce({d.jint('s.data', 'tokens_cached')}, 0) AS cached,"
         f" coalesce({d.jnum('s.data', 'cost_usd')}, 0.0) AS usd"
         " FROM steps s JOIN runs r ON r.run_id = s.run_id"
-        " WHERE s.kind IN ('decide', 'summarize', 'plan', 'generate', 'judge')"
+        " WHERE (s.kind IN ('decide', 'summarize', 'plan', 'generate', 'judge')"
+        f" OR (s.kind = 'wait' AND {abandoned} IS NOT NULL))"
         " AND s.created_at >= ?"
         f" AND coalesce({model}, '') NOT LIKE ?"
         f" UNION ALL SELECT goal_id, model, {d.day_of('fired_at')}, {calls_of(d)},"

@@ -70,7 +70,29 @@ class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _sleep_variants(schema: dict[str, Any]) -> None:
+    """`sleep`'s schema as two variants, {seconds} or {until}, each with its field required and
+    not nullable: "exactly one of" in a form grammar converters enforce (two optional nullable
+    fields let a constrained model write both null). Validation stays _SleepArgs' own."""
+    props = schema.pop("properties", {})
+    schema.pop("required", None)
+    schema.pop("type", None)
+    schema.pop("additionalProperties", None)
+    kind = props.get("kind", {})
+    variants = []
+    for name, spec in (("seconds", {"type": "number", "exclusiveMinimum": 0}),
+                       ("until", {"type": "string", "format": "date-time"})):  # fmt: skip
+        field = {**spec, "description": (props.get(name) or {}).get("description", name)}
+        variants.append({
+            "type": "object", "properties": {"kind": kind, name: field},
+            "required": ["kind", name], "additionalProperties": False,
+        })  # fmt: skip
+    schema["anyOf"] = variants
+
+
 class _SleepArgs(_Closed):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_sleep_variants)
+
     seconds: float | None = Field(None, gt=0, description="how long to sleep")
     until: datetime | None = Field(None, description="or: an ISO 8601 time with offset")
 
@@ -303,8 +325,14 @@ def _load(raw: str) -> Any:
             f"reply nests more than {_MAX_DEPTH} levels deep; answer with one flat JSON object"
         )
     try:
+        # strict=False: a raw newline or tab inside a string (small models write them, and a
+        # grammar-constrained server lets them through) is read as that character.
         data = json.loads(
-            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_no_constant
+            text,
+            strict=False,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_no_constant,
         )
     except json.JSONDecodeError as e:
         raise ModelOutputInvalid(f"reply is not valid JSON ({e.msg} at char {e.pos})") from None

@@ -1,4 +1,4 @@
-"""Prompt assembly, pure: a stable prefix (system, goal, menu) first, then the world, then history.
+"""Prompt assembly, pure: a stable prefix (system, goal, menu) first, then history, the world last.
 
 Everything observed (source output, action results, answers, event payloads) enters as JSON inside a
 data block in which `<` is escaped, so no observed text can close the block or pose as instructions.
@@ -84,13 +84,19 @@ def build(
     feedback: str | None = None,
     events: list[dict[str, Any]] | None = None,
     started_by: dict[str, Any] | None = None,
+    fit_chars: int | None = None,
 ) -> tuple[str, str]:
     """(system, prompt) for one decision.
 
     Order matters for provider prompt caching: what is stable across a run's decisions (the
     rules, goal, menu, policy) is the system text, byte-identical from one decision to the next;
-    the prompt holds the world, then the history, bounded — steps already folded into a
-    journaled summary appear only as that summary, and at most 2×history_steps follow it.
+    the prompt holds the history, then the newest world (what changes most, last). History is
+    bounded — steps already folded into a journaled summary appear only as that summary, and
+    at most 2×history_steps follow it.
+
+    `fit_chars` (a small model's context, in characters) makes a prompt that is still too long
+    compact: the menu as dense JSON, then the world, changes and events cut inside their blocks
+    to what is left — a 135M model's first decision must not take minutes to read.
     """
     stable = [f"# Goal {goal.goal_id}: {goal.title}", f"Why: {goal.why}"]
     if goal.criteria:
@@ -99,20 +105,48 @@ def build(
         stable.append(f"Deadline: {goal.deadline.isoformat()}")
     if agent_description:
         stable.append(f"Agent: {agent_description}")
-    stable.append("# Menu (choose one)\n" + json.dumps(menu, indent=1, sort_keys=True))
+    compact = fit_chars is not None
+    menu_text = json.dumps(menu, sort_keys=True, **(_dense() if compact else {"indent": 1}))
+    stable.append("# Menu (choose one)\n" + menu_text)
     stable.append(f"# Policy (enforced by the harness, not by you)\n{policy}")
-    parts = []
-    if started_by:  # an alert, a webhook, `event send`: a sender's data, quoted like a log line
-        parts.append("# The event that started this run\n" + quote(started_by, STARTED_BY_CHARS))
-    parts.append("# World now\n" + quote(world))
-    parts.append("# Changed since the previous look\n" + (quote(changes) if changes else "nothing"))
-    if events:
-        parts.append("# Events since the previous look\n" + quote(events))
-    parts.append("# This run so far\n" + "\n".join(_history_lines(history, history_steps)))
+    # History before the world: a step once journaled renders the same in every later prompt,
+    # so a server's prefix cache keeps matching through it; the world changes every look. So does
+    # the event that started the run (an alert, a webhook): a sender's data, quoted like a log line.
+    system = "\n\n".join([SYSTEM, *stable])
+    head = []
+    if started_by:
+        head.append("# The event that started this run\n" + quote(started_by, STARTED_BY_CHARS))
+    head.append("# This run so far\n" + "\n".join(_history_lines(history, history_steps)))
+    tail: list[str] = []
     if feedback:
         rejected = _tagless(feedback, MAX_FIELD)
-        parts.append(f"# Your previous reply was rejected\n{rejected}\nReply again, validly.")
-    return "\n\n".join([SYSTEM, *stable]), "\n\n".join(parts)
+        tail.append(f"# Your previous reply was rejected\n{rejected}\nReply again, validly.")
+    limit = None  # what each observed block may take when the prompt must fit fit_chars
+    if fit_chars is not None:
+        fixed = len(system) + sum(len(t) + 2 for t in head + tail) + 200  # headings and tags
+        limit = max(MIN_OBSERVED, (fit_chars - fixed) // (3 if events else 2))
+    parts = [*head, "# Changed since the previous look\n"]
+    parts[-1] += _dense_quote(changes, limit) if changes else "nothing"
+    if events:
+        parts.append("# Events since the previous look\n" + _dense_quote(events, limit))
+    parts.append("# World now\n" + _dense_quote(world, limit))
+    return system, "\n\n".join(parts + tail)
+
+
+MIN_OBSERVED = 300  # characters an observed block keeps however small the context
+
+
+def _dense() -> dict[str, Any]:
+    return {"separators": (",", ":")}
+
+
+def _dense_quote(value: Any, limit: int | None) -> str:
+    """`quote`, or with a budget: dense JSON cut to `limit` characters inside the block."""
+    if limit is None:
+        return quote(value)
+    body = json.dumps(capped(value), ensure_ascii=False, sort_keys=True, default=str, **_dense())
+    body = (body if len(body) <= limit else body[:limit] + "…").replace("<", "\\u003c")
+    return f"<data>{body}</data>"
 
 
 def _history_lines(history: list[Step], history_steps: int) -> list[str]:

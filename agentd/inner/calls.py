@@ -12,13 +12,12 @@ import structlog
 from agentd.config import Config, RunbookModel
 from agentd.config.build import BuildConfig
 from agentd.db import queries as q
-from agentd.errors import ModelError, ModelRejected
 from agentd.harness.menu import MAX_REPLY_CHARS
 from agentd.inner import prompts
 from agentd.llm import ModelReply, ModelRequest
 from agentd.models import JSON, GoalStatus, RunStatus, Step, StepKind, StepStatus
 from agentd.runs.engine import RunDriver
-from agentd.runs.model_calls import MODEL_TIMEOUT_S
+from agentd.runs.model_calls import estimate_tokens
 
 log = structlog.get_logger("agentd.build")
 RAW_KEPT = 2000  # characters of an invalid reply kept in its step (the error says what was wrong)
@@ -74,16 +73,18 @@ class BuildCalls(RunDriver):
         request = ModelRequest(
             run_id=self.run_id, goal_id=self.goal_id, decision_no=self._calls(kind) + 1,
             attempt=1 + self._retries(), system=system, prompt=text, schema=schema,
-            context=context, purpose=purpose, max_tokens=self.bcfg.max_tokens,
+            context=context, purpose=purpose, max_tokens=self._output_cap(name, system + text),
         )  # fmt: skip
-        try:
-            async with asyncio.timeout(MODEL_TIMEOUT_S):
-                return await self.deps.complete(name, request)
-        except (ModelError, TimeoutError) as e:
-            await self.backoff(e)
-        except ModelRejected as e:
-            await self.finish(RunStatus.FAILED, f"stopped: model {name!r} rejected the call: {e}")
-        return None
+        return await self.call_model(name, request)  # None: parked (retry, or operator)
+
+    def _output_cap(self, name: str, prompt_text: str) -> int:
+        """The build's max_tokens, cut to what the model's context_tokens leaves after the
+        prompt (a server would shrink it quietly, or refuse the request)."""
+        context = getattr(self.deps.config.models.get(name), "context_tokens", None)
+        if not isinstance(context, int):
+            return self.bcfg.max_tokens
+        left = context - estimate_tokens(prompt_text) - context // 10
+        return max(min(self.bcfg.max_tokens, left), 64)
 
     def _meta(self, reply: ModelReply, kind: StepKind) -> JSON:
         return {

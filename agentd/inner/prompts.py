@@ -224,7 +224,7 @@ def parse_object(raw: str, required: tuple[str, ...]) -> JSON:
     if text.startswith("```"):
         text = text.strip("`").removeprefix("json").strip()
     try:
-        value = json.loads(text)
+        value = json.loads(text, strict=False)  # raw control characters in strings
     except (ValueError, RecursionError) as e:
         raise ValueError(f"reply is not JSON ({str(e)[:120]})") from None
     if not isinstance(value, dict):

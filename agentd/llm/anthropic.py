@@ -19,7 +19,15 @@ from anthropic.types import Message, TextBlock
 from agentd import config
 from agentd.config import AnthropicModel
 from agentd.errors import ModelError, ModelRejected
-from agentd.llm import ModelReply, ModelRequest, error_detail, log_completed, redact, retry_after_s
+from agentd.llm import (
+    ModelReply,
+    ModelRequest,
+    error_detail,
+    formats,
+    log_completed,
+    redact,
+    retry_after_s,
+)
 
 if TYPE_CHECKING:
     import httpx2
@@ -38,7 +46,6 @@ STOP_REASONS = {
 }
 
 # HTTP statuses worth a durable retry; every other 4xx is a request retrying cannot fix.
-RETRY_STATUSES = frozenset({408, 409, 429})
 
 
 class AnthropicProvider:
@@ -136,29 +143,29 @@ class AnthropicProvider:
     def _translate(self, e: BaseException) -> ModelError | ModelRejected:
         where = f"models.{self.name} (anthropic {self.cfg.model})"
         if isinstance(e, TimeoutError):
-            return ModelError(f"{where}: no reply within {self.cfg.timeout_s:g} s")
+            return ModelError(f"{where}: no reply within {self.cfg.timeout_s:g} s", timed_out=True)
         if isinstance(e, anthropic.APIConnectionError):  # APITimeoutError included
-            kind = "timed out" if isinstance(e, anthropic.APITimeoutError) else "connection failed"
-            return ModelError(f"{where}: {kind}")
+            timed_out = isinstance(e, anthropic.APITimeoutError)
+            kind = "timed out" if timed_out else "connection failed"
+            return ModelError(f"{where}: {kind}", timed_out=timed_out)
         if not isinstance(e, anthropic.APIStatusError):
             return ModelError(f"{where}: unexpected response ({type(e).__name__})")
         status = e.status_code
         detail = redact(error_detail(e.body), self._key)
         said = f"HTTP {status}" + (f", {detail}" if detail else "")
         log.debug("llm.error", provider="anthropic", status=status, request_id=e.request_id)
-        if status in RETRY_STATUSES or status >= 500:
+        refusal = formats.read_refusal(
+            status, redact(formats.body_text(e.body, e.message), self._key)
+        )
+        if refusal.reason == "transient":
             wait = retry_after_s(e.response.headers)
             return ModelError(f"{where}: {_retry_label(status)} ({said})", retry_after_s=wait)
-        return ModelRejected(f"{where}: {_reject_advice(status, self.cfg.api_key_env)} ({said})")
+        fix = formats.advice(refusal, f"models.{self.name}", self.cfg.api_key_env, None)
+        return ModelRejected(
+            f"{where}: {fix} ({said})", reason=refusal.reason, cause=said, fix=fix,
+            context_tokens=refusal.context_tokens,
+        )  # fmt: skip
 
 
 def _retry_label(status: int) -> str:
     return {429: "rate limited", 529: "overloaded"}.get(status, "temporarily unavailable")
-
-
-def _reject_advice(status: int, key_env: str) -> str:
-    if status in (401, 403):
-        return f"the API key in ${key_env} was refused; check or replace it"
-    if status == 404:
-        return "model or endpoint not found; check `model` and `base_url`"
-    return "the request was refused; check the model config and the menu"

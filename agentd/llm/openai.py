@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import openai
 import structlog
@@ -19,7 +19,16 @@ from openai.types.chat import ChatCompletion
 from agentd import config
 from agentd.config import OpenAIModel
 from agentd.errors import ModelError, ModelRejected
-from agentd.llm import ModelReply, ModelRequest, error_detail, log_completed, redact, retry_after_s
+from agentd.llm import (
+    STATUS_DETAIL_CHARS,
+    ModelReply,
+    ModelRequest,
+    error_detail,
+    formats,
+    log_completed,
+    redact,
+    retry_after_s,
+)
 from agentd.models import JSON
 
 if TYPE_CHECKING:
@@ -32,8 +41,6 @@ LOCAL_KEY = "local"  # compatible servers want some bearer token, and most ignor
 
 # finish_reason in the engine's words: "end", "max_tokens" (cut off), "refusal".
 STOP_REASONS = {"stop": "end", "length": "max_tokens", "content_filter": "refusal"}
-
-RETRY_STATUSES = frozenset({408, 409, 429})
 
 # The response format's name per request purpose (the model sees it; ^[A-Za-z0-9_-]{1,64}$).
 FORMAT_NAMES = {
@@ -57,6 +64,12 @@ class OpenAIProvider:
         self._http_client = http_client
         self._client: openai.AsyncOpenAI | None = None
         self._key: str | None = None  # kept only to scrub it from vendor messages
+        # The structured-output mode the server accepted (probed on the first call in "auto").
+        self.structured_output: str | None = (
+            None if cfg.structured_output == "auto" else cfg.structured_output
+        )
+        limit = cfg.max_in_flight
+        self._slots = asyncio.Semaphore(limit) if limit is not None else None
 
     async def aclose(self) -> None:
         """Close the SDK client's connection pool (for shutdown or a config reload)."""
@@ -85,33 +98,56 @@ class OpenAIProvider:
         return self._client
 
     async def complete(self, request: ModelRequest) -> ModelReply:
+        """One call; in "auto" mode, the first calls probe the structured-output modes in
+        order until the server accepts one, which is then used for every later call."""
+        if self._slots is None:
+            return await self._complete(request)
+        async with self._slots:  # a local server computes one reply at a time
+            return await self._complete(request)
+
+    async def _complete(self, request: ModelRequest) -> ModelReply:
+        modes = (self.structured_output,) if self.structured_output else formats.MODES
+        for i, mode in enumerate(modes):
+            try:
+                reply = await self._call(request, mode)
+            except _FormatRefused as e:
+                if i + 1 == len(modes):
+                    raise e.error from None
+                log.warning("llm.format_refused", model=self.name, mode=mode, next=modes[i + 1])
+                continue
+            if self.structured_output != mode:
+                self.structured_output = mode
+                log.info("llm.structured_output", model=self.name, mode=mode)
+            return reply
+        raise AssertionError("unreachable: MODES is not empty")
+
+    async def _call(self, request: ModelRequest, mode: str) -> ModelReply:
         client = self._sdk()
         cap = max(self.cfg.max_tokens, request.max_tokens or 0)
         # OpenAI's own API wants max_completion_tokens (reasoning models reject max_tokens);
         # compatible servers (vLLM, llama.cpp, Ollama) all understand the older max_tokens.
         local = self.cfg.base_url is not None
+        schema = strict_schema(request.schema, keep_lengths=local)
+        name = FORMAT_NAMES.get(request.purpose, request.purpose)
+        fmt = formats.response_format(mode, name, schema)
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.cfg.timeout_s):
                 completion = await client.chat.completions.create(
                     model=self.cfg.model,
                     messages=[
-                        {"role": "system", "content": request.system},
+                        {
+                            "role": "system",
+                            "content": formats.system_for(mode, request.system, schema),
+                        },
                         {"role": "user", "content": request.prompt},
                     ],
-                    response_format={
-                        "type": "json_schema",
-                        "json_schema": {
-                            "name": FORMAT_NAMES.get(request.purpose, request.purpose),
-                            "schema": strict_schema(request.schema),
-                            "strict": True,
-                        },
-                    },
+                    response_format=cast(Any, fmt) if fmt is not None else openai.omit,
                     max_tokens=cap if local else openai.omit,
                     max_completion_tokens=openai.omit if local else cap,
                 )
         except (openai.OpenAIError, TimeoutError) as e:
-            failure = self._translate(e)
+            failure = self._translate(e, mode)
         else:
             reply = self._reply(completion)
             log_completed("openai", reply, started)
@@ -139,30 +175,55 @@ class OpenAIProvider:
             tokens_cached=(details.cached_tokens or 0) if details else 0,
         )
 
-    def _translate(self, e: BaseException) -> ModelError | ModelRejected:
+    def _translate(
+        self, e: BaseException, mode: str
+    ) -> ModelError | ModelRejected | _FormatRefused:
         where = f"models.{self.name} (openai {self.cfg.model})"
         if isinstance(e, TimeoutError):
-            return ModelError(f"{where}: no reply within {self.cfg.timeout_s:g} s")
+            return ModelError(f"{where}: no reply within {self.cfg.timeout_s:g} s", timed_out=True)
         if isinstance(e, openai.APIConnectionError):  # APITimeoutError included
-            kind = "timed out" if isinstance(e, openai.APITimeoutError) else "connection failed"
-            return ModelError(f"{where}: {kind}")
+            timed_out = isinstance(e, openai.APITimeoutError)
+            kind = f"timed out after {self.cfg.timeout_s:g} s" if timed_out else "connection failed"
+            return ModelError(f"{where}: {kind}", timed_out=timed_out)
         if not isinstance(e, openai.APIStatusError):
             return ModelError(f"{where}: unexpected response ({type(e).__name__})")
         status = e.status_code
-        detail = redact(error_detail(e.body), self._key)
+        detail = redact(error_detail(e.body) or _plain_detail(e.body), self._key)
         said = f"HTTP {status}" + (f", {detail}" if detail else "")
         log.debug("llm.error", provider="openai", status=status, request_id=e.request_id)
-        if status in RETRY_STATUSES or status >= 500:
+        refusal = formats.read_refusal(
+            status, redact(formats.body_text(e.body, e.message), self._key)
+        )
+        if refusal.reason == "transient":
             label = "rate limited" if status == 429 else "temporarily unavailable"
             wait = retry_after_s(e.response.headers)
             return ModelError(f"{where}: {label} ({said})", retry_after_s=wait)
-        if status in (401, 403):
-            advice = f"the API key in ${self.cfg.api_key_env} was refused; check or replace it"
-        elif status == 404:
-            advice = "model or endpoint not found; check `model` and `base_url`"
-        else:
-            advice = "the request was refused; check the model config and the menu"
-        return ModelRejected(f"{where}: {advice} ({said})")
+        fix = formats.advice(
+            refusal, f"models.{self.name}", self.cfg.api_key_env, self.cfg.context_tokens
+        )
+        rejected = ModelRejected(
+            f"{where}: {fix} ({said})", reason=refusal.reason, cause=said, fix=fix,
+            context_tokens=refusal.context_tokens,
+        )  # fmt: skip
+        if refusal.reason == "format" and self.cfg.structured_output == "auto":
+            return _FormatRefused(rejected)
+        return rejected
+
+
+class _FormatRefused(Exception):
+    """The server refused this structured-output mode: the probe tries the next one."""
+
+    def __init__(self, error: ModelRejected) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _plain_detail(body: object) -> str:
+    """A body that is not `{"error": {...}}` (FastAPI's `{"detail": ...}`, plain text), cut."""
+    if body is None:
+        return ""
+    text = body if isinstance(body, str) else formats.body_text(body).strip()
+    return text[:STATUS_DETAIL_CHARS]
 
 
 # ── strict mode ──────────────────────────────────────────────────────────────────────────────────
@@ -175,11 +236,17 @@ _KEEP = {
     "additionalProperties", "items", "pattern", "format", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
 }  # fmt: skip
+# Kept for compatible servers (their grammar converters enforce them); hints for OpenAI's API.
+_LENGTHS = frozenset({"maxLength", "minLength"})
+# …up to this length: llama.cpp's converter spells maxLength N as N nested optional characters,
+# and llama-cpp-python 0.3 fails to parse the grammar of a 4,000-character limit (and then drops
+# the connection). A longer limit stays a hint; agentd's validation enforces it.
+GRAMMAR_MAX_LENGTH = 300
 _DROP = {"default", "examples", "$schema", "discriminator", "const", "oneOf", "allOf"}
 _FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 
 
-def strict_schema(schema: JSON) -> JSON:
+def strict_schema(schema: JSON, *, keep_lengths: bool = False) -> JSON:
     """The menu schema rewritten for OpenAI's strict structured outputs (a new dict).
 
     - `oneOf` becomes `anyOf`; a one-item `allOf` is inlined; `const` becomes a one-value `enum`.
@@ -192,13 +259,13 @@ def strict_schema(schema: JSON) -> JSON:
     - Properties that pin one value (the action's `kind`) come first in each object: strict mode
       tells `anyOf` members apart by their first key.
     """
-    strict: JSON = _strict(schema)
+    strict: JSON = _strict(schema, _KEEP | _LENGTHS if keep_lengths else _KEEP)
     return strict
 
 
-def _strict(node: Any) -> Any:
+def _strict(node: Any, keep: frozenset[str] | set[str]) -> Any:
     if isinstance(node, list):
-        return [_strict(n) for n in node]
+        return [_strict(n, keep) for n in node]
     if not isinstance(node, dict):
         return node
     if "$ref" in node:
@@ -213,7 +280,7 @@ def _strict(node: Any) -> Any:
     if "const" in node:
         out["enum"] = [node["const"]]
     if "oneOf" in node:
-        out["anyOf"] = _strict(node["oneOf"])
+        out["anyOf"] = _strict(node["oneOf"], keep)
     hints: dict[str, Any] = {}
     for key, value in node.items():
         if key in ("properties", "required", "additionalProperties"):
@@ -222,14 +289,18 @@ def _strict(node: Any) -> Any:
             hints[key] = value
         elif key in ("$defs", "anyOf", "items"):
             out[key] = (
-                {k: _strict(v) for k, v in value.items()} if key == "$defs" else _strict(value)
+                {k: _strict(v, keep) for k, v in value.items()}
+                if key == "$defs"
+                else _strict(value, keep)
             )
-        elif key in _KEEP:
+        elif key in _LENGTHS and isinstance(value, int) and value > GRAMMAR_MAX_LENGTH:
+            hints[key] = value
+        elif key in keep:
             out[key] = value
         elif key not in _DROP:
             hints[key] = value
     if out.get("type") == "object" or "properties" in node:
-        props = {k: _strict(v) for k, v in node.get("properties", {}).items()}
+        props = {k: _strict(v, keep) for k, v in node.get("properties", {}).items()}
         pinned = [
             k for k, v in props.items() if isinstance(v.get("enum"), list) and len(v["enum"]) == 1
         ]

@@ -23,16 +23,17 @@ from typing import Any, TypeVar
 
 import structlog
 
-from agentd.config import AgentConfig
+from agentd.config import AgentConfig, call_timeout_s
 from agentd.db import checkins as qc
-from agentd.db import leases
+from agentd.db import items as qi
+from agentd.db import leases, notices
 from agentd.db import memory as mem
 from agentd.db import queries as q
 from agentd.db.checkins import Checkin, CheckinStatus
 from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected, Refused
 from agentd.harness.menu import MAX_REPLY_CHARS
 from agentd.llm import ModelReply
-from agentd.models import JSON, Goal, GoalStatus
+from agentd.models import JSON, Goal, GoalStatus, InboxKind
 from agentd.outer import cadence, checkin_facts, checkin_prompt, schedule, verdicts
 from agentd.outer.checkin_prompt import Reply
 from agentd.runs.deps import Deps
@@ -41,7 +42,6 @@ log = structlog.get_logger("agentd.outer")
 Launch = Callable[[int, int], None]
 T = TypeVar("T")
 
-MODEL_TIMEOUT_S = 120.0
 MAX_MODEL_ATTEMPTS = 6  # failed calls of one check-in before it ends failed (next look as usual)
 MAX_REASKS = 1  # an invalid reply is re-asked once with the error
 
@@ -186,7 +186,7 @@ async def _ask(deps: Deps, row: Checkin) -> bool:
     name = (agent.escalation_model if invalid else None) or agent.checkin.model or agent.model
     request = checkin_facts.request(deps, row, goal, agent, memory, now)
     try:
-        async with asyncio.timeout(MODEL_TIMEOUT_S):
+        async with asyncio.timeout(call_timeout_s(deps.config.models.get(name))):
             reply = await deps.complete(name, request)
     except (ModelError, TimeoutError) as e:
         err: BaseException = e  # `e` is unbound after the block; the lambda runs later
@@ -194,11 +194,13 @@ async def _ask(deps: Deps, row: Checkin) -> bool:
         return False
     except ModelRejected as e:
         reason = f"model {name!r} rejected the call: {e}"
-        await _write(
-            deps,
-            row.checkin_id,
-            lambda c: _end(c, deps, row, now, "failed", "deciding", p, reason=reason),
-        )
+        refused = e
+
+        def end(c: Any) -> None:
+            refused_notice(c, row.goal_id, name, refused.cause, refused.fix, now)
+            _end(c, deps, row, now, "failed", "deciding", p, reason=reason)
+
+        await _write(deps, row.checkin_id, end)
         return False
     cost = _cost(deps, reply)
     await _write(deps, row.checkin_id, lambda c: qc.advance(
@@ -220,6 +222,8 @@ def _model_failed(
     log.warning("checkin.model_failed", checkin_id=row.checkin_id, error=message, attempt=attempts)
     if attempts >= MAX_MODEL_ATTEMPTS:
         reason = f"model unavailable after {attempts} tries: {message}"
+        fix = "check that the model server is up and answers within its timeout_s"
+        refused_notice(c, row.goal_id, agent.checkin.model or agent.model, reason, fix, now)
         _end(c, deps, row, now, "failed", "deciding", {**row.precheck, "attempts": attempts},
              reason=reason)  # fmt: skip
         return
@@ -231,6 +235,15 @@ def _model_failed(
     qc.advance(c, row.checkin_id, "deciding", status="due", precheck={
         **row.precheck, "attempts": attempts, "retry_at": now + delay, "error": message[:500],
     })  # fmt: skip
+
+
+def refused_notice(c: Any, goal_id: int, name: str, cause: str, fix: str, now: float) -> None:
+    """One open notice per refusal (a check-in a day must not post one a day): the cause and
+    the fix; the next check-in tries again as usual."""
+    title = f"model {name} cannot answer: {cause}"[:200]
+    if notices.open_item_titled(c, "model_refused", title) is None:
+        qi.post(c, InboxKind.NOTICE, title=title, body=f"Cause: {cause}\nFix: {fix}",
+                goal_id=goal_id, rule="model_refused", data={"posted_at": now})  # fmt: skip
 
 
 def _cost(deps: Deps, reply: ModelReply) -> float | None:

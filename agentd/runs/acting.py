@@ -35,7 +35,7 @@ from agentd.models import (
     Verdict,
     action_digest,
 )
-from agentd.runs import control
+from agentd.runs import claims, control
 from agentd.runs.deps import Deps
 from agentd.text import cut_at_word
 
@@ -302,10 +302,27 @@ class RunJournal:
         ref = self.ref()
         if cfg.type == "finish":
             status = RunStatus.SUCCEEDED if args["outcome"] == "succeeded" else RunStatus.FAILED
+            summary = args["summary"]
+            # A claimed success is checked against the world that started the run, looked at
+            # again now (the last look may predate a slow decision and the world's recovery).
+            if status == RunStatus.SUCCEEDED and (
+                holds := await claims.still_holds(self.steps, self.world, self.deps.sources)
+            ):
+                status, summary = (
+                    RunStatus.FAILED,
+                    f"unconfirmed success: {holds}. Claimed: {summary}",
+                )
 
             def finish(c: Any) -> list[Step]:
                 self.admit(c, action, args, digest, approval)
-                return [control.finish(c, ref, status, args["summary"])]
+                if summary is not args["summary"]:  # the watch tries again after a cool-down
+                    claims.cool_down(
+                        c,
+                        self.goal_id,
+                        self.steps,
+                        stamp.now(c) + self.agent.limits.unconfirmed_cooldown_s,
+                    )
+                return [control.finish(c, ref, status, summary)]
 
             self.steps.extend(await self._write(finish))
             log.info("run.finished", status=str(status), summary=args["summary"][:200])
@@ -314,6 +331,11 @@ class RunJournal:
 
         def work(c: Any) -> list[Step]:
             self.admit(c, action, args, digest, approval)
+            if cfg.type in ("notify", "ask"):
+                text = str(args.get("message") or args.get("question") or "")
+                per_hour = self.agent.limits.max_notices_per_hour
+                if (why := claims.notice_refusal(c, self.run_id, text, per_hour)) is not None:
+                    raise _Refusal(harness.Check(Verdict.DENY, why))
             return control.control(
                 c, ref, cfg, action, args, digest, approval=approval,
                 events_seen=seen[-1] if seen else 0, expires_at=self._expiry(InboxKind.QUESTION),

@@ -11,12 +11,18 @@ import json
 import structlog
 
 from agentd.db import queries as q
-from agentd.errors import ModelError, ModelOutputInvalid, ModelRejected
+from agentd.errors import ModelOutputInvalid
 from agentd.harness import prompt
 from agentd.harness.menu import MAX_REPLY_CHARS, Decision
 from agentd.llm import ModelReply, ModelRequest
 from agentd.models import JSON, GoalStatus, RunStatus, Step, StepKind, StepStatus, Verdict
-from agentd.runs.model_calls import MODEL_TIMEOUT_S, ModelCalls, context_entry
+from agentd.runs.model_calls import (
+    CHARS_PER_TOKEN,
+    ModelCalls,
+    context_entry,
+    context_room,
+    estimate_tokens,
+)
 
 log = structlog.get_logger("agentd.engine")
 
@@ -54,18 +60,10 @@ class Deciding(ModelCalls):
             return  # the SUMMARIZE step is journaled; the next advance decides
         escalating = self._escalating()
         name = (self.agent.escalation_model if escalating else None) or self.agent.model
-        request = self._request(decisions + 1)
-        try:
-            async with asyncio.timeout(MODEL_TIMEOUT_S):
-                reply = await self.deps.complete(name, request)
-        except (ModelError, TimeoutError) as e:
-            await self.backoff(e)
-            return
-        except ModelRejected as e:  # a refused API key, most often: worth an alert
-            log.warning("llm.rejected", model=name, error=str(e))
-            await self.finish(RunStatus.FAILED, f"stopped: model {name!r} rejected the call: {e}")
-            return
-        await self._record_decision(reply, decisions + 1, escalating)
+        request = self._request(decisions + 1, name)
+        reply = await self.call_model(name, request)
+        if reply is not None:  # else parked: a durable retry, or a question to the operator
+            await self._record_decision(reply, decisions + 1, escalating)
 
     def _accepted_nudge(self) -> ModelReply | None:
         """A run started by accepting a check-in's nudge decides first what the operator
@@ -87,26 +85,20 @@ class Deciding(ModelCalls):
             return True
         return any(s.kind == StepKind.CHECK and s.verdict == Verdict.DENY for s in self.steps[-3:])
 
-    def _request(self, decision_no: int) -> ModelRequest:
-        last = self.steps[-1]
-        feedback = last.data.get("error") if last.kind == StepKind.DECIDE else None
-        system, text = prompt.build(
-            goal=self.goal,
-            agent_description=self.agent.description,
-            menu=self.menu.describe(),
-            policy=prompt.describe_policy(
-                dict(self.agent.policy.rules),
-                self.agent.policy.default,
-                dict(self.agent.policy.max_per_hour),
-            ),
-            world=self.world,
-            changes=self.changes,
-            events=self._recent_events(),
-            started_by=self._started_by(),
-            history=self.steps,
-            history_steps=self.agent.limits.history_steps,
-            feedback=feedback,
-        )
+    def _request(self, decision_no: int, name: str) -> ModelRequest:
+        """The decision's request, its history cut until it fits the model's context_tokens
+        (with room for the reply): a small local model's 4k context fills in a few steps. Still
+        too long at one step, the prompt is made compact (dense menu, world cut to the room)."""
+        window = self.agent.limits.history_steps
+        room = context_room(self.deps.config.models.get(name))
+        while True:
+            system, text = self._prompt(window)
+            if room is None or estimate_tokens(system + text) <= room:
+                break
+            if window <= 1:
+                system, text = self._prompt(window, fit_chars=room * CHARS_PER_TOKEN)
+                break
+            window //= 2
         return ModelRequest(
             run_id=self.run_id,
             goal_id=self.goal_id,
@@ -123,6 +115,28 @@ class Deciding(ModelCalls):
                 "events": self._recent_events(),
                 "history": [context_entry(s) for s in self.steps],
             },
+        )
+
+    def _prompt(self, history_steps: int, fit_chars: int | None = None) -> tuple[str, str]:
+        last = self.steps[-1]
+        feedback = last.data.get("error") if last.kind == StepKind.DECIDE else None
+        return prompt.build(
+            goal=self.goal,
+            agent_description=self.agent.description,
+            menu=self.menu.describe(),
+            policy=prompt.describe_policy(
+                dict(self.agent.policy.rules),
+                self.agent.policy.default,
+                dict(self.agent.policy.max_per_hour),
+            ),
+            world=self.world,
+            changes=self.changes,
+            events=self._recent_events(),
+            started_by=self._started_by(),
+            history=self.steps,
+            history_steps=history_steps,
+            feedback=feedback,
+            fit_chars=fit_chars,
         )
 
     async def _record_decision(self, reply: ModelReply, decision_no: int, escalated: bool) -> None:

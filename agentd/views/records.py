@@ -399,11 +399,17 @@ def checks_text(checks: Sequence[Check]) -> str:
     return "\n".join(lines)
 
 
+def _cached(r: JSON) -> str:
+    """Cached prompt tokens and their share of the prompt tokens (a prefix cache at work)."""
+    n, of = int(r["tokens_cached"]), int(r["tokens_in"])
+    return f"{n} ({100 * n / of:.0f}%)" if n and of else str(n)
+
+
 def usage_table(rows: Sequence[JSON]) -> str:
     headers = ("day", "goal", "model", "calls", "tokens in", "tokens out", "cached", "usd")
     cells = [
         (r["day"], r["goal_id"], r["model"], r["calls"], r["tokens_in"], r["tokens_out"],
-         r["tokens_cached"], f"{r['usd']:.4f}")
+         _cached(r), f"{r['usd']:.4f}")
         for r in rows
     ]  # fmt: skip
     total = sum(float(r["usd"]) for r in rows)

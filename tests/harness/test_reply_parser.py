@@ -256,7 +256,6 @@ def test_parse_error_quotes_reply_text_briefly(menu: Menu) -> None:
         '{"action": {"kind": "reboot"}}',
         '{"action": {"kind": "notify", "message": "x"',
         '\ufeff{"action": {"kind": "notify", "message": "x"}}',
-        '{"action": {"kind": "notify", "message": "a\nb"}}',
         '{"action": {"kind": "notify", "message": "x"}} trailing',
         '{"action": {"kind": "sleep", "seconds": "soon"}}',
         '{"action": {"kind": "sleep", "seconds": 1, "until": "2030-01-01T00:00:00+00:00"}}',

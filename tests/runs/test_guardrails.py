@@ -98,7 +98,7 @@ def test_prompt_keeps_injections_inside_data_blocks() -> None:
         assert needle not in outside
     blocks = re.findall(r"<data>(.*?)</data>", text, flags=re.DOTALL)
     assert blocks and all("<" not in b for b in blocks)  # no tag can open or close inside data
-    assert json.loads(blocks[0])["service_log"]["lines"] == INJECTIONS  # still the exact data
+    assert json.loads(blocks[-1])["service_log"]["lines"] == INJECTIONS  # the world: the last block
 
 
 async def test_obeyed_injection_still_goes_to_the_inbox(

@@ -1,0 +1,28 @@
+"""Reads that keep the inbox from repeating itself: an open item already saying the same thing
+(one notice for a refused model, however many runs hit it), and what one run posted lately (the
+per-run limit on notices and questions)."""
+
+from __future__ import annotations
+
+from agentd.db.conn import Conn
+
+
+def open_item_titled(c: Conn, rule: str, title: str) -> int | None:
+    """The oldest open inbox item with this rule and title, if any."""
+    row = c.execute(
+        "SELECT item_id FROM inbox WHERE status = 'open' AND rule = ? AND title = ?"
+        " ORDER BY item_id LIMIT 1",
+        (rule, title),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def posted_by_run(c: Conn, run_id: int) -> list[tuple[float, str]]:
+    """(when, title and body) of the notices and questions a run posted, oldest first —
+    those its actions posted (approvals and the harness's own notices are never limited)."""
+    rows = c.execute(
+        "SELECT created_at, title, body FROM inbox WHERE run_id = ? AND seq IS NOT NULL"
+        " AND kind IN ('notice', 'question') AND coalesce(rule, '') = '' ORDER BY item_id",
+        (run_id,),
+    ).fetchall()
+    return [(float(r[0]), f"{r[1]} {r[2] or ''}") for r in rows]
