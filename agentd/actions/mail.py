@@ -76,7 +76,12 @@ class MailExecutor:
             raise ActionFailed(f"{self.name}: no SMTP channel to send with")
         if await _holds(s, cfg.sent, mail["Message-ID"]):
             return {"ok": True, "sent": "already", "message_id": mail["Message-ID"]}
-        await smtp.send(self.relay, mail, to=[str(a) for a in args["to"]])
+        try:
+            await smtp.send(self.relay, mail, to=[str(a) for a in args["to"]])
+        except smtp.MaybeSent as e:  # ambiguous: the server may have it (never sent twice)
+            return {"ok": False, "outcome": "unknown", "message_id": mail["Message-ID"],
+                    "error": f"{e}; it may have been sent: do not reply to this message "
+                    "again before asking the operator"}  # fmt: skip
         sent: JSON = {"ok": True, "sent": list(args["to"]), "message_id": mail["Message-ID"]}
         # The copy in Sent is what recovery looks for: a crash before it asks the operator. The
         # mail has left: a copy that fails is said, never a failed action (retried = sent twice).
