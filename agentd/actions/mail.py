@@ -25,7 +25,7 @@ from agentd.config.mail import (
 from agentd.config.notify import EmailNotify
 from agentd.errors import ActionFailed
 from agentd.models import JSON
-from agentd.outside import imap, smtp
+from agentd.outside import imap, mime, smtp
 
 SYSTEM_FLAGS = {"seen": "\\Seen", "flagged": "\\Flagged", "answered": "\\Answered"}
 
@@ -50,7 +50,7 @@ class MailExecutor:
             if isinstance(self.cfg, MailReplyAction):
                 return await self._reply(s, self.cfg, args, ctx)
             await s.select(self.mailbox.mailbox)
-            uids = await s.search("HEADER", "Message-ID", _quoted(str(args["message_id"])))
+            uids = await _exactly(s, str(args["message_id"]))
             if not uids:
                 return {"ok": False, "error": f"no message {args['message_id']} in "
                         f"{self.mailbox.mailbox} (moved or deleted already?)"}  # fmt: skip
@@ -132,6 +132,15 @@ def reply_id(ctx: ActionContext) -> str:
 
 def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+async def _exactly(s: imap.Session, message_id: str) -> list[int]:
+    """The UIDs whose Message-ID is exactly `message_id`: SEARCH HEADER matches a substring, so
+    a hostile "Message-ID: <x@evil> <real@example.com>" would be moved along with the real one."""
+    uids = await s.search("HEADER", "Message-ID", _quoted(message_id))
+    heads = await s.fetch(uids, 16384, headers_only=True) if uids else []
+    return [f.uid for f in heads if mime.summarize(f.raw, cut=True, excerpt_chars=0)
+            .get("message_id", "").strip() == message_id]  # fmt: skip
 
 
 async def _holds(s: imap.Session, folder: str, message_id: str) -> bool:
