@@ -25,7 +25,7 @@ from agentd.config.mail import (
 from agentd.config.notify import EmailNotify
 from agentd.errors import ActionFailed
 from agentd.models import JSON
-from agentd.outside import imap, smtp
+from agentd.outside import imap, mime, smtp
 
 SYSTEM_FLAGS = {"seen": "\\Seen", "flagged": "\\Flagged", "answered": "\\Answered"}
 
@@ -50,7 +50,7 @@ class MailExecutor:
             if isinstance(self.cfg, MailReplyAction):
                 return await self._reply(s, self.cfg, args, ctx)
             await s.select(self.mailbox.mailbox)
-            uids = await s.search("HEADER", "Message-ID", _quoted(str(args["message_id"])))
+            uids = await _exactly(s, str(args["message_id"]))
             if not uids:
                 return {"ok": False, "error": f"no message {args['message_id']} in "
                         f"{self.mailbox.mailbox} (moved or deleted already?)"}  # fmt: skip
@@ -76,7 +76,12 @@ class MailExecutor:
             raise ActionFailed(f"{self.name}: no SMTP channel to send with")
         if await _holds(s, cfg.sent, mail["Message-ID"]):
             return {"ok": True, "sent": "already", "message_id": mail["Message-ID"]}
-        await smtp.send(self.relay, mail, to=[str(a) for a in args["to"]])
+        try:
+            await smtp.send(self.relay, mail, to=[str(a) for a in args["to"]])
+        except smtp.MaybeSent as e:  # ambiguous: the server may have it (never sent twice)
+            return {"ok": False, "outcome": "unknown", "message_id": mail["Message-ID"],
+                    "error": f"{e}; it may have been sent: do not reply to this message "
+                    "again before asking the operator"}  # fmt: skip
         sent: JSON = {"ok": True, "sent": list(args["to"]), "message_id": mail["Message-ID"]}
         # The copy in Sent is what recovery looks for: a crash before it asks the operator. The
         # mail has left: a copy that fails is said, never a failed action (retried = sent twice).
@@ -127,6 +132,15 @@ def reply_id(ctx: ActionContext) -> str:
 
 def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+async def _exactly(s: imap.Session, message_id: str) -> list[int]:
+    """The UIDs whose Message-ID is exactly `message_id`: SEARCH HEADER matches a substring, so
+    a hostile "Message-ID: <x@evil> <real@example.com>" would be moved along with the real one."""
+    uids = await s.search("HEADER", "Message-ID", _quoted(message_id))
+    heads = await s.fetch(uids, 16384, headers_only=True) if uids else []
+    return [f.uid for f in heads if mime.summarize(f.raw, cut=True, excerpt_chars=0)
+            .get("message_id", "").strip() == message_id]  # fmt: skip
 
 
 async def _holds(s: imap.Session, folder: str, message_id: str) -> bool:

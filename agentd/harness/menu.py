@@ -170,9 +170,13 @@ def _builtin_fields(cfg: BuiltinAction) -> dict[str, Any]:
         return {"message": (text, ...)}
     if cfg.type == "build":
         requirement = Annotated[str, StringConstraints(min_length=1, max_length=500)]
+        given = dict[str, str | int | float | bool | list[str]]
         return {
             "request": (text, ...),
             "requirements": (list[requirement], Field(default_factory=list, max_length=20)),
+            # The delivering action's other arguments (a reply's message_id, to, subject): the
+            # build writes only its text; the harness checks the whole delivery as any action.
+            "deliver_args": (given, Field(default_factory=dict, max_length=10)),
         }
     if cfg.type == "sleep":
         return {}  # fields come from _SleepArgs; the engine clamps to max_sleep_s

@@ -342,10 +342,17 @@ class BuildDriver(BuildCalls):
             await self.finish(RunStatus.SUCCEEDED, self._ready())
             return
         row = await self.deps.store.read(lambda c: qa.get_version(c, self.run_id, version))
-        args = {self.bcfg.deliver_param: row["text"]}
+        # The run that asked for the build gave the delivery's other arguments (a reply's
+        # recipients and subject); the text is always the passed artifact's.
+        given = dict(self.spec.get("deliver_args") or {})
+        args = {**given, self.bcfg.deliver_param: row["text"]}
         try:  # the action's own parameter rules (length, pattern) hold for a delivery too
             args = self.menu.validate_args(deliver, args)
         except (ModelOutputInvalid, KeyError) as e:
+            if given:  # the run's arguments may be what is refused (a recipient, a subject)
+                await self.finish(RunStatus.FAILED, f"{self._ready()} — not delivered: {deliver} "
+                                  f"refuses the run's deliver_args with this text ({e})")  # fmt: skip
+                return
             await self.finish(
                 RunStatus.FAILED,
                 f"{self._ready()} — not delivered: {deliver}'s parameter "

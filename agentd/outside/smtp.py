@@ -14,6 +14,11 @@ from agentd.config.notify import EmailNotify
 from agentd.errors import ActionFailed
 
 
+class MaybeSent(ActionFailed):
+    """The message was being handed over (the envelope accepted) when the connection failed or
+    timed out: the server may have it. Never retry blindly: that would send it twice."""
+
+
 async def send(cfg: EmailNotify, mail: EmailMessage, to: list[str] | None = None) -> None:
     """Send `mail`: to exactly `to` where given (the gated recipients; never what a parser reads
     back out of the To header), else to its To/Cc/Bcc headers."""
@@ -23,17 +28,26 @@ async def send(cfg: EmailNotify, mail: EmailMessage, to: list[str] | None = None
         if password is None:
             raise ActionFailed(f"${cfg.password_env} (the SMTP password) is not set")
     where = f"smtp://{cfg.host}:{cfg.port}"
+    phase: list[str] = []  # "sending" once the message is being handed over
     try:
         async with asyncio.timeout(cfg.timeout_s + 1):
-            await asyncio.to_thread(deliver, cfg, mail, password, to)
+            await asyncio.to_thread(deliver, cfg, mail, password, to, phase)
     except TimeoutError:
-        raise ActionFailed(f"{where}: no answer within {cfg.timeout_s:g}s") from None
-    except (smtplib.SMTPException, OSError) as e:
+        said = f"{where}: no answer within {cfg.timeout_s:g}s"
+        raise (MaybeSent if phase else ActionFailed)(said) from None
+    except smtplib.SMTPResponseException as e:  # the server's own refusal: not sent
         raise ActionFailed(f"{where}: {type(e).__name__}: {e}") from None
+    except (smtplib.SMTPException, OSError) as e:
+        said = f"{where}: {type(e).__name__}: {e}"
+        raise (MaybeSent if phase else ActionFailed)(said) from None
 
 
 def deliver(
-    cfg: EmailNotify, mail: EmailMessage, password: str | None, to: list[str] | None = None
+    cfg: EmailNotify,
+    mail: EmailMessage,
+    password: str | None,
+    to: list[str] | None = None,
+    phase: list[str] | None = None,
 ) -> None:
     """Blocking: for a worker thread (smtplib's own timeout bounds each socket operation)."""
     cafile = str(cfg.ca_file) if cfg.ca_file is not None else None
@@ -50,4 +64,6 @@ def deliver(
             smtp.ehlo()
         if cfg.username is not None and password is not None:
             smtp.login(cfg.username, password)
+        if phase is not None:
+            phase.append("sending")
         smtp.send_message(mail, to_addrs=to)

@@ -69,6 +69,8 @@ def control(
         else:  # requirements a run chose are the run's, not the operator's
             spec = {"request": args["request"], "requirements": list(args.get("requirements", [])),
                     "by": "run"}  # fmt: skip
+            if args.get("deliver_args"):
+                spec["deliver_args"] = dict(args["deliver_args"])
             result["build_run"] = artifacts.create_build(
                 c, goal_id=ref.goal_id, agent=goal.agent, spec=spec,
                 parent={"run_id": ref.run_id, "seq": ref.seq},
