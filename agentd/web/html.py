@@ -126,9 +126,8 @@ async function auth(s,m,t){const n=hex(crypto.getRandomValues(new Uint8Array(16)
   return s.id+'.'+p.challenge+'.'+await sign(s.key,'agentd-client\\n'+m+'\\n'+t+'\\n'+p.challenge)}
 async function get(url){const u=new URL(url,location.href),a=await auth(ses,'GET',u.pathname+u.search);
   return a===null?null:fetch(u,{headers:{'X-Agentd-Auth':a}})}
-async function start(){const old=localStorage.getItem('agentd-session');  // before keys were kept
-  localStorage.removeItem('agentd-session');localStorage.removeItem('agentd-key');
-  ses=await idb('readonly',s=>s.get(T)).catch(()=>null)||(old?await keep(old):null);
+async function start(){localStorage.removeItem('agentd-key');  // an older agentd's: void
+  ses=await idb('readonly',s=>s.get(T)).catch(()=>null)||null;
   if(b.key!==undefined){const was=ses;ses=await keep(b.key);const go=()=>location.replace(b.next);
     if(!was||was.id===ses.id)return go();return auth(was,'POST','/logout').then(a=>a&&fetch('/logout',
       {method:'POST',keepalive:true,headers:{'X-Agentd-Auth':a}})).then(go,go)}
