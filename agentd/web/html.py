@@ -124,8 +124,10 @@ async function auth(s,m,t){const n=hex(crypto.getRandomValues(new Uint8Array(16)
   if(typeof p.challenge!=='string'||p.proof!==await sign(s.key,'agentd-daemon\\n'+n+'\\n'+p.challenge))
     throw new Error('not agentd');  // not this home's daemon: nothing of the session goes to it
   return s.id+'.'+p.challenge+'.'+await sign(s.key,'agentd-client\\n'+m+'\\n'+t+'\\n'+p.challenge)}
-async function get(url){const u=new URL(url,location.href),a=await auth(ses,'GET',u.pathname+u.search);
-  return a===null?null:fetch(u,{headers:{'X-Agentd-Auth':a}})}
+async function get(url){const u=new URL(url,location.href);  // a refusal is asked about once more:
+  for(let i=0;;i++){const a=await auth(ses,'GET',u.pathname+u.search);  // only /prove ends a session
+    if(a===null)return null;const r=await fetch(u,{headers:{'X-Agentd-Auth':a}});
+    if(r.status!==401||i)return r}}  // (a challenge void meanwhile: agentd restarted, say)
 async function start(){localStorage.removeItem('agentd-key');  // an older agentd's: void
   ses=await idb('readonly',s=>s.get(T)).catch(()=>null)||null;
   if(b.key!==undefined){const was=ses;ses=await keep(b.key);const go=()=>location.replace(b.next);
