@@ -150,9 +150,10 @@ def sessions_cmd(
     """List the browsers logged in to the web inbox, or end their sessions.
 
     One session per login: when it began, when it was last seen (to within five minutes), when
-    it expires (7 days after the login; 12 hours unused end it sooner) and the browser it came
-    from. Logging out ends one; so do --revoke, a new token (`agentd web --rotate`) and time. A
-    browser whose session ended is asked to log in again at its next request."""
+    it expires unless used again (12 hours after it was last seen, and never more than 7 days
+    after the login) and the browser it came from. Logging out ends one; so do --revoke, a new
+    token (`agentd web --rotate`) and time. A browser whose session ended is asked to log in
+    again at its next request. --json gives `expires_at` (that end) and `login_expires_at`."""
     paths = paths_of(ctx)
     token = auth.token(paths.api_token) if paths.api_token.exists() else None
     with open_store(ctx) as store:
@@ -165,11 +166,12 @@ def sessions_cmd(
     now = utcnow()
     rows = [
         (s.session_id, relative(_dt(s.created_at), now), relative(_dt(s.seen_at), now),
-         stamp(_dt(s.expires_at), now), s.client or "-")
+         stamp(_dt(sessions.ends_at(s)), now), s.client or "-")
         for s in live
     ]  # fmt: skip
     data = [{"session_id": s.session_id, "created_at": _dt(s.created_at), "seen_at": _dt(s.seen_at),
-             "expires_at": _dt(s.expires_at), "client": s.client} for s in live]  # fmt: skip
+             "expires_at": _dt(sessions.ends_at(s)), "login_expires_at": _dt(s.expires_at),
+             "client": s.client} for s in live]  # fmt: skip
     empty = "no web sessions: nobody is logged in to the web inbox"
     headers = ("id", "logged in", "seen", "expires", "browser")
     emit(as_json, data, lambda: table(headers, rows, {"browser": 60}, empty))

@@ -38,7 +38,6 @@ SKIPPED = {
     "agentd_locks": "PostgreSQL's rows the singletons lock: no state in them",
 }
 IDLE_MS = 600_000  # the copy's own session: reading a slow source is not a frozen daemon
-LOCK_KEY = 0x61676E746401  # pg_advisory_xact_lock: one copy into a database at a time
 _MOD = 1 << 128
 
 
@@ -175,8 +174,9 @@ def plan(source: Conn, target: Conn) -> list[Table]:
 
 def target_contents(target: Conn, known: Iterable[str]) -> tuple[dict[str, int], list[str]]:
     """What the target holds already: rows per table of agentd's (`known`; `daemons` counts, a
-    daemon serving it is the worst case) and the names of tables agentd did not make."""
-    names = table_names(target) - {"schema_migrations"}
+    daemon serving it is the worst case) and the names of tables agentd did not make. The rows
+    of `agentd_locks` are no state: a daemon that started on the target, or this copy, made them."""
+    names = table_names(target) - {"schema_migrations", "agentd_locks"}
     known = set(known) | set(SKIPPED)
     rows = {
         t: int(target.execute(f"SELECT count(*) FROM {_q(t)}").fetchone()[0])
@@ -388,7 +388,9 @@ def _fill(
     # This session holds no lock a daemon waits for (the target is empty), and it is idle in its
     # transaction whenever it reads the source: a daemon's short idle limit would cut it off.
     tgt.execute(f"SET LOCAL idle_in_transaction_session_timeout = {IDLE_MS}")
-    tgt.execute(f"SELECT pg_advisory_xact_lock({LOCK_KEY})")  # a second copy waits, then refuses
+    # One copy into a database at a time: a second waits, then refuses (it finds rows). A row
+    # lock of agentd's own, not an advisory lock any role that may connect could hold.
+    tgt.dialect.singleton(tgt, "store_copy")
     refuse_unless_empty(tgt, [t.name for t in tables], target.label)
     triggered = _triggered_tables(tgt)
     for name in triggered:  # DDL inside the transaction: it rolls back with it

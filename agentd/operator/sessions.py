@@ -16,7 +16,7 @@ from agentd.db import sessions as q
 from agentd.db.sessions import WebSession
 from agentd.operator.home import HomeStore
 
-__all__ = ["WebSession", "check", "end", "live", "login", "logout", "revoke", "used"]
+__all__ = ["WebSession", "check", "end", "ends_at", "live", "login", "logout", "revoke", "used"]
 LIFETIME_S = 7 * 86400  # a login lasts this long at most, used or not
 # A session not used for this long is over: a browser left logged in for days is a key
 # lying around, and a stolen one ages out while its owner is away.
@@ -61,6 +61,12 @@ def check(
     at = _now(now)
     found = store.read(lambda c: q.live_by_id(c, session_id, token_mark(token), at, IDLE_S))
     return None if found is None else (found[0], signing_key(token, found[1]))
+
+
+def ends_at(session: WebSession) -> float:
+    """When `session` ends if nobody uses it again: its idle limit, or its life's end if sooner
+    (what the daemon checks: `seen_at` as recorded, however stale)."""
+    return min(session.expires_at, session.seen_at + IDLE_S)
 
 
 def used(store: HomeStore, session: WebSession, now: float | None = None) -> None:

@@ -89,9 +89,11 @@ ol.tl{list-style:none;padding:0;margin:.3rem 0;border-left:2px solid #d0d0d8}
 @media(max-width:32rem){body{padding:0 .6rem 2rem} td,th{padding:.3rem .2rem} h1{font-size:1.15rem}}
 """
 
-# The pages' one script. The session (`ID.KEY`: its id and signing key) lives in this origin's
-# localStorage (scheme, host and port: a server on another 127.0.0.1 port never sees it, as it
-# sees every cookie), and the key never leaves this script: before each request, `auth` asks
+# The pages' one script. The session (its id and signing key) lives in this origin's IndexedDB
+# (scheme, host and port: a server on another 127.0.0.1 port never sees it, as it sees every
+# cookie), the key as a non-extractable CryptoKey: no script, not even one a program squatting
+# the port serves in this origin, can read it out (it can only sign while its page is open; see
+# docs/web-inbox.md). The key never leaves the browser: before each request, `auth` asks
 # /prove with a fresh nonce, checks the answer is the HMAC only agentd can make (whoever took
 # the port while agentd was down cannot), and only then signs that request (method, path, the
 # daemon's one-use challenge; web/proof.py) — the header of what it fetches, the first field of
@@ -105,27 +107,38 @@ ol.tl{list-style:none;padding:0;margin:.3rem 0;border-left:2px solid #d0d0d8}
 # bubble: it is heard on its way down; only a fold marked `data-keep` (the edit form) counts,
 # not one a page arrives with open (the filters).
 SCRIPT = """
-const S='agentd-session',b=document.body.dataset,E=new TextEncoder();localStorage.removeItem('agentd-key');
-let ses=localStorage.getItem(S),dirty=false;
+const b=document.body.dataset,E=new TextEncoder(),T='session';let ses=null,dirty=false;
 const hex=a=>[...new Uint8Array(a)].map(x=>x.toString(16).padStart(2,'0')).join('');
-async function sign(k,t){const c=await crypto.subtle.importKey('raw',E.encode(k),
-  {name:'HMAC',hash:'SHA-256'},false,['sign']);return hex(await crypto.subtle.sign('HMAC',c,E.encode(t)))}
-async function auth(s,m,t){const [id,k]=s.split('.'),n=hex(crypto.getRandomValues(new Uint8Array(16)));
-  const r=await fetch('/prove?session='+id+'&nonce='+n,{cache:'no-store'});
+function idb(mode,f){return new Promise((ok,no)=>{const o=indexedDB.open('agentd',1);
+  o.onupgradeneeded=()=>o.result.createObjectStore(T);o.onerror=()=>no(o.error);
+  o.onsuccess=()=>{const d=o.result,x=d.transaction(T,mode),r=f(x.objectStore(T));
+    x.oncomplete=()=>{d.close();ok(r.result)};x.onerror=x.onabort=()=>{d.close();no(x.error)}}})}
+const drop=()=>idb('readwrite',s=>s.delete(T)).catch(()=>{});
+async function keep(text){const [id,k]=text.split('.');  // the key, unreadable even to this origin
+  const s={id,key:await crypto.subtle.importKey('raw',E.encode(k),{name:'HMAC',hash:'SHA-256'},
+    false,['sign'])};await idb('readwrite',o=>o.put(s,T));return s}
+async function sign(k,t){return hex(await crypto.subtle.sign('HMAC',k,E.encode(t)))}
+async function auth(s,m,t){const n=hex(crypto.getRandomValues(new Uint8Array(16)));
+  const r=await fetch('/prove?session='+s.id+'&nonce='+n,{cache:'no-store'});
   if(r.status===401)return null;if(!r.ok)throw new Error('not agentd');const p=await r.json();
-  if(typeof p.challenge!=='string'||p.proof!==await sign(k,'agentd-daemon\\n'+n+'\\n'+p.challenge))
+  if(typeof p.challenge!=='string'||p.proof!==await sign(s.key,'agentd-daemon\\n'+n+'\\n'+p.challenge))
     throw new Error('not agentd');  // not this home's daemon: nothing of the session goes to it
-  return id+'.'+p.challenge+'.'+await sign(k,'agentd-client\\n'+m+'\\n'+t+'\\n'+p.challenge)}
-async function get(url){const u=new URL(url,location.href),a=await auth(ses,'GET',u.pathname+u.search);
-  return a===null?null:fetch(u,{headers:{'X-Agentd-Auth':a}})}
-if(b.key!==undefined){const old=ses;localStorage.setItem(S,b.key);
-  const go=()=>location.replace(b.next);if(!old||old===b.key)go();else auth(old,'POST','/logout').then(
-    a=>a&&fetch('/logout',{method:'POST',keepalive:true,headers:{'X-Agentd-Auth':a}})).then(go,go)}
-else if(b.forget!==undefined){localStorage.removeItem(S);location.replace(b.next)}
-else if(!ses)login();else load().then(listen,()=>{document.getElementById('boot').textContent=
-  'agentd does not answer: reload the page to try again.'});
-function login(){localStorage.removeItem(S);const at=location.pathname+location.search;
-  location.replace(at==='/'?'/login':'/login?next='+encodeURIComponent(at))}
+  return s.id+'.'+p.challenge+'.'+await sign(s.key,'agentd-client\\n'+m+'\\n'+t+'\\n'+p.challenge)}
+async function get(url){const u=new URL(url,location.href);  // a refusal is asked about once more:
+  for(let i=0;;i++){const a=await auth(ses,'GET',u.pathname+u.search);  // only /prove ends a session
+    if(a===null)return null;const r=await fetch(u,{headers:{'X-Agentd-Auth':a}});
+    if(r.status!==401||i)return r}}  // (a challenge void meanwhile: agentd restarted, say)
+async function start(){localStorage.removeItem('agentd-key');  // an older agentd's: void
+  ses=await idb('readonly',s=>s.get(T)).catch(()=>null)||null;
+  if(b.key!==undefined){const was=ses;ses=await keep(b.key);const go=()=>location.replace(b.next);
+    if(!was||was.id===ses.id)return go();return auth(was,'POST','/logout').then(a=>a&&fetch('/logout',
+      {method:'POST',keepalive:true,headers:{'X-Agentd-Auth':a}})).then(go,go)}
+  if(b.forget!==undefined){await drop();return location.replace(b.next)}
+  if(!ses)return login();load().then(listen,()=>{document.getElementById('boot').textContent=
+    'agentd does not answer: reload the page to try again.'})}
+start();
+function login(){const at=location.pathname+location.search;ses=null;
+  drop().then(()=>location.replace(at==='/'?'/login':'/login?next='+encodeURIComponent(at)))}
 async function load(again){
   const r=await get(location.href);if(r===null||r.status===401)return login();
   const t=await r.text();if(again&&dirty)return stale();  // typed into meanwhile: kept, said

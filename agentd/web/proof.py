@@ -9,16 +9,17 @@ saw (or a copy of it) names a challenge already spent, or one for another path."
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
 import secrets
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 CHALLENGE_TTL_S = 60.0  # a challenge not used within this is void
-MAX_OPEN = 4096  # challenges waiting for their request; the oldest is dropped beyond this
+HEAD_CHARS = 28  # a challenge: 16 random characters, its deadline (12 hex digits), its tag (22)
+CHALLENGE_CHARS = HEAD_CHARS + 22
 NONCE = re.compile(r"[0-9a-f]{16,64}")
 AUTH = re.compile(r"([0-9]{1,18})\.([A-Za-z0-9_-]{16,64})\.([0-9a-f]{64})")
 
@@ -54,22 +55,47 @@ class Signed:
 
 
 class Challenges:
-    """The challenges handed out and not yet used, each for one session, used once."""
+    """The challenges this daemon hands out, each for one session and used once. A challenge
+    carries its own proof of origin (a random part, its deadline, and a tag: their HMAC with the
+    session's id under a secret of this process), so nothing is kept for one handed out: however
+    many `/prove` hands out to anyone, none pushes out the one a page is about to use. Only a
+    challenge used by a valid signature is remembered, until its deadline, so it is never used
+    again."""
 
     def __init__(self) -> None:
-        self._open: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        self._secret = secrets.token_bytes(32)
+        self._spent: dict[str, float] = {}  # challenge -> deadline, in the order they were used
+
+    def _tag(self, session_id: int, head: str) -> str:
+        mac = hmac.new(self._secret, f"{session_id}\n{head}".encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(mac[:16]).decode().rstrip("=")
 
     def issue(self, session_id: int) -> str:
-        challenge = secrets.token_urlsafe(18)
-        self._open[challenge] = (session_id, time.monotonic() + CHALLENGE_TTL_S)
-        while len(self._open) > MAX_OPEN:
-            self._open.popitem(last=False)
-        return challenge
+        deadline = int((time.monotonic() + CHALLENGE_TTL_S) * 1000)
+        head = f"{secrets.token_urlsafe(12)}{deadline:012x}"
+        return head + self._tag(session_id, head)
+
+    def good(self, challenge: str, session_id: int) -> bool:
+        """Whether `challenge` was handed out for `session_id`, is in time and not used yet."""
+        head, tag = challenge[:HEAD_CHARS], challenge[HEAD_CHARS:]
+        if len(challenge) != CHALLENGE_CHARS or challenge in self._spent:
+            return False
+        if not hmac.compare_digest(tag, self._tag(session_id, head)):
+            return False
+        return time.monotonic() * 1000 < int(head[-12:], 16)
 
     def take(self, challenge: str, session_id: int) -> bool:
-        """Whether `challenge` was handed out for `session_id` and is still good; never again."""
-        found = self._open.pop(challenge, None)
-        return found is not None and found[0] == session_id and time.monotonic() < found[1]
+        """`good`, and then never again (call it once the request's signature is checked)."""
+        if not self.good(challenge, session_id):
+            return False
+        now = time.monotonic()
+        while self._spent:  # those past their deadline go, the oldest used first
+            old, deadline = next(iter(self._spent.items()))
+            if deadline > now:
+                break
+            del self._spent[old]
+        self._spent[challenge] = int(challenge[HEAD_CHARS - 12 : HEAD_CHARS], 16) / 1000
+        return True
 
 
 def target(raw_path: bytes, query: bytes) -> str:

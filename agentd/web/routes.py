@@ -72,11 +72,13 @@ class Site:
     async def session(self, signed: proof.Signed, method: str, target: str) -> int | None:
         """The id of the live session that signed this request, or None: a challenge not handed
         out for it (or used already), a session not live, a signature that does not match."""
-        if not self.challenges.take(signed.challenge, signed.session_id):
+        if not self.challenges.good(signed.challenge, signed.session_id):
             return None
         found = await self.call(sessions.check, signed.session_id, self.secret)
         if found is None or not signed.valid(found[1], method, target):
             return None
+        if not self.challenges.take(signed.challenge, signed.session_id):
+            return None  # the same request, sent twice at once: only one of them counts
         await self.call(sessions.used, found[0])
         return found[0].session_id
 

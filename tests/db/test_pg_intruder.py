@@ -163,3 +163,24 @@ def test_postgres_a_notify_storm_costs_a_bounded_number_of_wakes(
         assert len(storm) <= 2 + took / WAKE_GAP_S, (len(storm), took)
     finally:
         listener.stop()
+
+
+def test_postgres_doctor_warns_when_public_may_create_in_the_schema(
+    store: SyncStore, pg_url: str
+) -> None:
+    """PostgreSQL before 15 lets every role create in schema public: such a role could take the
+    name of a table a later migration makes (agentd_locks did), so that migration fails."""
+    db = psycopg.conninfo.conninfo_to_dict(pg_url)["dbname"]
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'REVOKE CONNECT ON DATABASE "{db}" FROM PUBLIC')
+        admin.execute("GRANT CREATE ON SCHEMA public TO PUBLIC")  # PostgreSQL 13 and 14's default
+    try:
+        (found,) = [f for f in checks.examine(pg_url, 30.0) if f.name == "access"]
+        assert not found.ok and found.warning and not found.required
+        assert "REVOKE CREATE ON SCHEMA public FROM PUBLIC" in found.message, found.message
+        assert "CONNECT" not in found.message, found.message
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    (found,) = [f for f in checks.examine(pg_url, 30.0) if f.name == "access"]
+    assert found.ok, found.message

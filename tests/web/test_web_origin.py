@@ -90,8 +90,9 @@ async def test_web_browser_another_loopback_port_cannot_replay_the_session(
 async def test_web_browser_logout_ends_the_session_the_browser_held(
     home: Home, serve: Any, browser: Any
 ) -> None:
-    """What the browser held before logging out (its cookies and its storage), put back into a
-    fresh browser afterwards, opens nothing: the login asks again."""
+    """Log out ends the session at agentd, not only in the browser (whose key no script can read
+    out, so a copy of its storage carries none); what the browser held, put back into a fresh
+    browser afterwards, opens nothing: the login asks again."""
     port = free_port()
     _, item = await waiting_on(home, serve, port, act("append", "x", word="late"), "a goal")
     base = f"http://127.0.0.1:{port}"
@@ -99,9 +100,12 @@ async def test_web_browser_logout_ends_the_session_the_browser_held(
     await page.goto(f"{base}/items/{item.item_id}")
     await page.wait_for_selector("#approve-form")
     held = await context.storage_state()
+    token = home.paths.api_token.read_text().strip()
+    assert len(sessions.live(home.store, token)) == 1
     await page.click("nav button")  # Log out
     await page.wait_for_url(f"{base}/login?*")
     assert "Logged out." in await page.inner_text("main")
+    assert sessions.live(home.store, token) == []
     await context.close()
 
     again = await browser.new_context(storage_state=held)

@@ -38,6 +38,7 @@ from agentd.views import evidence as ev
 from agentd.web import evidence_html
 from tests import browser_support
 from tests.web.signed import Signed
+from tests.web.test_web import handed
 from tests.web.test_web_browser import free_port
 
 # One daemon and one browser for the module, its pages checked in order. Meant for one xdist
@@ -350,7 +351,8 @@ def test_web_pages_item_shows_the_world_once(site: Site, pages: Any, artifacts: 
     url = f"{site.base}/items/{site.approval.item_id}"
     open_page(tab, url, "#execute")
     assert "World at the time: <data>" in site.approval.body  # what makes it a test
-    session = tab.evaluate("localStorage.getItem('agentd-session')")
+    # A session of the test's own (the browser's key is not readable, even by its own page).
+    session = handed(httpx.get(f"{site.base}/login", params={"token": site.token}))[0]
     html = httpx.get(url, auth=Signed(session)).text
     assert outside_evidence(html).count(WORLD_MARK) == 1, outside_evidence(html)
     assert "World at the time" not in html

