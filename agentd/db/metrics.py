@@ -93,6 +93,26 @@ def nudge_rows(c: Conn) -> list[tuple[Any, ...]]:
     )
 
 
+def dismissed_goals(c: Conn, at_least: int, share: float) -> list[tuple[Any, ...]]:
+    """Goals more than `share` of whose settled nudges (at least `at_least`) were dismissed:
+    goal id, title, dismissed, nudges, settled, backoff — grouped in the database (`status` asks
+    at every call; the `inbox_nudges` index reads only the nudges)."""
+    ignored = c.dialect.jtext("i.data", "ignored")
+    outcome = NUDGE_OUTCOME.format(ignored=ignored)
+    return _rows(
+        c,
+        "SELECT goal_id, title, dismissed, nudges, settled, backoff FROM ("
+        " SELECT i.goal_id, g.title, coalesce(max(k.backoff), 0) AS backoff, count(*) AS nudges,"
+        f" sum(CASE WHEN {outcome} = 'dismissed' THEN 1 ELSE 0 END) AS dismissed,"
+        f" sum(CASE WHEN {outcome} = 'open' THEN 0 ELSE 1 END) AS settled"
+        " FROM inbox i JOIN goals g ON g.goal_id = i.goal_id"
+        " LEFT JOIN cadences k ON k.goal_id = i.goal_id"
+        " WHERE i.rule = 'nudge' GROUP BY i.goal_id, g.title) AS per_goal"
+        " WHERE settled >= ? AND dismissed > ? * settled ORDER BY goal_id",
+        (at_least, share),
+    )
+
+
 def cadence_rows(c: Conn) -> list[tuple[Any, ...]]:
     """Each goal's cadence: goal id, backoff steps, the next look and why."""
     return _rows(c, "SELECT goal_id, backoff, next_at, next_why FROM cadences ORDER BY goal_id")

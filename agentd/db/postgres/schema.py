@@ -318,6 +318,12 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE outbox ADD COLUMN claim_expires_at {TIME};
     """,
     ),
+    Migration(
+        "nudges: an index of the inbox's nudges by goal (SQLite's version 9)",
+        """
+    CREATE INDEX inbox_nudges ON inbox(goal_id, item_id) WHERE rule = 'nudge';
+    """,
+    ),
 ]
 
 _LEDGER = """

@@ -319,6 +319,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
     ALTER TABLE outbox ADD COLUMN claim_expires_at REAL;
     """,
+    # 9: nudge quality (`agentd checkins report`, `status`, /metrics) reads a home's nudges by
+    # goal: only those rows, not the whole inbox.
+    """
+    CREATE INDEX inbox_nudges ON inbox(goal_id, item_id) WHERE rule = 'nudge';
+    """,
 ]
 
 
