@@ -1,5 +1,5 @@
 """The home-wide figures `/metrics` exports once per home (agentd/telemetry/home.py renders them):
-runs by status and agent, open inbox items by kind, the oldest open approval, check-ins by status,
+runs by status and agent, open inbox items by kind, the oldest open approval,
 nudges by goal's agent and outcome, outbox messages by channel and status — grouped counts over
 indexed columns, one read. Nudge quality per goal (`agentd checkins report`) is here too.
 """
@@ -44,7 +44,6 @@ def home(c: Conn) -> dict[str, Any]:
         "runs": _rows(c, "SELECT status, agent, count(*) FROM runs GROUP BY status, agent"),
         "inbox": _rows(c, "SELECT kind, count(*) FROM inbox WHERE status = 'open' GROUP BY kind"),
         "approval_oldest_s": None if oldest[0] is None else max(0.0, oldest[1] - oldest[0]),
-        "checkins": _rows(c, "SELECT status, count(*) FROM checkins GROUP BY status"),
         "nudges": _rows(
             c,
             f"SELECT g.agent, {NUDGE_OUTCOME.format(ignored=ignored)} AS outcome, count(*)"
