@@ -7,8 +7,9 @@ seq and conc side by side in one run; and `GET /metrics` render time and size on
 `steps` drives bench/journal.py's step (an idempotent no-op action journaled through the engine's
 store and query) three ways: `bare` (as journal.py), `metrics` (plus what the engine reports per
 step: the step and action counters, the commit → action histogram), and `tracing` (plus a step
-span, an action span and the traceparent, exported over OTLP/HTTP to a receiver in another process:
-tests/telemetry/otlp_receiver.py). Repetitions interleave the variants; medians are printed.
+span, an action span and the traceparent, exported over OTLP/HTTP to a collector in another process
+that reads and drops the bodies: tests/telemetry/otlp_receiver.py). Repetitions interleave the
+variants; medians are printed, and how many spans the exporter dropped (0: every span was sent).
 
 `metrics` fills a SQLite home with G goals and N waiting runs (and an open approval per goal), then
 times the home-wide read (agentd/db/metrics.py) and the render (agentd/telemetry/home.py) of one
@@ -93,7 +94,8 @@ def steps_bench(a: argparse.Namespace) -> None:
                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert receiver.stdout is not None
     endpoint = receiver.stdout.readline().strip()
-    tracing = Tracing.start(TracingConfig(enabled=True, endpoint=endpoint), Meter())
+    traced = Meter()
+    tracing = Tracing.start(TracingConfig(enabled=True, endpoint=endpoint), traced)
     off = Tracing.off()
     try:
         for mode, runs in (("seq", 1), ("conc", a.runs)):
@@ -118,6 +120,7 @@ def steps_bench(a: argparse.Namespace) -> None:
                   f"metrics; target ≤ +10% on conc)", flush=True)  # fmt: skip
     finally:
         tracing.stop()
+        print(f"SUMMARY spans dropped by the exporter: {traced.dropped_spans._value.get():.0f}")
         receiver.terminate()
         receiver.wait()
 

@@ -55,22 +55,33 @@ def _value(v: Any) -> bytes:
     return _field(1, str(v).encode())
 
 
+_KEYS: dict[str, bytes] = {}  # a key's encoded KeyValue.key field (the keys are a few dozen)
+
+
+def _key(k: str) -> bytes:
+    found = _KEYS.get(k)
+    if found is None:
+        found = _field(1, k.encode())
+        if len(_KEYS) < 1024:  # bounded, should a caller ever make keys up
+            _KEYS[k] = found
+    return found
+
+
 def _attributes(number: int, attributes: dict[str, Any]) -> bytes:
     """Repeated KeyValue (1 key, 2 value) as field `number`."""
-    return b"".join(_field(number, _field(1, k.encode()) + _field(2, _value(v)))
+    return b"".join(_field(number, _key(k) + _field(2, _value(v)))
                     for k, v in attributes.items() if v is not None)  # fmt: skip
 
 
 def _span(s: Span) -> bytes:
-    out = [_field(1, s.trace_id.to_bytes(16, "big")), _field(2, s.span_id.to_bytes(8, "big"))]
+    out = [b"\x0a\x10", s.trace_id.to_bytes(16, "big"), b"\x12\x08", s.span_id.to_bytes(8, "big")]
     if s.parent_id:
-        out.append(_field(4, s.parent_id.to_bytes(8, "big")))
-    out += [_field(5, s.name.encode()), b"\x30" + _varint(s.kind),
-            b"\x39" + struct.pack("<Q", s.start), b"\x41" + struct.pack("<Q", s.end),
-            _attributes(9, s.attributes)]  # fmt: skip
+        out += [b"\x22\x08", s.parent_id.to_bytes(8, "big")]
+    out += [_field(5, s.name.encode()), b"\x30", _varint(s.kind),
+            struct.pack("<BQBQ", 0x39, s.start, 0x41, s.end), _attributes(9, s.attributes)]  # fmt: skip
     for trace_id, span_id in s.links:  # Span.Link: 1 trace id, 2 span id
-        out.append(_field(13, _field(1, trace_id.to_bytes(16, "big"))
-                              + _field(2, span_id.to_bytes(8, "big"))))  # fmt: skip
+        out.append(_field(13, b"\x0a\x10" + trace_id.to_bytes(16, "big")
+                              + b"\x12\x08" + span_id.to_bytes(8, "big")))  # fmt: skip
     if s.error is not None:  # Status: 2 message, 3 code (2: error)
         out.append(_field(15, _field(2, s.error.encode()) + b"\x18\x02"))
     return b"".join(out)
