@@ -21,7 +21,8 @@ import contextlib
 import hashlib
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import Any
 
@@ -42,8 +43,8 @@ def _derived(size: int, *parts: object) -> int:
 class Span:
     """One span as the exporter encodes it; the methods the callers use of an SDK span."""
 
-    __slots__ = ("attributes", "end", "error", "kind", "links", "name", "parent_id", "span_id",
-                 "start", "trace_id")  # fmt: skip
+    __slots__ = ("attributes", "end", "error", "kind", "links", "name", "parent_id", "sink",
+                 "span_id", "start", "token", "trace_id")  # fmt: skip
 
     def __init__(self, trace_id: int, span_id: int, parent_id: int, name: str,
                  attributes: dict[str, Any], kind: int = INTERNAL,
@@ -58,6 +59,20 @@ class Span:
         self.start = start or time.time_ns()
         self.end = 0
         self.error: str | None = None
+        self.sink: Any = None  # set by Tracing: where the span goes as its block ends
+        self.token: Any = None
+
+    def __enter__(self) -> Span:
+        """The current span while the block runs (its children's parent, the traceparent)."""
+        self.token = _current.set((self.trace_id, self.span_id))
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        _current.reset(self.token)
+        self.end = time.time_ns()
+        if error is not None:
+            self.error = f"{type(error).__name__}: {error}"[:300]
+        self.sink.put(self)
 
     def update_name(self, name: str) -> None:
         self.name = name
@@ -112,35 +127,19 @@ class Tracing:
     def step_span_id(self, run_id: int, seq: int) -> int:
         return _derived(8, self.db_id, "step", run_id, seq)
 
-    @contextlib.contextmanager
     def step(
         self, run_id: int, goal_id: int, first_seq: int, links: Sequence[int] = ()
-    ) -> Iterator[Span | None]:
+    ) -> AbstractContextManager[Span | None]:
         """A span for the step(s) one advance takes (its id derived from the first new seq, so a
         later step can link to it); `links` are earlier steps' seqs (an approval's asking step)."""
         if self.sink is None:
-            yield None
-            return
+            return contextlib.nullcontext()
         trace_id, root = self._run_ids(run_id)
         span = Span(trace_id, self.step_span_id(run_id, first_seq), root, "step",
                     {"agentd.run_id": run_id, "agentd.goal_id": goal_id, "agentd.seq": first_seq},
                     links=[(trace_id, self.step_span_id(run_id, s)) for s in links])  # fmt: skip
-        with self._entered(span):
-            yield span
-
-    @contextlib.contextmanager
-    def _entered(self, span: Span) -> Iterator[None]:
-        """`span` is the current one while the block runs; it is queued as the block ends."""
-        token = _current.set((span.trace_id, span.span_id))
-        try:
-            yield
-        except BaseException as e:
-            span.error = f"{type(e).__name__}: {e}"[:300]
-            raise
-        finally:
-            _current.reset(token)
-            span.end = time.time_ns()
-            self.sink.put(span)
+        span.sink = self.sink
+        return span
 
     def run_ended(
         self, run_id: int, goal_id: int, agent: str, status: str, started_at: float
@@ -159,34 +158,28 @@ class Tracing:
     def _child(self, name: str, attributes: dict[str, Any], kind: int = INTERNAL) -> Span:
         parent = _current.get()
         trace_id, parent_id = parent if parent is not None else (random.getrandbits(128) or 1, 0)
-        return Span(trace_id, random.getrandbits(64) or 1, parent_id, name, attributes, kind)
+        span = Span(trace_id, random.getrandbits(64) or 1, parent_id, name, attributes, kind)
+        span.sink = self.sink
+        return span
 
-    @contextlib.contextmanager
-    def child(self, name: str, **attributes: Any) -> Iterator[Span | None]:
+    def child(self, name: str, **attributes: Any) -> AbstractContextManager[Span | None]:
         """A child of the current span (an action, a notification); nothing when off."""
         if self.sink is None:
-            yield None
-            return
-        span = self._child(name, {k: v for k, v in attributes.items() if v is not None})
-        with self._entered(span):
-            yield span
+            return contextlib.nullcontext()
+        return self._child(name, {k: v for k, v in attributes.items() if v is not None})
 
-    @contextlib.contextmanager
     def model_call(
         self, provider: str, model: str, purpose: str, prompt: str
-    ) -> Iterator[Span | None]:
+    ) -> AbstractContextManager[Span | None]:
         """A GenAI client span (semantic conventions: `chat MODEL`, gen_ai.* attributes)."""
         if self.sink is None:
-            yield None
-            return
+            return contextlib.nullcontext()
         attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider,
                       "gen_ai.system": provider, "gen_ai.request.model": model,
                       "agentd.purpose": purpose}  # fmt: skip
         if self.capture_prompts:
             attributes["gen_ai.input.messages"] = prompt[:8000]
-        span = self._child(f"chat {model}", attributes, CLIENT)
-        with self._entered(span):
-            yield span
+        return self._child(f"chat {model}", attributes, CLIENT)
 
     def traceparent(self) -> str | None:
         """The W3C `traceparent` of the current span (None: off, or no span)."""

@@ -57,3 +57,20 @@ def test_queued_spans_leave_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> Non
         receiver.stop()
     assert len(receiver.spans) == 200
     assert receiver.requests == 1  # the thread woke once (at stop), not per span
+
+
+def test_a_span_whose_block_raises_is_sent_with_the_error_and_its_parent() -> None:
+    class Sink:
+        spans: list[Span] = []
+
+        def put(self, span: Span) -> None:
+            self.spans.append(span)
+
+    tracing, sink = Tracing(Sink()), Sink()
+    tracing.sink = sink
+    with pytest.raises(ValueError), tracing.step(1, 2, 3) as step, tracing.child("action x"):
+        raise ValueError("boom")
+    assert tracing.traceparent() is None  # outside every span again
+    action, ended = sink.spans
+    assert step is ended and action.parent_id == ended.span_id
+    assert action.error == ended.error == "ValueError: boom"
