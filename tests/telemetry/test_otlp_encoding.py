@@ -61,13 +61,14 @@ def test_queued_spans_leave_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_a_span_whose_block_raises_is_sent_with_the_error_and_its_parent() -> None:
     class Sink:
-        spans: list[Span] = []
+        def __init__(self) -> None:
+            self.spans: list[Span] = []
 
         def put(self, span: Span) -> None:
             self.spans.append(span)
 
-    tracing, sink = Tracing(Sink()), Sink()
-    tracing.sink = sink
+    sink = Sink()
+    tracing = Tracing(sink)
     with pytest.raises(ValueError), tracing.step(1, 2, 3) as step, tracing.child("action x"):
         raise ValueError("boom")
     assert tracing.traceparent() is None  # outside every span again
