@@ -89,7 +89,9 @@ async def timed(
     start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one_run(store, r, e, steps, variant, meter, tracing) for r, e in pairs))
     elapsed = time.perf_counter() - start
-    if tracing.sink is not None:  # the spans still queued are this repetition's cost too
+    if (
+        getattr(tracing, "sink", None) is not None
+    ):  # the spans still queued are this repetition's cost too
         tracing.sink.wake.set()
         while tracing.sink.queue:
             await asyncio.sleep(0.005)
