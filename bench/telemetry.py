@@ -7,8 +7,9 @@ seq and conc side by side in one run; and `GET /metrics` render time and size on
 `steps` drives bench/journal.py's step (an idempotent no-op action journaled through the engine's
 store and query) three ways: `bare` (as journal.py), `metrics` (plus what the engine reports per
 step: the step and action counters, the commit → action histogram), and `tracing` (plus a step
-span, an action span and the traceparent, exported over OTLP/HTTP to a receiver in another process:
-tests/telemetry/otlp_receiver.py). Repetitions interleave the variants; medians are printed.
+span, an action span and the traceparent, exported over OTLP/HTTP to a collector in another process
+that reads and drops the bodies: tests/telemetry/otlp_receiver.py). Repetitions interleave the
+variants; medians are printed, and how many spans the exporter dropped (0: every span was sent).
 
 `metrics` fills a SQLite home with G goals and N waiting runs (and an open approval per goal), then
 times the home-wide read (agentd/db/metrics.py) and the render (agentd/telemetry/home.py) of one
@@ -62,7 +63,11 @@ async def one_run(store: Store, run_id: int, epoch: int, steps: int, variant: st
         await store.insert(row)
 
 
-async def timed(workdir: Path, runs: int, steps: int, variant: str, tracing: Tracing) -> float:
+async def timed(
+    workdir: Path, runs: int, steps: int, variant: str, tracing: Tracing
+) -> tuple[float, float]:
+    """Wall seconds of the steps, and the process's CPU seconds (every thread: the writer's, the
+    export thread's, counted until the exporter has taken every span of this repetition)."""
     db = workdir / "agentd.db"
     for p in workdir.glob("agentd.db*"):
         p.unlink()
@@ -81,11 +86,19 @@ async def timed(workdir: Path, runs: int, steps: int, variant: str, tracing: Tra
 
     pairs = await store.write(setup)
     meter = Meter(Names(actions=["noop"]))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one_run(store, r, e, steps, variant, meter, tracing) for r, e in pairs))
     elapsed = time.perf_counter() - start
+    if (
+        getattr(tracing, "sink", None) is not None
+    ):  # the spans still queued are this repetition's cost too
+        tracing.sink.wake.set()
+        while tracing.sink.queue:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)  # the last batch's encoding and post
+    cpu = time.process_time() - cpu
     await store.close()
-    return elapsed
+    return elapsed, cpu
 
 
 def steps_bench(a: argparse.Namespace) -> None:
@@ -93,7 +106,8 @@ def steps_bench(a: argparse.Namespace) -> None:
                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert receiver.stdout is not None
     endpoint = receiver.stdout.readline().strip()
-    tracing = Tracing.start(TracingConfig(enabled=True, endpoint=endpoint), Meter())
+    traced = Meter()
+    tracing = Tracing.start(TracingConfig(enabled=True, endpoint=endpoint), traced)
     off = Tracing.off()
     try:
         for mode, runs in (("seq", 1), ("conc", a.runs)):
@@ -101,23 +115,33 @@ def steps_bench(a: argparse.Namespace) -> None:
             shutil.rmtree(workdir, ignore_errors=True)
             workdir.mkdir(parents=True)
             per_step: dict[str, list[float]] = {"bare": [], "metrics": [], "tracing": []}
+            cpu_step: dict[str, list[float]] = {v: [] for v in per_step}
             for rep in range(a.warmup + a.reps):
                 for variant in per_step:
                     chosen = tracing if variant == "tracing" else off
-                    elapsed = asyncio.run(timed(workdir, runs, a.steps, variant, chosen))
+                    elapsed, cpu = asyncio.run(timed(workdir, runs, a.steps, variant, chosen))
                     if rep >= a.warmup:
                         us = elapsed / (runs * a.steps) * 1e6
+                        cpu_us = cpu / (runs * a.steps) * 1e6
                         per_step[variant].append(us)
+                        cpu_step[variant].append(cpu_us)
                         record = {"mode": mode, "variant": variant, "runs": runs,
-                                  "steps": a.steps, "us_per_step": round(us, 1)}  # fmt: skip
+                                  "steps": a.steps, "us_per_step": round(us, 1),
+                                  "cpu_us_per_step": round(cpu_us, 1)}  # fmt: skip
                         print("RESULT " + json.dumps(record), flush=True)
             med = {v: statistics.median(x) for v, x in per_step.items()}
             print(f"SUMMARY mode={mode} us_per_step bare={med['bare']:.1f} "
                   f"metrics={med['metrics']:.1f} ({med['metrics'] / med['bare'] - 1:+.1%}) "
                   f"tracing={med['tracing']:.1f} ({med['tracing'] / med['metrics'] - 1:+.1%} over "
                   f"metrics; target ≤ +10% on conc)", flush=True)  # fmt: skip
+            cm = {v: statistics.median(x) for v, x in cpu_step.items()}
+            print(f"SUMMARY mode={mode} cpu_us_per_step (all threads) bare={cm['bare']:.1f} "
+                  f"metrics={cm['metrics']:.1f} ({cm['metrics'] / cm['bare'] - 1:+.1%}) "
+                  f"tracing={cm['tracing']:.1f} ({cm['tracing'] / cm['metrics'] - 1:+.1%} over "
+                  f"metrics)", flush=True)  # fmt: skip
     finally:
         tracing.stop()
+        print(f"SUMMARY spans dropped by the exporter: {traced.dropped_spans._value.get():.0f}")
         receiver.terminate()
         receiver.wait()
 

@@ -3,8 +3,8 @@
 `[metrics] enabled = true` serves `GET /metrics` (Prometheus text) on the API's port (`[api]
 port`, loopback): open to loopback clients, or, with `token_env`, only to a client sending that
 token as `Authorization: Bearer …` (never the web inbox's session key nor the API token).
-`[tracing] enabled = true` exports OpenTelemetry traces over OTLP/HTTP (the `tracing` extra:
-`pip install 'agentd-daemon[tracing]'`); docs/observability.md shows both.
+`[tracing] enabled = true` exports OpenTelemetry traces over OTLP/HTTP protobuf (no extra library:
+agentd/telemetry/otel.py); docs/observability.md shows both.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The home-wide figures `/metrics` exports once per home (agentd/telemetry/home.py renders them):
-runs by status and agent, open inbox items by kind, the oldest open approval, check-ins by status,
+runs by status and agent, open inbox items by kind, the oldest open approval,
 nudges by goal's agent and outcome, outbox messages by channel and status — grouped counts over
 indexed columns, one read. Nudge quality per goal (`agentd checkins report`) is here too.
 """
@@ -44,7 +44,6 @@ def home(c: Conn) -> dict[str, Any]:
         "runs": _rows(c, "SELECT status, agent, count(*) FROM runs GROUP BY status, agent"),
         "inbox": _rows(c, "SELECT kind, count(*) FROM inbox WHERE status = 'open' GROUP BY kind"),
         "approval_oldest_s": None if oldest[0] is None else max(0.0, oldest[1] - oldest[0]),
-        "checkins": _rows(c, "SELECT status, count(*) FROM checkins GROUP BY status"),
         "nudges": _rows(
             c,
             f"SELECT g.agent, {NUDGE_OUTCOME.format(ignored=ignored)} AS outcome, count(*)"
@@ -90,6 +89,26 @@ def nudge_rows(c: Conn) -> list[tuple[Any, ...]]:
         f" THEN coalesce({d.jnum('i.data', 'resolved_at')}, i.resolved_at) END"
         " FROM inbox i JOIN goals g ON g.goal_id = i.goal_id WHERE i.rule = 'nudge'"
         " ORDER BY g.goal_id, i.item_id",
+    )
+
+
+def dismissed_goals(c: Conn, at_least: int, share: float) -> list[tuple[Any, ...]]:
+    """Goals more than `share` of whose settled nudges (at least `at_least`) were dismissed:
+    goal id, title, dismissed, nudges, settled, backoff — grouped in the database (`status` asks
+    at every call; the `inbox_nudges` index reads only the nudges)."""
+    ignored = c.dialect.jtext("i.data", "ignored")
+    outcome = NUDGE_OUTCOME.format(ignored=ignored)
+    return _rows(
+        c,
+        "SELECT goal_id, title, dismissed, nudges, settled, backoff FROM ("
+        " SELECT i.goal_id, g.title, coalesce(max(k.backoff), 0) AS backoff, count(*) AS nudges,"
+        f" sum(CASE WHEN {outcome} = 'dismissed' THEN 1 ELSE 0 END) AS dismissed,"
+        f" sum(CASE WHEN {outcome} = 'open' THEN 0 ELSE 1 END) AS settled"
+        " FROM inbox i JOIN goals g ON g.goal_id = i.goal_id"
+        " LEFT JOIN cadences k ON k.goal_id = i.goal_id"
+        " WHERE i.rule = 'nudge' GROUP BY i.goal_id, g.title) AS per_goal"
+        " WHERE settled >= ? AND dismissed > ? * settled ORDER BY goal_id",
+        (at_least, share),
     )
 
 

@@ -68,6 +68,10 @@ def quality(store: SyncStore, goal_id: int | None = None) -> list[JSON]:
 
 
 def mostly_dismissed(c: Any) -> list[JSON]:
-    """The goals whose nudges are mostly dismissed (for `status`): id, title, shares, backoff."""
-    keys = ("goal_id", "title", "dismissed", "nudges", "dismissed_share", "backoff_steps")
-    return [{k: e[k] for k in keys} for e in report(c) if e["mostly_dismissed"]]
+    """The goals whose nudges are mostly dismissed (for `status`, at every call: counted in the
+    database, never the home's every nudge): id, title, counts, share, backoff."""
+    return [
+        {"goal_id": gid, "title": title, "dismissed": int(dismissed), "nudges": int(nudges),
+         "dismissed_share": _share(int(dismissed), int(settled)), "backoff_steps": int(backoff)}
+        for gid, title, dismissed, nudges, settled, backoff in qm.dismissed_goals(c, AT_LEAST, MOSTLY)
+    ]  # fmt: skip

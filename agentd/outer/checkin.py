@@ -69,10 +69,14 @@ async def run_checkin(deps: Deps, checkin_id: int, launch: Launch) -> None:
 
 
 async def _run(deps: Deps, checkin_id: int, launch: Launch) -> None:
+    moved = False  # this daemon moved the row on: its end is counted (agentd_checkins_total)
     for _ in range(2 * (MAX_REASKS + 2)):  # each pass moves the row on or returns
         row = await deps.store.read(lambda c: qc.get(c, checkin_id))
         if row.status not in qc.OPEN:
+            if moved:
+                deps.meter.checkin(str(row.status))
             return
+        moved = True
         try:
             if row.status == CheckinStatus.DUE:
                 go = await _precheck(deps, row)
@@ -85,7 +89,10 @@ async def _run(deps: Deps, checkin_id: int, launch: Launch) -> None:
         except Refused as e:  # another worker moved it meanwhile: read it again
             log.info("checkin.moved", checkin_id=checkin_id, why=str(e))
             continue
-        if not go:
+        if not go:  # ended, or waiting (a model backoff, a run): counted once it ended
+            row = await deps.store.read(lambda c: qc.get(c, checkin_id))
+            if row.status not in qc.OPEN:
+                deps.meter.checkin(str(row.status))
             return
 
 

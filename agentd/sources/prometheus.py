@@ -72,6 +72,9 @@ async def _ask(http: httpx.AsyncClient, url: str, q: PromQuery) -> JSON:
 
 
 def _worst(q: PromQuery, data: JSON) -> float | None:
+    """The series that decides: the first past a threshold (with both `above` and `below`, a
+    series under `below` counts even when another is the highest), else the highest for
+    `above`, the lowest for `below`."""
     kind, result = data.get("resultType"), data.get("result")
     if kind == "scalar" and isinstance(result, list):
         values = [_float(result[1])]
@@ -82,7 +85,12 @@ def _worst(q: PromQuery, data: JSON) -> float | None:
     found = [v for v in values if v is not None]
     if not found:
         return None
-    return max(found) if q.above is not None else min(found)
+    high, low = max(found), min(found)
+    if q.above is not None and high > q.above:
+        return high
+    if q.below is not None and low < q.below:
+        return low
+    return high if q.above is not None else low
 
 
 def _float(text: object) -> float | None:

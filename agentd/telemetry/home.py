@@ -10,7 +10,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
-    CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
@@ -60,14 +59,6 @@ class _Home(Collector):
             "Age of the oldest open approval; 0 when none is open.",
             value=f["approval_oldest_s"] or 0.0,
         )
-        checkins = CounterMetricFamily(
-            "agentd_checkins_recorded",
-            "Check-ins in the journal by status (home-wide; retention trims it).",
-            labels=["status"],
-        )
-        for status, n in f["checkins"]:
-            checkins.add_metric([str(status)], n)
-        yield checkins
         nudges = GaugeMetricFamily(
             "agentd_nudges",
             "Nudges posted, by the goal's agent and outcome (accepted, dismissed, ignored, open).",

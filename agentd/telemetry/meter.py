@@ -10,13 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 OTHER = "other"  # the label of a name the config does not know (bounded label sets)
 LATENCY_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 PURPOSES = frozenset({"decide", "checkin", "generate", "judge", "summarize"})
+# No `*_created` series: they doubled every counter's and histogram's series for a timestamp no
+# rule or dashboard reads (Prometheus finds resets itself). Process-wide: only we use the library.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 FAST_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
 
@@ -79,6 +88,10 @@ class Meter:
             "agentd_scheduler_tick_lag_seconds", "How late the scheduler's timed ticks started.",
             buckets=FAST_S, registry=r,
         )  # fmt: skip
+        self._checkins = Counter(
+            "agentd_checkins", "Check-ins this daemon ended, by status: skipped (the precheck "
+            "found nothing moved), done (the model decided), failed.", ["status"], registry=r,
+        )  # fmt: skip
         self._up = Gauge("agentd_daemon_info", "1, with the store's engine.", ["store"], registry=r)
         self._watched = _Watched()
         r.register(self._watched)
@@ -107,6 +120,9 @@ class Meter:
             self._tokens.labels(provider, model, "output").inc(tokens_out)
         if cost_usd:
             self._cost.labels(provider, model).inc(cost_usd)
+
+    def checkin(self, status: str) -> None:
+        self._checkins.labels(status if status in ("skipped", "done", "failed") else OTHER).inc()
 
     def delivery(self, channel: str, outcome: str) -> None:
         self._deliveries.labels(bound(channel, self.names.channels), outcome).inc()

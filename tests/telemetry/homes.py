@@ -50,7 +50,8 @@ class MetricsHome:
             f"{tables}"
             '[agents.default]\nactions = ["append", "finish"]\n'
             'policy = { rules = { append = "approve" } }\n\n'
-            '[agents.default.checkin]\nmodel = "checker"\n'
+            # quiet = "none": check-ins run at any hour (the default holds them 22:00-08:00 UTC)
+            '[agents.default.checkin]\nmodel = "checker"\nquiet = "none"\n'
         )
 
     def serve(self, env: dict[str, str] | None = None) -> None:

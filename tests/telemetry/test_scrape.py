@@ -35,12 +35,14 @@ def test_prometheus_scrapes_a_daemon_after_an_approval_an_action_and_a_checkin(
     home.cli("inbox", "approve", str(items[0]["item_id"]))
     home.until("the run to finish", lambda: (home.root / "appended.txt").exists()
                and "succeeded" in home.cli("runs", "list", "--json"))  # fmt: skip
-    home.until("a check-in", lambda: json.loads(home.cli("checkins", "--json")))
+    home.until("a check-in the model decided", lambda: any(
+        c["status"] == "done" for c in json.loads(home.cli("checkins", "--json"))
+    ))  # fmt: skip
     home.until(
         "a scrape after the run",
         lambda: (
             value(prometheus, f'agentd_runs{{{target},status="succeeded",agent="default"}}') == 1
-            and value(prometheus, f"sum(agentd_checkins_recorded_total{{{target}}})") >= 1
+            and value(prometheus, f'agentd_checkins_total{{{target},status="done"}}') >= 1
         ),
     )
     assert prometheus.targets()[0]["health"] == "up"

@@ -340,6 +340,12 @@ MIGRATIONS: list[Migration] = [
     CREATE INDEX checkins_failed ON checkins(goal_id) WHERE status = 'failed';
     """,
     ),
+    Migration(
+        "nudges: an index of the inbox's nudges by goal (SQLite's version 11)",
+        """
+    CREATE INDEX inbox_nudges ON inbox(goal_id, item_id) WHERE rule = 'nudge';
+    """,
+    ),
 ]
 
 _LEDGER = """

@@ -334,6 +334,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX goals_by_status ON goals(status, goal_id);
     CREATE INDEX checkins_failed ON checkins(goal_id) WHERE status = 'failed';
     """,
+    # 11: nudge quality (`agentd checkins report`, `status`, /metrics) reads a home's nudges by
+    # goal: only those rows, not the whole inbox.
+    """
+    CREATE INDEX inbox_nudges ON inbox(goal_id, item_id) WHERE rule = 'nudge';
+    """,
 ]
 
 
