@@ -130,9 +130,12 @@ def single_line(value: object) -> str:
 
 
 def one_line(value: object, width: int = 60) -> str:
-    """Whitespace collapsed to single spaces, neutralised, cut to `width` characters with an …."""
+    """Whitespace collapsed to single spaces, neutralised, cut at a word to at most `width`
+    characters with an … (a table's title column: "Keep checkout…", not "Keep checko…")."""
     text = single_line(value)
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+    if len(text) <= width:
+        return text
+    return cut_at_word(text, width) if width > 1 else text[: max(width - 1, 0)] + "…"
 
 
 TITLE_CHARS = 200  # an inbox item's title; longer text is cut at a word (its body keeps it all)

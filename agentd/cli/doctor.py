@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentd import config, llm, sources
-from agentd.cli import doctor_hooks, doctor_reach, doctor_store, doctor_urls
+from agentd.cli import doctor_hooks, doctor_reach, doctor_store, doctor_urls, doctor_zone
 from agentd.cli.doctor_mail import mailbox_said
 from agentd.cli.doctor_programs import check_programs, identity, used
 from agentd.config import (
@@ -101,6 +101,7 @@ def examine(paths: Paths, daemon_pid: int | None) -> Report:
         checks += models or [Check("models", False, "no [models.NAME] configured")]
         checks += check_programs(cfg, identity(daemon_pid))
         checks += check_limits(cfg)
+        checks += doctor_zone.check_zone(cfg)
         checks += check_goals_and_triggers(paths, cfg, readable=readable)
         checks += doctor_reach.check_notify(paths, cfg, sees, readable=readable)
         checks += doctor_urls.check_urls(cfg)

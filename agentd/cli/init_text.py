@@ -58,7 +58,10 @@ def machine_zone(env: Mapping[str, str] | None = None, localtime: str = "/etc/lo
         zoneinfo.ZoneInfo(tz)
     except (ValueError, zoneinfo.ZoneInfoNotFoundError):
         return "UTC"
-    return tz or "UTC"
+    return "UTC" if not tz or tz.removeprefix("Etc/") in _UTC_NAMES else tz
+
+
+_UTC_NAMES = frozenset({"UTC", "UCT", "Universal", "Zulu", "GMT", "GMT0", "GMT+0", "GMT-0"})
 
 
 def in_zone(template: str, tz: str) -> str:

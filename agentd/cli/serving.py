@@ -6,11 +6,13 @@ imported only by the foreground `serve`; `stop` and `serve --detach` only signal
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -64,14 +66,17 @@ def detached(paths: Paths, argv: list[str]) -> int:
     env = {**os.environ, "AGENTD_LOG_FORMAT": os.environ.get("AGENTD_LOG_FORMAT") or "json"}
     command = [sys.executable, "-m", "agentd", "--home", str(paths.home), "serve", *argv]
     with logfile.open("ab") as out:
+        start = out.tell()  # what this start logs comes after
         child = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
             start_new_session=True,  # no SIGHUP when the terminal closes; not in its job control
         )  # fmt: skip
     deadline = time.monotonic() + START_TIMEOUT_S
-    while daemon_pid(paths) != child.pid:
+    # Serving is its ready line, not only its lock: a daemon takes the lock first and may still
+    # give up after it (a corrupt database), which must not read as started.
+    while (said := _since(logfile, start)).find(READY) < 0 or daemon_pid(paths) != child.pid:
         if child.poll() is not None:
-            tail = logfile.read_text(errors="replace").strip().splitlines()[-3:]
+            tail = said.strip().splitlines()[-3:]
             raise StateError(
                 f"the daemon exited {child.returncode} at start; {logfile} ends:\n"
                 + "\n".join(tail)
@@ -79,11 +84,36 @@ def detached(paths: Paths, argv: list[str]) -> int:
         if time.monotonic() > deadline:
             raise StateError(f"the daemon (pid {child.pid}) did not start in time; see {logfile}")
         time.sleep(POLL_S)
+    for line in _troubles(said):  # e.g. its [api] port taken: it serves, but not all of it
+        typer.echo(screen(f"agentd: the daemon logged at start: {line}"), err=True)
     typer.echo(
         f"agentd: the daemon (pid {child.pid}) serves {paths.home}; its log: {logfile}; "
         "`agentd stop` stops it"
     )
     return 0
+
+
+READY = "daemon.ready"  # the event a daemon logs once it serves (JSON and console lines alike)
+
+
+def _since(logfile: Path, offset: int) -> str:
+    with logfile.open("rb") as f:
+        f.seek(offset)
+        return f.read().decode(errors="replace")
+
+
+def _troubles(said: str) -> list[str]:
+    """The warnings and errors among JSON log lines, as `event: detail` (console lines: none)."""
+    out = []
+    for line in said.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("level") in ("warning", "error", "critical"):
+            rest = {k: v for k, v in entry.items() if k not in ("event", "level", "timestamp")}
+            out.append(f"{entry.get('event')}: " + ", ".join(f"{k}={v}" for k, v in rest.items()))
+    return out
 
 
 @app.command("serve")

@@ -15,7 +15,11 @@ listeners answer the JSON API, `/mcp` and (the socket) `POST /poke`, and a page 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+
+from agentd.config.durations import seconds_keys
 
 DEFAULT_WEB_PORT = 8765  # the loopback port of the web inbox when `[api] port` names none
 
@@ -24,6 +28,11 @@ class ApiConfig(BaseModel):
     """[api]: the local control API (`/api/...`, `POST /poke`) inside `agentd serve`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seconds_keys(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
+        return seconds_keys(data)
 
     # Also listen on 127.0.0.1:port (HTTP, loopback only); None: the unix socket alone.
     port: int | None = Field(None, ge=1, le=65535)

@@ -8,13 +8,21 @@ whole config; `agentd serve` and `agentd doctor` validate it with the rest.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentd.config.durations import seconds_keys
 from agentd.config.where import SCHEMES
 
 
 class StoreConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seconds_keys(cls, data: Any) -> Any:  # "5s", "4h": one duration syntax for every *_s key
+        return seconds_keys(data)
 
     url: str | None = None  # postgresql://user@host/db (a password belongs in url_env)
     url_env: str | None = None  # a variable or systemd credential holding the URL

@@ -61,6 +61,10 @@ def test_the_machine_zone_comes_from_tz_then_localtime(tmp_path: Path) -> None:
     assert init_text.machine_zone({}, str(link)) == "America/New_York"
     assert init_text.machine_zone({"TZ": "Not/AZone"}, str(link)) == "UTC"  # never a guess
     assert init_text.machine_zone({}, str(tmp_path / "missing")) == "UTC"
+    utc = tmp_path / "utc"
+    utc.symlink_to("/usr/share/zoneinfo/Etc/UTC")  # Debian's default: the template's UTC as is
+    assert init_text.machine_zone({}, str(utc)) == "UTC"
+    assert init_text.machine_zone({"TZ": "Etc/GMT"}) == "UTC"
 
 
 def test_the_template_keeps_its_comment_column() -> None:

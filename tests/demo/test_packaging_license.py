@@ -7,7 +7,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-PYPROJECT = Path(__file__).parents[1] / "pyproject.toml"
+PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"
 
 
 def test_pyproject_license_is_an_spdx_expression() -> None:
