@@ -45,25 +45,3 @@ async def test_unhurried_is_plain_work_on_sqlite(tmp_path: Path) -> None:
         assert await store.write(work) == 3
     finally:
         await store.close()
-
-
-async def test_the_daemons_retention_prune_has_its_own_timeout() -> None:
-    import asyncio
-    from types import SimpleNamespace
-
-    from agentd.daemon import serve
-
-    stop = asyncio.Event()
-    given: list[Any] = []
-
-    class Capturing:
-        async def write(self, work: Any) -> int:
-            given.append(work)
-            stop.set()
-            return 0
-
-    deps = SimpleNamespace(
-        store=Capturing(), config=SimpleNamespace(daemon=SimpleNamespace(journal_retention_days=7))
-    )
-    await serve._retention(deps, stop)  # type: ignore[arg-type]
-    assert [own_timeout(w) for w in given] == [serve.RETENTION_S]
