@@ -35,7 +35,7 @@ from agentd.daemon import clocks, mail, metering, sdnotify
 from agentd.daemon.leases import LeaseKeeper
 from agentd.daemon.scheduler import Scheduler
 from agentd.daemon.watchdog import watchdog
-from agentd.db import accounting, faults, leases, meta, outage, stamp
+from agentd.db import accounting, faults, leases, meta, stamp
 from agentd.db import queries as q
 from agentd.db.artifacts import BUILD_TRIGGER
 from agentd.db.store import Store
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from agentd.db.postgres.listener import Listener
 
 log = structlog.get_logger("agentd.daemon")
-RETENTION_S = 600.0  # retention's statement timeout (the others: the lease, at least 5 s)
 
 
 @contextlib.contextmanager
@@ -438,9 +437,7 @@ async def _retention(deps: Deps, stop: asyncio.Event) -> None:
     keep_s = deps.config.daemon.journal_retention_days * 86400
     while not stop.is_set():
         try:
-            # Its own statement timeout: on a big database the deletes outlast the lease's.
-            prune = outage.unhurried(lambda c: meta.prune(c, stamp.now(c) - keep_s), RETENTION_S)
-            pruned = await deps.store.write(prune)
+            pruned = await deps.store.write(lambda c: meta.prune(c, stamp.now(c) - keep_s))
         except StateError as e:  # a lock held too long: prune at the next hour
             log.error("journal.prune_failed", error=str(e))
             pruned = 0

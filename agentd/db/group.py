@@ -20,7 +20,7 @@ import structlog
 
 from agentd.db import faults, safety
 from agentd.db.conn import Conn, Work
-from agentd.db.outage import BATCH_MARGIN_S, Deadline, own_timeout
+from agentd.db.outage import Deadline
 from agentd.db.writer import Insert
 from agentd.errors import AgentdError, StateError
 
@@ -138,7 +138,7 @@ class GroupWriter:
             if batch:
                 try:
                     self._reopen_if_broken()
-                    with self._deadline(batch):
+                    with self._deadline():
                         outcomes = self._commit(batch)
                 except Exception as e:  # never let the writer die: every caller gets an answer
                     err = self._translated(e)
@@ -227,20 +227,17 @@ class GroupWriter:
             raise
 
     @contextlib.contextmanager
-    def _deadline(self, batch: list[Request]) -> Iterator[None]:
+    def _deadline(self) -> Iterator[None]:
         """A batch the database has not answered within the backend's deadline is cut off: its
         callers get the error, and the next batch opens a new connection (a stalled server or a
-        blackholed route answers nothing, a cancel included). A batch holding long maintenance
-        (outage.unhurried) gets that work's own timeout plus the same margin."""
+        blackholed route answers nothing, a cancel included)."""
         limit = self.backend.batch_deadline_s
         if limit is None or self._conn is None:
             yield
             return
         if self._watch is None:
             self._watch = Deadline(limit, self.backend.abort, "writer batch")
-        own = [t for t in (own_timeout(w) for w, _ in batch) if t is not None]
-        this = max(limit, max(own) + BATCH_MARGIN_S) if own else None
-        with self._watch.timing(self._conn, this):
+        with self._watch.timing(self._conn):
             yield
 
     def _log_error(self, event: str, **kw: Any) -> None:

@@ -15,13 +15,10 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 FIRST_RETRY_S = 0.25
 MAX_RETRY_S = 2.0
-BATCH_MARGIN_S = 2.0  # a writer batch's client deadline: its statement timeout plus this
 
 
 class Outage:
@@ -92,27 +89,6 @@ class Outage:
         )
 
 
-def unhurried(work: Callable[[Any], T], timeout_s: float) -> Callable[[Any], T]:
-    """`work` with its own statement timeout and writer deadline instead of the lease's: long
-    maintenance (retention's deletes on a big database) that the lease's timeout would cancel
-    at every attempt. On PostgreSQL the timeout is `SET LOCAL` (this transaction only); a file
-    has none. The writer's deadline for a batch holding it is `timeout_s` plus its margin."""
-
-    def timed(c: Any) -> T:
-        if not c.dialect.sqlite:
-            c.execute(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
-        return work(c)
-
-    timed.timeout_s = timeout_s  # type: ignore[attr-defined]
-    return timed
-
-
-def own_timeout(work: object) -> float | None:
-    """The statement timeout `unhurried` gave `work`, None for the lease's."""
-    value = getattr(work, "timeout_s", None)
-    return float(value) if isinstance(value, int | float) else None
-
-
 class Deadline:
     """One thread's statements timed against `limit_s`: `cut(conn)` (the backend's abort) ends
     one still waiting past it. A single watcher thread, started at first use, looks every
@@ -129,14 +105,13 @@ class Deadline:
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
-    def timing(self, conn: Any, limit_s: float | None = None) -> Iterator[None]:
-        """Time what runs inside against `limit_s` (this once) or the deadline's own limit."""
+    def timing(self, conn: Any) -> Iterator[None]:
         if self._watcher is None:
             self._watcher = threading.Thread(
                 target=self._watch, name="agentd-deadline", daemon=True
             )
             self._watcher.start()
-        limit = limit_s or self.limit_s
+        limit = self.limit_s
         with self._lock:
             self._current = (conn, time.monotonic() + limit, limit)
         try:

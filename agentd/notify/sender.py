@@ -19,7 +19,6 @@ import structlog
 from agentd.clock import SYSTEM
 from agentd.config import Config
 from agentd.db import outbox
-from agentd.db.outage import unhurried
 from agentd.db.outbox import OutboxRow
 from agentd.errors import DeliveryFailed, StateError
 from agentd.notify import Channel, build, inert
@@ -33,7 +32,6 @@ log = structlog.get_logger("agentd.notify")
 # within this, which is quick for a person and keeps an idle daemon asleep.
 POLL_S = 5.0
 RETENTION_S = 30 * 86400.0  # finished outbox rows kept this long
-PRUNE_TIMEOUT_S = 600.0  # the prune's statement timeout (the daemon's others: the lease's)
 ERROR_PAUSE_S = 5.0  # after an unexpected error, before the next pass
 
 
@@ -63,9 +61,7 @@ class Sender:
                 now = self.deps.clock.now()
                 if now - pruned_at > 3600:
                     horizon = now - RETENTION_S
-                    prune = functools.partial(outbox.prune, older_than=horizon)
-                    # maintenance: its own statement timeout, not the lease's (db/outage.py)
-                    await self.deps.store.write(unhurried(prune, PRUNE_TIMEOUT_S))
+                    await self.deps.store.write(functools.partial(outbox.prune, older_than=horizon))
                     pruned_at = now
             except StateError as e:  # a busy or failing database: look again shortly
                 quiet = self.deps.store.outage  # said once already (db.unreachable)

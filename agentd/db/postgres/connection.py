@@ -20,7 +20,6 @@ from psycopg.types.string import TextLoader
 
 from agentd.db.conn import Conn, Cursor
 from agentd.db.dialect import POSTGRES, Dialect
-from agentd.db.outage import BATCH_MARGIN_S
 from agentd.errors import StateError
 
 LOCK_TIMEOUT_MS = 5000  # as SQLite's busy timeout: a lock wait this long is an error, not a hang
@@ -52,7 +51,7 @@ def batch_deadline_s(lease_s: float) -> float:
     """The writer's own deadline for one batch, past the server's statement timeout: a database
     that stalls with its TCP connection up (a frozen server or host, a blackholed route) answers
     nothing, cancels included, so the writer cuts the connection (PostgresConn.abort)."""
-    return statement_timeout_ms(lease_s) / 1000 + BATCH_MARGIN_S
+    return statement_timeout_ms(lease_s) / 1000 + 2.0
 
 
 def idle_in_transaction_ms(lease_s: float) -> int:
