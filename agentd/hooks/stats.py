@@ -10,6 +10,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+REASONS = 50  # kinds of refusal told apart per hook (the rest are counted by status)
+
 
 @dataclass
 class HookStats:
@@ -79,6 +81,8 @@ class Stats:
     def refused(self, name: str, status: int, why: str) -> None:
         s = self._of(name)
         reason = f"{status} {why}"[:120]
+        if reason not in s.refused and len(s.refused) >= REASONS:
+            reason = f"{status} (other reasons)"  # a stranger's varied Content-Length, …
         s.refused[reason] += 1
         s.last_at, s.last = time.time(), f"refused {status}: {why}"[:200]
         self.pending.setdefault(name, Counter())[reason] += 1
