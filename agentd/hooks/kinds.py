@@ -117,10 +117,14 @@ def _fingerprint(labels: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def github(name: str, kind: str, delivery: str, body: bytes) -> list[Incoming]:
+def github(
+    name: str, kind: str, delivery: str, body: bytes, *, form: bool = False
+) -> list[Incoming]:
+    """`form`: the webhook's content type is application/x-www-form-urlencoded, the JSON in
+    its `payload` field (GitHub signs the body as sent)."""
     if not re.fullmatch(r"[a-z_]{1,60}", kind):
         raise Malformed("no X-GitHub-Event header naming the event (e.g. push, issues)")
-    payload = parse_json(body)
+    payload = parse_json(_form_payload(body) if form else body)
     if not isinstance(payload, dict):
         raise Malformed('the body is not a JSON object: set the webhook\'s "Content type" to '
                         "application/json")  # fmt: skip
@@ -149,3 +153,19 @@ def json_event(name: str, hook: HookConfig, message_id: str | None, body: bytes)
         event = given
     key = f"hook:{name}:{message_id}" if message_id else None
     return [Incoming(event, data, key)]
+
+
+def _form_payload(body: bytes) -> bytes:
+    """The `payload` field of a form-encoded GitHub delivery."""
+    from urllib.parse import parse_qsl
+
+    try:
+        fields = parse_qsl(body.decode("ascii"), strict_parsing=True, max_num_fields=4)
+    except (UnicodeDecodeError, ValueError):
+        raise Malformed(
+            "the form-encoded body is not a GitHub delivery (one payload field)"
+        ) from None
+    found = [v for k, v in fields if k == "payload"]
+    if len(found) != 1:
+        raise Malformed("the form-encoded body has no payload field (GitHub puts the JSON there)")
+    return found[0].encode()

@@ -199,5 +199,8 @@ class Receiver:
             return kinds.alertmanager(name, hook, body)
         if hook.type == "github":
             kind = request.headers.get("x-github-event", "")
-            return kinds.github(name, kind, message_id or "", body)
+            form = request.headers.get("content-type", "").startswith(
+                "application/x-www-form-urlencoded"
+            )
+            return kinds.github(name, kind, message_id or "", body, form=form)
         return kinds.json_event(name, hook, message_id, body)
