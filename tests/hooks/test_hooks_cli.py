@@ -19,7 +19,7 @@ from tests.conftest import Home
 from tests.hooks.hooksupport import SECRETS, body, hooked, secrets, standard
 
 __all__ = ["secrets"]
-pytestmark = pytest.mark.usefixtures("secrets")
+pytestmark = [pytest.mark.usefixtures("secrets"), pytest.mark.backends]
 
 
 async def agentd(home: Home, *args: str) -> Any:

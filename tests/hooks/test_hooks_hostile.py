@@ -17,7 +17,7 @@ from tests.conftest import Home
 from tests.hooks.hooksupport import SECRETS, body, events, hooked, secrets, standard
 
 __all__ = ["secrets"]  # the fixture, used by name
-pytestmark = pytest.mark.usefixtures("secrets")
+pytestmark = [pytest.mark.usefixtures("secrets"), pytest.mark.backends]
 AM = {"Authorization": f"Bearer {SECRETS['HOOK_AM_TOKEN']}"}
 
 
