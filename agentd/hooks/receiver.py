@@ -5,8 +5,8 @@ the body is within the hook's limit (413: before it is read when declared, else 
 passes), its signature holds (401), it parses (400 naming the problem); then its events are
 recorded in one transaction (agentd/operator/events.py `receiving`) on the daemon's writer, and
 only after the commit the sender gets its 2xx. A refusal records nothing, is one log line (never
-the body) and closes the connection (agentd/api/connections.py); a request that proved itself
-vouches for its connection.
+the body; at most 20 a minute per hook) and closes the connection (agentd/api/connections.py);
+a request that proved itself vouches for its connection.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ WHY_CHARS = 300  # a refusal's reason, in the log line and the answer
 # The daemon's store writer: runs one transaction on its writer thread (agentd/db/store.py).
 Write = Callable[[Callable[[Any], int]], Awaitable[int]]
 Read = Callable[[Callable[[Any], Any]], Awaitable[Any]]  # the daemon's store reader
+LOG_LINES, LOG_WINDOW_S = 20, 60.0  # refusals logged per hook per window (all are counted)
 FLUSH_S = 5.0  # refusals are written at most this often (they write nothing else)
 
 
@@ -69,6 +70,7 @@ class Receiver:
         self.stats = Stats()
         self._loaded = asyncio.Lock()
         self._flushing: asyncio.Task[None] | None = None
+        self._logged: dict[str, tuple[float, int, int]] = {}  # window start, lines, not logged
 
     async def loaded(self) -> Stats:
         """The stats, with the counts kept in the database added at the first call."""
@@ -90,7 +92,7 @@ class Receiver:
         except Refusal as e:
             if e.status != 404:
                 self.stats.refused(name, e.status, str(e))
-                log.warning("hook.refused", hook=name, status=e.status, why=str(e))
+                self._log_refused(name, e.status, str(e))
                 self._flush_soon()
             headers = {"Retry-After": "60"} if e.status in (429, 503) else None
             response = _json({"error": e.said}, e.status, headers)
@@ -128,6 +130,20 @@ class Receiver:
             self.changed()  # triggers and waiting runs are looked at now
         self.stats.accepted(name, new, len(rows) - new)
         return _json({"recorded": new, "duplicates": len(rows) - new})
+
+    def _log_refused(self, name: str, status: int, why: str) -> None:
+        """One line per refusal, at most LOG_LINES a hook per LOG_WINDOW_S: a flood of strangers
+        cannot fill the journal (the next line says how many were not logged; all are counted)."""
+        now = time.monotonic()
+        start, lines, quiet = self._logged.get(name, (now, 0, 0))
+        if now - start >= LOG_WINDOW_S:
+            start, lines = now, 0
+        if lines >= LOG_LINES:
+            self._logged[name] = (start, lines, quiet + 1)
+            return
+        more = {"not_logged": quiet} if quiet else {}
+        log.warning("hook.refused", hook=name, status=status, why=why, **more)
+        self._logged[name] = (start, lines + 1, 0)
 
     def _flush_soon(self) -> None:
         """Refusals are written FLUSH_S after the first one not yet written: a flood of them

@@ -21,6 +21,10 @@ pytestmark = [pytest.mark.usefixtures("secrets"), pytest.mark.backends]
 AM = {"Authorization": f"Bearer {SECRETS['HOOK_AM_TOKEN']}"}
 
 
+def api_auth(home: Home) -> dict[str, str]:
+    return {"Authorization": f"Bearer {(home.root / 'api.token').read_text().strip()}"}
+
+
 @pytest.mark.parametrize("stamp", [b"\xb2", b"9" * 5000, b"\xd9\xa1"])
 async def test_hooks_a_timestamp_that_is_not_unix_seconds_is_401(
     home: Home, serve: Any, stamp: bytes
@@ -88,3 +92,17 @@ def test_hooks_timestamp_check_reads_ascii_digits_only() -> None:
                 {"webhook-id": "m", "webhook-timestamp": stamp, "webhook-signature": "v1,x"},
                 b"", "s", time.time(), 300,
             )  # fmt: skip
+
+
+async def test_hooks_a_flood_of_refusals_is_not_a_flood_of_log_lines(
+    home: Home, serve: Any
+) -> None:
+    url = await hooked(home, serve)
+    with capture_logs() as logs:
+        async with httpx.AsyncClient(base_url=url) as c:
+            for _ in range(60):
+                assert (await c.post("/hooks/am", json={}, headers={})).status_code == 401
+            seen = (await c.get("/api/hooks", headers=api_auth(home))).json()["hooks"]["am"]
+    lines = [e for e in logs if e["event"] == "hook.refused"]
+    assert len(lines) == 20  # the rest counted, not logged
+    assert seen["refused"] == 60
