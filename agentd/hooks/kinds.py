@@ -14,7 +14,10 @@ from typing import Any
 from agentd.config.hooks import HookConfig
 from agentd.models import JSON
 
-MAX_ALERTS = 500  # alerts in one Alertmanager notification (its max_alerts, 0 = all, is lower)
+# Alerts recorded of one Alertmanager notification; the rest are left out, not refused (a 4xx
+# would make Alertmanager send the whole group again and again: its max_alerts is 0, all, unless
+# set — the snippet sets it to this).
+MAX_ALERTS = 500
 _EVENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _FIELD_CHARS = 2000  # a label or annotation value kept (the prompt caps again)
 MAX_DEPTH = 32  # nesting of a body's objects and arrays (a sender's data, stored and quoted)
@@ -72,7 +75,8 @@ def _text(alert: dict[str, Any], key: str, where: str) -> str:
     return value[:_FIELD_CHARS]
 
 
-def alertmanager(name: str, hook: HookConfig, body: bytes) -> list[Incoming]:
+def alertmanager(name: str, hook: HookConfig, body: bytes) -> tuple[list[Incoming], int]:
+    """The events of the first MAX_ALERTS alerts, and how many alerts were left out."""
     payload = parse_json(body)
     if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
         raise Malformed('not an Alertmanager notification: no "alerts" list')
@@ -80,9 +84,8 @@ def alertmanager(name: str, hook: HookConfig, body: bytes) -> list[Incoming]:
         raise Malformed(
             f"Alertmanager payload version {str(payload.get('version'))[:20]!r}; 4 is read"
         )
-    alerts = payload["alerts"]
-    if len(alerts) > MAX_ALERTS:
-        raise Malformed(f"{len(alerts)} alerts in one notification; at most {MAX_ALERTS}")
+    alerts = payload["alerts"][:MAX_ALERTS]
+    left_out = len(payload["alerts"]) - len(alerts)
     events = []
     for i, alert in enumerate(alerts):
         where = f"alerts[{i}]"
@@ -107,7 +110,7 @@ def alertmanager(name: str, hook: HookConfig, body: bytes) -> list[Incoming]:
         }
         key = f"hook:{name}:{fingerprint}:{starts}:{status}"
         events.append(Incoming(event or f"{name}.{status}", data, key))
-    return events
+    return events, left_out
 
 
 def _fingerprint(labels: dict[str, str]) -> str:

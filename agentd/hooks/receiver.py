@@ -115,9 +115,12 @@ class Receiver:
         trust.vouch(request.scope)  # a sender that proved itself keeps its connection
         self._under_rate(name, hook, spend=True)
         try:
-            events = self._events(request, name, hook, message_id, body)
+            events, left_out = self._events(request, name, hook, message_id, body)
         except kinds.Malformed as e:
             raise Refusal(400, str(e)) from None
+        if left_out:  # an authenticated sender's: one line per delivery is bounded by its rate
+            log.warning("hook.alerts_left_out", hook=name, recorded_of=len(events) + left_out,
+                        left_out=left_out, note=f"set max_alerts: {kinds.MAX_ALERTS}")  # fmt: skip
         rows = [(e.name, e.data, e.key) for e in events]
         counts = {**self.stats.take_pending(name), "last_at": time.time(), "last": "accepted"}
         try:
@@ -129,7 +132,8 @@ class Receiver:
         if new:
             self.changed()  # triggers and waiting runs are looked at now
         self.stats.accepted(name, new, len(rows) - new)
-        return _json({"recorded": new, "duplicates": len(rows) - new})
+        answer = {"recorded": new, "duplicates": len(rows) - new}
+        return _json({**answer, "left_out": left_out} if left_out else answer)
 
     def _log_refused(self, name: str, status: int, why: str) -> None:
         """One line per refusal, at most LOG_LINES a hook per LOG_WINDOW_S: a flood of strangers
@@ -210,7 +214,8 @@ class Receiver:
 
     def _events(
         self, request: Request, name: str, hook: HookConfig, message_id: str | None, body: bytes
-    ) -> list[kinds.Incoming]:
+    ) -> tuple[list[kinds.Incoming], int]:
+        """The delivery's events, and how many alerts were left out (past MAX_ALERTS)."""
         if hook.type == "alertmanager":
             return kinds.alertmanager(name, hook, body)
         if hook.type == "github":
@@ -218,5 +223,5 @@ class Receiver:
             form = request.headers.get("content-type", "").startswith(
                 "application/x-www-form-urlencoded"
             )
-            return kinds.github(name, kind, message_id or "", body, form=form)
-        return kinds.json_event(name, hook, message_id, body)
+            return kinds.github(name, kind, message_id or "", body, form=form), 0
+        return kinds.json_event(name, hook, message_id, body), 0

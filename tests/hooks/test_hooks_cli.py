@@ -53,6 +53,7 @@ async def test_hooks_doctor_checks_secrets_and_prints_the_receiver(
     report = await agentd(home, "doctor")
     assert "webhook_configs:" in report.stdout and "/hooks/am" in report.stdout
     assert "credentials_file: /etc/alertmanager/HOOK_AM_TOKEN" in report.stdout
+    assert "max_alerts: 500" in report.stdout
     assert "HOOK_GH_SECRET" in report.stdout
     assert SECRETS["HOOK_AM_TOKEN"] not in report.stdout
 

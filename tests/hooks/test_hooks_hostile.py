@@ -106,3 +106,24 @@ async def test_hooks_a_flood_of_refusals_is_not_a_flood_of_log_lines(
     lines = [e for e in logs if e["event"] == "hook.refused"]
     assert len(lines) == 20  # the rest counted, not logged
     assert seen["refused"] == 60
+
+
+async def test_hooks_an_alertmanager_notification_of_many_alerts_records_500(
+    home: Home, serve: Any
+) -> None:
+    """Alertmanager's max_alerts is 0 (all) unless set: a 4xx for a big group would make it send
+    the group again and again, every alert lost. The first 500 are recorded, the rest said."""
+    url = await hooked(home, serve)
+    alerts = [
+        {"status": "firing", "labels": {"alertname": "Down", "instance": f"h{n}"},
+         "startsAt": "2026-12-07T03:00:00Z", "fingerprint": f"f{n}"}
+        for n in range(700)
+    ]  # fmt: skip
+    note = body({"version": "4", "alerts": alerts})
+    async with httpx.AsyncClient(base_url=url) as c:
+        reply = await c.post("/hooks/am", content=note, headers=AM)
+        again = await c.post("/hooks/am", content=note, headers=AM)
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {"recorded": 500, "duplicates": 0, "left_out": 200}
+    assert again.json() == {"recorded": 0, "duplicates": 500, "left_out": 200}
+    assert len(events(home)) == 500
