@@ -171,7 +171,10 @@ class Receiver:
             self._flushing.cancel()
         deltas = {name: self.stats.take_pending(name) for name in list(self.stats.pending)}
         if deltas:
-            await self.write(hook_counts.adding(deltas))
+            try:
+                await self.write(hook_counts.adding(deltas))
+            except AgentdError as e:  # the store closing or down: a stop never fails for counts
+                log.error("hook.counts_not_written", error=str(e))
 
     def _under_rate(self, name: str, hook: HookConfig, *, spend: bool) -> None:
         if not self.stats.admit(name, hook.rate_per_minute, time.monotonic(), spend=spend):

@@ -16,3 +16,15 @@ def test_hooks_refusal_reasons_kept_are_bounded() -> None:
     assert len(shown["refused_by"]) <= 51
     assert shown["refused_by"]["413 (other reasons)"] == 10_000 - 50
     assert len(stats.take_pending("sw")["refused_by"]) <= 51
+
+
+async def test_hooks_counts_not_written_at_stop_do_not_fail_the_stop() -> None:
+    from agentd.errors import StateError
+    from agentd.hooks.receiver import Receiver
+
+    async def closed(work: object) -> int:
+        raise StateError("the store is closed; not writing")
+
+    receiver = Receiver(lambda: None, closed, lambda: None)  # type: ignore[arg-type,return-value]
+    receiver.stats.refused("sw", 401, "no webhook-id")
+    await receiver.flush()  # logged, not raised
