@@ -36,7 +36,7 @@ class Incoming:
 
 def parse_json(body: bytes) -> Any:
     try:
-        value = json.loads(body)
+        value = json.loads(body, parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise Malformed("the body is not UTF-8 JSON") from None
     except ValueError as e:
@@ -46,6 +46,12 @@ def parse_json(body: bytes) -> Any:
     if _depth(value) > MAX_DEPTH:
         raise Malformed(f"the body nests deeper than {MAX_DEPTH} levels")
     return value
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON (Python reads them; PostgreSQL's jsonb refuses them, and
+    the sender would be told to send again forever)."""
+    raise Malformed(f"the body is not JSON: {name} is not a JSON value")
 
 
 def _depth(value: Any) -> int:

@@ -127,3 +127,15 @@ async def test_hooks_an_alertmanager_notification_of_many_alerts_records_500(
     assert reply.json() == {"recorded": 500, "duplicates": 0, "left_out": 200}
     assert again.json() == {"recorded": 0, "duplicates": 500, "left_out": 200}
     assert len(events(home)) == 500
+
+
+async def test_hooks_nan_and_infinity_are_not_json(home: Home, serve: Any) -> None:
+    """Python reads NaN; PostgreSQL's jsonb refuses it, so the delivery was a 503 there, sent
+    again forever (and on SQLite stored as text no JSON reader takes)."""
+    url = await hooked(home, serve)
+    async with httpx.AsyncClient(base_url=url) as c:
+        for raw in (b'{"type": "x", "v": NaN}', b'{"type": "x", "v": -Infinity}'):
+            reply = await c.post("/hooks/sw", content=raw, headers=standard(raw))
+            assert reply.status_code == 400, reply.text
+            assert "not a JSON value" in reply.json()["error"]
+    assert events(home) == []
