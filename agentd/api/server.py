@@ -224,7 +224,8 @@ class ApiServer:
         )
         assert self.token is not None, "bind() reads the token"
         app.state.site = Site(self.paths.db, lambda: self.deps.config, self.token, self.on_change)
-        self.hooks = Receiver(lambda: self.deps.config, self.deps.store.write, self.on_change)
+        store = self.deps.store
+        self.hooks = Receiver(lambda: self.deps.config, store.write, self.on_change, store.read)
         return app
 
     def pages_on(self) -> bool:
@@ -256,6 +257,8 @@ class ApiServer:
                     tg.create_task(self._watch(stop))
                     await server.serve(sockets=self.sockets)
                     self.changes.close()  # SSE streams end: the server's shutdown is not held
+            if self.hooks is not None:  # refusals not yet written (they are every few seconds)
+                await self.hooks.flush()
         finally:
             # Also when cancelled (uvicorn's own shutdown then never ran): nothing it opened
             # outlives this task, not even until the next iteration of the loop.
@@ -368,8 +371,8 @@ class ApiServer:
                       "database_outage": self.deps.store.outage})  # fmt: skip
 
     async def _api_hooks(self, request: Request) -> Response:
-        """What each inbound hook has seen since this daemon started (`agentd hooks`)."""
-        return _json({"hooks": self.hooks.stats.as_json() if self.hooks else {}})
+        """What each inbound hook has seen, kept across restarts (`agentd hooks`)."""
+        return _json({"hooks": (await self.hooks.loaded()).as_json() if self.hooks else {}})
 
     async def _api_inbox(self, request: Request) -> Response:
         show_all = request.query_params.get("all") in ("1", "true")

@@ -1,6 +1,6 @@
 """`agentd hooks`: each inbound webhook (`[hooks.NAME]`) with its URL, the events it recorded (the
-database) and, from the running daemon, its deliveries accepted and refused (and why) since the
-daemon started; `--snippet NAME` prints what to configure on the sender's side."""
+database) and its deliveries accepted and refused (and why), from the running daemon or, when none
+answers, as last written (kept across restarts); `--snippet NAME` prints the sender's side."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import typer
 from agentd import config
 from agentd.cli.root import JsonFlag, Opt, app, emit, open_store, paths_of
 from agentd.errors import UsageError
-from agentd.operator import control
+from agentd.operator import control, hook_counts
 from agentd.operator import events as operator_events
 from agentd.operator import home as operator_home
 from agentd.views import hooks as hook_views
@@ -26,8 +26,8 @@ def hooks(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List the inbound webhooks: URL, events recorded, deliveries accepted and refused since
-    the daemon started, and the last one.
+    """List the inbound webhooks: URL, events recorded, deliveries accepted and refused (kept
+    across restarts), and the last one.
 
     \b
     Example:
@@ -47,13 +47,17 @@ def hooks(
         return
     with open_store(ctx) as store:
         recorded = operator_events.hook_deliveries(store)
+        kept = hook_counts.read(store)
         now = operator_home.now(store)
     asked = control.call(paths, "GET", "/api/hooks", control.SEES_TIMEOUT_S)
     seen: dict[str, Any] = asked[1].get("hooks", {}) if asked and asked[0] == 200 else {}
+    if asked is None:  # the counts as the daemon last wrote them
+        seen = {n: {**k, "refused": sum((k.get("refused_by") or {}).values())}
+                for n, k in kept.items()}  # fmt: skip
     rows = []
     for name, hook in sorted(cfg.hooks.items()):
         count, last = recorded.get(f"hook:{name}", (0, None))
-        daemon = seen.get(name, {} if asked else None)
+        daemon = seen.get(name, {})
         at = daemon.get("last_at") if daemon else None
         rows.append({
             "name": name, "type": hook.type, "url": hook_views.url_of(port, name),
@@ -67,5 +71,7 @@ def hooks(
     emit(as_json, rows, lambda: hook_views.hooks_table(rows, now))
     if asked is None and rows:
         typer.echo(
-            "note: no daemon answered: accepted and refused counts are the daemon's", err=True
+            "note: no daemon answered: counts as it last wrote them (refusals of its last "
+            "few seconds may be missing)",
+            err=True,
         )

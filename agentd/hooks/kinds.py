@@ -14,7 +14,10 @@ from typing import Any
 from agentd.config.hooks import HookConfig
 from agentd.models import JSON
 
-MAX_ALERTS = 500  # alerts in one Alertmanager notification (its max_alerts, 0 = all, is lower)
+# Alerts recorded of one Alertmanager notification; the rest are left out, not refused (a 4xx
+# would make Alertmanager send the whole group again and again: its max_alerts is 0, all, unless
+# set — the snippet sets it to this).
+MAX_ALERTS = 500
 _EVENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _FIELD_CHARS = 2000  # a label or annotation value kept (the prompt caps again)
 MAX_DEPTH = 32  # nesting of a body's objects and arrays (a sender's data, stored and quoted)
@@ -33,7 +36,7 @@ class Incoming:
 
 def parse_json(body: bytes) -> Any:
     try:
-        value = json.loads(body)
+        value = json.loads(body, parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise Malformed("the body is not UTF-8 JSON") from None
     except ValueError as e:
@@ -43,6 +46,12 @@ def parse_json(body: bytes) -> Any:
     if _depth(value) > MAX_DEPTH:
         raise Malformed(f"the body nests deeper than {MAX_DEPTH} levels")
     return value
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON (Python reads them; PostgreSQL's jsonb refuses them, and
+    the sender would be told to send again forever)."""
+    raise Malformed(f"the body is not JSON: {name} is not a JSON value")
 
 
 def _depth(value: Any) -> int:
@@ -72,7 +81,8 @@ def _text(alert: dict[str, Any], key: str, where: str) -> str:
     return value[:_FIELD_CHARS]
 
 
-def alertmanager(name: str, hook: HookConfig, body: bytes) -> list[Incoming]:
+def alertmanager(name: str, hook: HookConfig, body: bytes) -> tuple[list[Incoming], int]:
+    """The events of the first MAX_ALERTS alerts, and how many alerts were left out."""
     payload = parse_json(body)
     if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
         raise Malformed('not an Alertmanager notification: no "alerts" list')
@@ -80,9 +90,8 @@ def alertmanager(name: str, hook: HookConfig, body: bytes) -> list[Incoming]:
         raise Malformed(
             f"Alertmanager payload version {str(payload.get('version'))[:20]!r}; 4 is read"
         )
-    alerts = payload["alerts"]
-    if len(alerts) > MAX_ALERTS:
-        raise Malformed(f"{len(alerts)} alerts in one notification; at most {MAX_ALERTS}")
+    alerts = payload["alerts"][:MAX_ALERTS]
+    left_out = len(payload["alerts"]) - len(alerts)
     events = []
     for i, alert in enumerate(alerts):
         where = f"alerts[{i}]"
@@ -107,7 +116,7 @@ def alertmanager(name: str, hook: HookConfig, body: bytes) -> list[Incoming]:
         }
         key = f"hook:{name}:{fingerprint}:{starts}:{status}"
         events.append(Incoming(event or f"{name}.{status}", data, key))
-    return events
+    return events, left_out
 
 
 def _fingerprint(labels: dict[str, str]) -> str:
@@ -117,10 +126,14 @@ def _fingerprint(labels: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def github(name: str, kind: str, delivery: str, body: bytes) -> list[Incoming]:
+def github(
+    name: str, kind: str, delivery: str, body: bytes, *, form: bool = False
+) -> list[Incoming]:
+    """`form`: the webhook's content type is application/x-www-form-urlencoded, the JSON in
+    its `payload` field (GitHub signs the body as sent)."""
     if not re.fullmatch(r"[a-z_]{1,60}", kind):
         raise Malformed("no X-GitHub-Event header naming the event (e.g. push, issues)")
-    payload = parse_json(body)
+    payload = parse_json(_form_payload(body) if form else body)
     if not isinstance(payload, dict):
         raise Malformed('the body is not a JSON object: set the webhook\'s "Content type" to '
                         "application/json")  # fmt: skip
@@ -149,3 +162,19 @@ def json_event(name: str, hook: HookConfig, message_id: str | None, body: bytes)
         event = given
     key = f"hook:{name}:{message_id}" if message_id else None
     return [Incoming(event, data, key)]
+
+
+def _form_payload(body: bytes) -> bytes:
+    """The `payload` field of a form-encoded GitHub delivery."""
+    from urllib.parse import parse_qsl
+
+    try:
+        fields = parse_qsl(body.decode("ascii"), strict_parsing=True, max_num_fields=4)
+    except (UnicodeDecodeError, ValueError):
+        raise Malformed(
+            "the form-encoded body is not a GitHub delivery (one payload field)"
+        ) from None
+    found = [v for k, v in fields if k == "payload"]
+    if len(found) != 1:
+        raise Malformed("the form-encoded body has no payload field (GitHub puts the JSON there)")
+    return found[0].encode()

@@ -12,6 +12,7 @@ from agentd.db import queries as q
 from agentd.db.store import SyncStore
 from agentd.errors import NotFound
 from agentd.models import JSON, Event, Goal, GoalStatus, RunStatus
+from agentd.operator import hook_counts
 
 
 def _nobody_listens(cfg: Config, c: Any, name: str, fields: JSON) -> str | None:
@@ -79,16 +80,23 @@ def send(
     return store.write(work)
 
 
-def receiving(source: str, events: list[tuple[str, JSON, str | None]]) -> Callable[[Any], int]:
+def receiving(
+    source: str, events: list[tuple[str, JSON, str | None]], counts: dict[str, Any] | None = None
+) -> Callable[[Any], int]:
     """The one transaction recording the events an inbound webhook delivery carries (name, data,
     dedupe key), as `send` records one — for the daemon's writer (`await store.write(...)`): the
     sender is answered only after it commits. It returns how many were new (a repeated
-    notification records nothing twice)."""
+    notification records nothing twice). `counts` (refusals gathered since the last write, the
+    last delivery) go to the hook's kept counts in the same transaction (hook_counts.py)."""
 
     def work(c: Any) -> int:
-        return sum(
+        new = sum(
             qi.add_event(c, n, data, key, source=source) is not None for n, data, key in events
         )
+        if counts is not None:
+            delta = {**counts, "accepted": 1, "recorded": new, "duplicates": len(events) - new}
+            hook_counts.add(c, source.removeprefix("hook:"), delta)
+        return new
 
     return work
 

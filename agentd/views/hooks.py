@@ -28,6 +28,7 @@ def snippet(name: str, hook: HookConfig, url: str) -> str:
             "    webhook_configs:",
             f"      - url: {url}",
             "        send_resolved: true",
+            "        max_alerts: 500  # agentd records 500 alerts of a notification",
             "        http_config:",
             "          authorization:",
             f"            credentials_file: /etc/alertmanager/{hook.token_env}  # holds ${hook.token_env}",

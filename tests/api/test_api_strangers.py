@@ -44,7 +44,10 @@ async def test_api_strangers_owing_a_body_give_way_to_token_holders(home: Home, 
     # Deadlines long enough that only eviction can free a slot within the test.
     port = await daemon(home, serve, "max_connections = 8\nrequest_timeout_s = 60", web=True)
     strangers = [await opened(port, OWED_BODY) for _ in range(8)]
-    await asyncio.sleep(0.2)  # the in-process daemon has read their heads (the loop ran)
+    # They have had their moment to send (a fresh stranger is not yet counted against the
+    # quarter): without it, the outcome hung on whether the 8 answers below took longer than
+    # STRANGER_GRACE_S — true only while each stalled ~40 ms on Nagle's delay.
+    await asyncio.sleep(STRANGER_GRACE_S + 0.3)
     headers = {"Authorization": f"Bearer {token(home)}"}
     answered = []
     for _ in range(8):  # each on a new connection

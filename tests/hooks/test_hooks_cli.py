@@ -19,7 +19,7 @@ from tests.conftest import Home
 from tests.hooks.hooksupport import SECRETS, body, hooked, secrets, standard
 
 __all__ = ["secrets"]
-pytestmark = pytest.mark.usefixtures("secrets")
+pytestmark = [pytest.mark.usefixtures("secrets"), pytest.mark.backends]
 
 
 async def agentd(home: Home, *args: str) -> Any:
@@ -53,6 +53,7 @@ async def test_hooks_doctor_checks_secrets_and_prints_the_receiver(
     report = await agentd(home, "doctor")
     assert "webhook_configs:" in report.stdout and "/hooks/am" in report.stdout
     assert "credentials_file: /etc/alertmanager/HOOK_AM_TOKEN" in report.stdout
+    assert "max_alerts: 500" in report.stdout
     assert "HOOK_GH_SECRET" in report.stdout
     assert SECRETS["HOOK_AM_TOKEN"] not in report.stdout
 

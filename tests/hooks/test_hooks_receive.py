@@ -18,7 +18,7 @@ from tests.conftest import Home
 from tests.hooks.hooksupport import SECRETS, body, events, github, hooked, secrets, standard
 
 __all__ = ["secrets"]  # the fixture, used by name
-pytestmark = pytest.mark.usefixtures("secrets")
+pytestmark = [pytest.mark.usefixtures("secrets"), pytest.mark.backends]
 
 
 async def test_hooks_standard_webhooks_signed_by_the_reference_library_is_recorded_once(
