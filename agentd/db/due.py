@@ -62,8 +62,9 @@ def unplanned(
 ) -> tuple[list[tuple[int, str]], int, int]:
     """Active goals of `agents` with no next look yet, among the `limit` goals after goal
     `after` (the planning cursor: each goal is read once as it appears) and those whose cadence
-    row has no look (a reset; `cadences_due`). Returns ((goal_id, agent) …, the cursor's
-    next value, how many goal rows were read past the cursor)."""
+    row has no look and no reason (a goal committed late or resumed; `cadences_unplanned`).
+    Returns ((goal_id, agent) …, the cursor's next value, how many goal rows were read past the
+    cursor)."""
     d = c.dialect
     rows = c.execute(
         "SELECT g.goal_id, g.agent, g.status, k.next_at IS NULL AS unplanned FROM goals g"
@@ -77,7 +78,8 @@ def unplanned(
     }  # fmt: skip
     reset = c.execute(
         "SELECT g.goal_id, g.agent FROM cadences k CROSS JOIN goals g"
-        " WHERE g.goal_id = k.goal_id AND k.next_at IS NULL AND g.status = 'active'"
+        " WHERE g.goal_id = k.goal_id AND k.next_at IS NULL AND k.next_why IS NULL"
+        " AND g.status = 'active'"
         f" AND g.goal_id <= ? AND {d.in_list('g.agent')} ORDER BY g.goal_id LIMIT ?",
         (after, d.list_param(agents), limit),
     )

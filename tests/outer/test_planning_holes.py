@@ -94,3 +94,25 @@ async def test_a_goal_committed_behind_the_cursor_is_planned(
         assert look(home, late) == T0 + HOUR
     finally:
         other.close()
+
+
+@pytest.mark.backends
+async def test_a_paused_goal_leaves_the_due_looks_and_is_planned_again_when_resumed(
+    home: Home, outer: Callable[[], Any]
+) -> None:
+    from agentd.models import GoalStatus
+
+    home.root.mkdir(parents=True)
+    goals = home.store.write(lambda c: [add(c, f"goal {i}") for i in range(3)])
+    home.store.write(lambda c: [qc.set_next(c, g, T0 - HOUR, "a look", T0) for g in goals])
+    home.store.write(lambda c: q.set_goal_status(c, goals[0], GoalStatus.PAUSED))
+    home.store.write(lambda c: q.set_goal_status(c, goals[1], GoalStatus.ABANDONED))
+    due = "SELECT goal_id FROM cadences WHERE next_at <= ? ORDER BY goal_id"
+    # Only the active goal's past look is left where the loop's search for due looks reads.
+    assert home.store.read(lambda c: c.execute(due, (T0,)).fetchall()) == [(goals[2],)]
+    assert home.store.read(lambda c: qc.cadence_row(c, goals[1]))["next_why"] == "goal abandoned"
+    home.store.write(lambda c: q.set_goal_status(c, goals[0], GoalStatus.ACTIVE))
+    o = await outer()
+    await o.start()
+    assert look(home, goals[0]) == T0 + HOUR  # resumed: a new first look, planned by the loop
+    assert look(home, goals[1]) is None  # closed: never looked at again
