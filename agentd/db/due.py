@@ -88,6 +88,23 @@ def unplanned(
     return sorted(found.items()), cursor, len(rows)
 
 
+def active_goals_of(c: Conn, agents: Sequence[str]) -> list[tuple[int, str]]:
+    """(goal_id, agent) of the active goals of `agents`, by id, through `goals_by_agent`: an
+    event starts runs for the goals of the agents it triggers, not by reading every goal."""
+    d = c.dialect  # SQLite's planner would rather read every active goal (`goals_by_status`)
+    names = (
+        "json_each(?) AS j CROSS JOIN goals g"
+        if d.sqlite
+        else "unnest(?::text[]) AS j(value), goals g"
+    )
+    rows = c.execute(
+        f"SELECT g.goal_id, g.agent FROM {names} WHERE g.agent = j.value"
+        " AND g.status = 'active' ORDER BY g.goal_id",
+        (d.list_param(agents),),
+    )
+    return [(int(g), str(a)) for g, a in rows]
+
+
 def goals_total(c: Conn) -> int:
     """How many goals there are (the planning progress's denominator; one index count)."""
     return int(c.execute("SELECT count(*) FROM goals").fetchone()[0])
