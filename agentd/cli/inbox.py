@@ -10,6 +10,7 @@ import typer
 
 from agentd import config
 from agentd.cli.goals import unchanged_is_a_note
+from agentd.cli.paging import WithTotal, emit_page
 from agentd.cli.root import (
     After,
     ItemId,
@@ -50,18 +51,20 @@ def inbox_list(
     show_all: Annotated[bool, Opt("--all", help="Closed items too.")] = False,
     limit: PageLimit = None,
     after: After = None,
+    with_total: WithTotal = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """List open inbox items (--all: every item). An item closed because no one needed it any
-    more (the service recovered, its run ended) shows as withdrawn: in --json its `status` stays
-    `expired` and `status_shown` says `withdrawn`."""
+    """List open inbox items (--all: every item; --json --total: {rows, total, next_after}).
+    An item closed because no one needed it any more (the service recovered, its run ended)
+    shows as withdrawn: in --json its `status` stays `expired` and `status_shown` says
+    `withdrawn`."""
     with open_store(ctx) as store:
         page = listing.items(store, show_all, after, limit)
         now = home_time.now(store)  # the home's clock, as the items were stamped
     items = page.rows
     shown = [{**jsonable(i), "status_shown": shown_status(i)} for i in items]
-    emit(as_json, shown, lambda: records.items_table(items, now, with_status=show_all)
-         + listing.footer(page, "items"))  # fmt: skip
+    emit_page(as_json, with_total, page, shown,
+              lambda: records.items_table(items, now, with_status=show_all), "items")  # fmt: skip
 
 
 @inbox_app.command("show")
