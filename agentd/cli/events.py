@@ -106,7 +106,7 @@ def event_list(
     as_json: JsonFlag = False,
 ) -> None:
     """List recent events, newest first (--after ID: the page before that event; --json
-    --total: {rows, total, next_after})."""
+    --total: {events, total, next_after})."""
     with open_store(ctx) as store:
         page = listing.events(store, after, limit)
         now = operator_home.now(store)  # the clock the events were stamped on

@@ -219,7 +219,7 @@ def goal_list(
     as_json: JsonFlag = False,
 ) -> None:
     """List goals, oldest first (--limit N --after ID: a page; under it, the total and the
-    next page's --after; --json --total: {rows, total, next_after})."""
+    next page's --after; --json --total: {goals, total, next_after})."""
     with open_store(ctx) as store:
         page = listing.goals(store, status, after, limit)
         now = home_time.now(store)  # the home's clock, as the goals were stamped

@@ -54,7 +54,7 @@ def inbox_list(
     with_total: WithTotal = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """List open inbox items (--all: every item; --json --total: {rows, total, next_after}).
+    """List open inbox items (--all: every item; --json --total: {items, total, next_after}).
     An item closed because no one needed it any more (the service recovered, its run ended)
     shows as withdrawn: in --json its `status` stays `expired` and `status_shown` says
     `withdrawn`."""

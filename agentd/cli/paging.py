@@ -1,6 +1,6 @@
 """How the list commands print a page (issue 35): the text table with its footer, or --json — the
-bare array of rows as before, or with --total one object `{"rows", "total", "next_after"}`, the
-shape the JSON API's lists answer (docs/api.md), so a script can page and count."""
+bare array of rows as before, or with --total one object `{NOUN: rows, "total", "next_after"}`
+(NOUN: goals, runs, events, items), the shape `/api/goals` and `/api/inbox` answer."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ WithTotal = Annotated[
     bool,
     Opt(
         "--total",
-        help="With --json: one object {rows, total, next_after} instead of the bare array "
-        "(total: how many match; next_after: the next page's --after, null on the last page).",
+        help="With --json: one object {goals|runs|events|items, total, next_after} instead of "
+        "the bare array (total: how many match; next_after: the next page's --after, null on "
+        "the last page).",
     ),
 ]
 
@@ -26,6 +27,6 @@ def emit_page(
 ) -> None:  # fmt: skip
     """Print `page` (whose rows, as JSON, are `rows`) as --json, --json --total, or text."""
     if as_json and with_total:
-        emit(True, {"rows": rows, "total": page.total, "next_after": page.next_after}, str)
+        emit(True, {noun: rows, "total": page.total, "next_after": page.next_after}, str)
         return
     emit(as_json, rows, lambda: text() + listing.footer(page, noun))

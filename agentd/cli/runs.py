@@ -87,7 +87,7 @@ def runs_list(
     as_json: JsonFlag = False,
 ) -> None:
     """List runs, newest first (--after ID: the page before that run; --json --total:
-    {rows, total, next_after})."""
+    {runs, total, next_after})."""
     with open_store(ctx) as store:
         page = listing.runs(store, goal, status, after, limit)
         now = home_time.now(store)  # the home's clock, as the runs were stamped

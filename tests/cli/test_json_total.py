@@ -1,5 +1,6 @@
-"""--json --total on the list commands (issue 35): one object {rows, total, next_after}, what the
-JSON API's lists answer, so a script pages and counts; --json alone stays the bare array."""
+"""--json --total on the list commands (issue 35): one object {goals|runs|events|items, total,
+next_after}, what the JSON API's lists answer, so a script pages and counts; --json alone stays
+the bare array."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ def test_json_total_pages_and_counts(filled: Any, command: list[str], key: str) 
     while True:
         out = json.loads(agentd(filled.root, *command, "--limit", "10", *after, "--json",
                                 "--total").stdout)  # fmt: skip
-        assert set(out) == {"rows", "total", "next_after"} and out["total"] == 23
-        seen += [r[key] for r in out["rows"]]
+        noun = {"goal": "goals", "runs": "runs", "event": "events", "inbox": "items"}[command[0]]
+        assert set(out) == {noun, "total", "next_after"} and out["total"] == 23
+        seen += [r[key] for r in out[noun]]
         if out["next_after"] is None:
             break
         assert out["next_after"] == seen[-1]
