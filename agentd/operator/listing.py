@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentd.db import items as qi
 from agentd.db import pages
 from agentd.db import queries as q
 from agentd.db.pages import Page as Page  # re-exported: the surfaces name it
 from agentd.db.store import SyncStore
-from agentd.models import Goal
+from agentd.models import Goal, InboxItem
 
 
 def goals(store: SyncStore, status: str | None, after: int | None, limit: int | None) -> Page[Any]:
@@ -35,6 +36,11 @@ def items(store: SyncStore, show_all: bool, after: int | None, limit: int | None
     """Open inbox items (every item with `show_all`), oldest first, after item `after`."""
     status = None if show_all else "open"
     return store.read(lambda c: pages.items(c, status=status, after=after, limit=limit))
+
+
+def items_with_status(store: SyncStore, status: str | None) -> list[InboxItem]:
+    """Inbox items with this status (None: every item), oldest first (the status index)."""
+    return store.read(lambda c: qi.list_items(c, status=status))
 
 
 def goals_by_id(store: SyncStore, goal_ids: set[int]) -> dict[int, Goal]:

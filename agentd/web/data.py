@@ -32,10 +32,15 @@ def item_with_goal(store: HomeStore, item_id: int) -> tuple[InboxItem, Goal | No
     return inbox.item_with_goal(store, item_id)
 
 
-def inbox_view(store: HomeStore, keeps: Any) -> tuple[list[InboxItem], dict[int, Goal]]:
+def inbox_view(
+    store: HomeStore, keeps: Any, status: str = "all"
+) -> tuple[list[InboxItem], dict[int, Goal]]:
     """The items `keeps` (an inbox filter) keeps, and their goals by id (for their titles: only
-    theirs, not every goal of the home)."""
-    kept = [i for i in inbox.items(store, show_all=True) if keeps(i)]
+    theirs, not every goal of the home). Only items with `status` are read ("all": every item),
+    through the status index: the default view (open items) never reads the closed ones, which
+    pile up for ever."""
+    found = listing.items_with_status(store, None if status == "all" else status)
+    kept = [i for i in found if keeps(i)]
     return kept, listing.goals_by_id(store, {i.goal_id for i in kept if i.goal_id is not None})
 
 

@@ -130,7 +130,7 @@ async def inbox_page(request: Request) -> Response:
     except AgentdError as e:  # a hand-edited address: said, and the open items shown
         filters, error = inbox_view.Filters(), f"Not shown as asked: {e}"
     (items, goals, held), now = await site.call_at(
-        lambda s: (*data.inbox_view(s, filters.keeps), data.held_line(s))
+        lambda s: (*data.inbox_view(s, filters.keeps, filters.status), data.held_line(s))
     )
     page = inbox_view.inbox_page(items, goals, filters, now, flash=done, error=error, held=held)
     return HTMLResponse(page)
