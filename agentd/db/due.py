@@ -76,11 +76,14 @@ def unplanned(
     found = {
         int(g): str(a) for g, a, s, u in rows if u and s == "active" and a in wanted
     }  # fmt: skip
+    # SQLite's planner would take `cadences_due` (next_at IS NULL), whose NULLs include every
+    # parked (paused or closed) goal's row: the partial index holds only the unplanned ones.
+    k = "cadences k INDEXED BY cadences_unplanned" if d.sqlite else "cadences k"
     reset = c.execute(
-        "SELECT g.goal_id, g.agent FROM cadences k CROSS JOIN goals g"
+        f"SELECT g.goal_id, g.agent FROM {k} CROSS JOIN goals g"
         " WHERE g.goal_id = k.goal_id AND k.next_at IS NULL AND k.next_why IS NULL"
         " AND g.status = 'active'"
-        f" AND g.goal_id <= ? AND {d.in_list('g.agent')} ORDER BY g.goal_id LIMIT ?",
+        f" AND k.goal_id <= ? AND {d.in_list('g.agent')} ORDER BY k.goal_id LIMIT ?",
         (after, d.list_param(agents), limit),
     )
     found.update((int(g), str(a)) for g, a in reset)

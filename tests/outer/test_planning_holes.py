@@ -116,3 +116,31 @@ async def test_a_paused_goal_leaves_the_due_looks_and_is_planned_again_when_resu
     await o.start()
     assert look(home, goals[0]) == T0 + HOUR  # resumed: a new first look, planned by the loop
     assert look(home, goals[1]) is None  # closed: never looked at again
+
+
+async def test_a_tick_does_not_read_past_closed_goals(home: Home, outer: Callable[[], Any]) -> None:
+    from agentd.models import GoalStatus
+    from tests.outer.test_due_scan import Traced
+
+    o = await outer()
+    traced = Traced(o.deps.store)
+    o.deps.store = traced  # type: ignore[assignment]
+    await o.start()
+    steps = []
+    for n in (50, 2000):  # goals looked at once, then closed: their rows stay, parked
+
+        def close(c: Any, n: int = n) -> None:
+            for i in range(n):
+                g = add(c, f"closed {i}")
+                qc.set_next(c, g, T0 - HOUR, "a look", T0)
+                q.set_goal_status(c, g, GoalStatus.ACHIEVED)
+
+        home.store.write(close)
+        for _ in range(10):  # the planning cursor passes the new ids
+            o.wake()
+            await o.tick()
+        traced.steps = 0
+        o.wake()
+        await o.tick()
+        steps.append(traced.steps)
+    assert steps[1] <= steps[0] * 1.5 + 5, steps  # 40 times the closed goals, the same work
