@@ -144,3 +144,15 @@ async def test_a_tick_does_not_read_past_closed_goals(home: Home, outer: Callabl
         await o.tick()
         steps.append(traced.steps)
     assert steps[1] <= steps[0] * 1.5 + 5, steps  # 40 times the closed goals, the same work
+
+
+@pytest.mark.backends
+def test_a_checkin_ending_after_pause_leaves_the_look_cleared(home: Home) -> None:
+    from agentd.models import GoalStatus
+
+    home.root.mkdir(parents=True)
+    goal = home.add_goal()
+    home.store.write(lambda c: q.set_goal_status(c, goal, GoalStatus.PAUSED))
+    home.store.write(lambda c: qc.set_next(c, goal, T0 + HOUR, "the model's next look", T0))
+    row = home.store.read(lambda c: qc.cadence_row(c, goal))
+    assert (row["next_at"], row["next_why"]) == (None, "goal paused")
