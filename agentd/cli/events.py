@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from agentd import config
+from agentd.cli.paging import WithTotal, emit_page
 from agentd.cli.root import After, JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
 from agentd.errors import ConfigError, UsageError, require_utf8
 from agentd.models import JSON
@@ -98,13 +99,18 @@ def event_send(
 
 @event_app.command("list")
 def event_list(
-    ctx: typer.Context, limit: Limit = 50, after: After = None, as_json: JsonFlag = False
+    ctx: typer.Context,
+    limit: Limit = 50,
+    after: After = None,
+    with_total: WithTotal = False,
+    as_json: JsonFlag = False,
 ) -> None:
-    """List recent events, newest first (--after ID: the page before that event)."""
+    """List recent events, newest first (--after ID: the page before that event; --json
+    --total: {events, total, next_after})."""
     with open_store(ctx) as store:
         page = listing.events(store, after, limit)
         now = operator_home.now(store)  # the clock the events were stamped on
     events = page.rows
-    emit(
-        as_json, events, lambda: records.events_table(events, now) + listing.footer(page, "events")
+    emit_page(
+        as_json, with_total, page, events, lambda: records.events_table(events, now), "events"
     )

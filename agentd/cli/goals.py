@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from agentd import config
+from agentd.cli.paging import WithTotal, emit_page
 from agentd.cli.root import (
     After,
     GoalId,
@@ -214,15 +215,16 @@ def goal_list(
     status: Annotated[GoalStatus | None, Opt(help="Only goals with this status.")] = None,
     limit: PageLimit = None,
     after: After = None,
+    with_total: WithTotal = False,
     as_json: JsonFlag = False,
 ) -> None:
     """List goals, oldest first (--limit N --after ID: a page; under it, the total and the
-    next page's --after)."""
+    next page's --after; --json --total: {goals, total, next_after})."""
     with open_store(ctx) as store:
         page = listing.goals(store, status, after, limit)
         now = home_time.now(store)  # the home's clock, as the goals were stamped
     found = page.rows
-    emit(as_json, found, lambda: records.goals_table(found, now) + listing.footer(page, "goals"))
+    emit_page(as_json, with_total, page, found, lambda: records.goals_table(found, now), "goals")
 
 
 @goal_app.command("show")

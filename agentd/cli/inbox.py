@@ -10,6 +10,7 @@ import typer
 
 from agentd import config
 from agentd.cli.goals import unchanged_is_a_note
+from agentd.cli.paging import WithTotal, emit_page
 from agentd.cli.root import (
     After,
     ItemId,
@@ -66,12 +67,13 @@ def inbox_list(
     ] = False,
     limit: PageLimit = None,
     after: After = None,
+    with_total: WithTotal = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """List open inbox items (--all: every item), narrowed as the web inbox's filters narrow it.
-    An item closed because no one needed it any more (the service recovered, its run ended)
-    shows as withdrawn: in --json its `status` stays `expired` and `status_shown` says
-    `withdrawn`.
+    """List open inbox items (--all: every item; --json --total: {items, total, next_after}),
+    narrowed as the web inbox's filters narrow it. An item closed because no one needed it any
+    more (the service recovered, its run ended) shows as withdrawn: in --json its `status` stays
+    `expired` and `status_shown` says `withdrawn`.
 
     \b
     Example: agentd inbox list --kind approval --goal 1 --watch
@@ -84,8 +86,9 @@ def inbox_list(
             now = home_time.now(store)  # the home's clock, as the items were stamped
         items = page.rows
         shown = [{**jsonable(i), "status_shown": shown_status(i)} for i in items]
-        emit(as_json, shown, lambda: records.items_table(items, now, with_status=wanted.status != "open")
-             + listing.footer(page, "items"))  # fmt: skip
+        emit_page(as_json, with_total, page, shown,
+                  lambda: records.items_table(items, now, with_status=wanted.status != "open"),
+                  "items")  # fmt: skip
 
     if watch:
         from agentd.cli.repeat import repeat

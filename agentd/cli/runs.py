@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from agentd.cli.goals import unchanged_is_a_note
+from agentd.cli.paging import WithTotal, emit_page
 from agentd.cli.root import (
     After,
     GoalId,
@@ -82,14 +83,16 @@ def runs_list(
     status: Annotated[RunStatus | None, Opt(help="Only runs with this status.")] = None,
     limit: Limit = 50,
     after: After = None,
+    with_total: WithTotal = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """List runs, newest first (--after ID: the page before that run)."""
+    """List runs, newest first (--after ID: the page before that run; --json --total:
+    {runs, total, next_after})."""
     with open_store(ctx) as store:
         page = listing.runs(store, goal, status, after, limit)
         now = home_time.now(store)  # the home's clock, as the runs were stamped
     runs = page.rows
-    emit(as_json, runs, lambda: records.runs_table(runs, now) + listing.footer(page, "runs"))
+    emit_page(as_json, with_total, page, runs, lambda: records.runs_table(runs, now), "runs")
 
 
 def terminal_width() -> int:

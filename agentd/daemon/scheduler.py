@@ -28,6 +28,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from agentd.clock import SystemClock
 from agentd.daemon import watching
+from agentd.db import due as qd
 from agentd.db import items as qi
 from agentd.db import leases, meta, stamp
 from agentd.db import queries as q
@@ -370,15 +371,16 @@ class Scheduler:
             for event in events:
                 if (event.dedupe_key or "").startswith("poll:"):
                     continue  # a watched state: `watching.start_due` starts its runs, once per episode
-                for goal in q.list_goals(c, "active"):
-                    if event.name not in agents.get(goal.agent, ()):
-                        continue
-                    if q.active_run_of_goal(c, goal.goal_id) is not None:
+                listening = [name for name, names in agents.items() if event.name in names]
+                if not listening:
+                    continue
+                for goal_id, agent in qd.active_goals_of(c, listening):  # (agent, status) index
+                    if q.active_run_of_goal(c, goal_id) is not None:
                         continue
                     run_id = q.create_run(
                         c,
-                        goal_id=goal.goal_id,
-                        agent=goal.agent,
+                        goal_id=goal_id,
+                        agent=agent,
                         trigger=f"event:{event.name}",
                         data={"event_id": event.event_id, "event": event.name, "data": event.data},
                     )

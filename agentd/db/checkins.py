@@ -429,9 +429,11 @@ def bump_backoff(c: Conn, goal_id: int, now: float, by: int = 1) -> int:
 
 
 def set_next(c: Conn, goal_id: int, next_at: float, why: str, now: float) -> None:
-    """When the goal looks next, and why (what `goal show` tells)."""
+    """When the goal looks next, and why (what `goal show` tells). Not for a goal paused or
+    closed meanwhile (a check-in that ends after `goal pause`): its look stays cleared."""
     _ensure_cadence(c, goal_id, now)
     c.execute(
-        "UPDATE cadences SET next_at = ?, next_why = ?, updated_at = ? WHERE goal_id = ?",
-        (next_at, why, now, goal_id),
+        "UPDATE cadences SET next_at = ?, next_why = ?, updated_at = ? WHERE goal_id = ?"
+        " AND EXISTS (SELECT 1 FROM goals g WHERE g.goal_id = ? AND g.status = 'active')",
+        (next_at, why, now, goal_id, goal_id),
     )

@@ -62,8 +62,9 @@ def unplanned(
 ) -> tuple[list[tuple[int, str]], int, int]:
     """Active goals of `agents` with no next look yet, among the `limit` goals after goal
     `after` (the planning cursor: each goal is read once as it appears) and those whose cadence
-    row has no look (a reset; `cadences_due`). Returns ((goal_id, agent) …, the cursor's
-    next value, how many goal rows were read past the cursor)."""
+    row has no look and no reason (a goal committed late or resumed; `cadences_unplanned`).
+    Returns ((goal_id, agent) …, the cursor's next value, how many goal rows were read past the
+    cursor)."""
     d = c.dialect
     rows = c.execute(
         "SELECT g.goal_id, g.agent, g.status, k.next_at IS NULL AS unplanned FROM goals g"
@@ -75,15 +76,36 @@ def unplanned(
     found = {
         int(g): str(a) for g, a, s, u in rows if u and s == "active" and a in wanted
     }  # fmt: skip
+    # SQLite's planner would take `cadences_due` (next_at IS NULL), whose NULLs include every
+    # parked (paused or closed) goal's row: the partial index holds only the unplanned ones.
+    k = "cadences k INDEXED BY cadences_unplanned" if d.sqlite else "cadences k"
     reset = c.execute(
-        "SELECT g.goal_id, g.agent FROM cadences k CROSS JOIN goals g"
-        " WHERE g.goal_id = k.goal_id AND k.next_at IS NULL AND g.status = 'active'"
-        f" AND g.goal_id <= ? AND {d.in_list('g.agent')} ORDER BY g.goal_id LIMIT ?",
+        f"SELECT g.goal_id, g.agent FROM {k} CROSS JOIN goals g"
+        " WHERE g.goal_id = k.goal_id AND k.next_at IS NULL AND k.next_why IS NULL"
+        " AND g.status = 'active'"
+        f" AND k.goal_id <= ? AND {d.in_list('g.agent')} ORDER BY k.goal_id LIMIT ?",
         (after, d.list_param(agents), limit),
     )
     found.update((int(g), str(a)) for g, a in reset)
     cursor = int(rows[-1][0]) if rows else after
     return sorted(found.items()), cursor, len(rows)
+
+
+def active_goals_of(c: Conn, agents: Sequence[str]) -> list[tuple[int, str]]:
+    """(goal_id, agent) of the active goals of `agents`, by id, through `goals_by_agent`: an
+    event starts runs for the goals of the agents it triggers, not by reading every goal."""
+    d = c.dialect  # SQLite's planner would rather read every active goal (`goals_by_status`)
+    names = (
+        "json_each(?) AS j CROSS JOIN goals g"
+        if d.sqlite
+        else "unnest(?::text[]) AS j(value), goals g"
+    )
+    rows = c.execute(
+        f"SELECT g.goal_id, g.agent FROM {names} WHERE g.agent = j.value"
+        " AND g.status = 'active' ORDER BY g.goal_id",
+        (d.list_param(agents),),
+    )
+    return [(int(g), str(a)) for g, a in rows]
 
 
 def goals_total(c: Conn) -> int:

@@ -95,12 +95,29 @@ def set_goal_status(c: Conn, goal_id: int, status: GoalStatus) -> Goal:
         "UPDATE goals SET status = ?, updated_at = ? WHERE goal_id = ?",
         (status, stamp.now(c), goal_id),
     )
-    if status == GoalStatus.ACTIVE:  # a resumed goal never planned is found unplanned by the
-        c.execute(  # outer loop through `cadences_due` (its id is behind its cursor)
-            "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            (goal_id, stamp.now(c)),
-        )
+    park(c, goal_id, status)
     return get_goal(c, goal_id)
+
+
+def park(c: Conn, goal_id: int, status: GoalStatus) -> None:
+    """A paused or closed goal's look leaves the due-look index (`next_at` NULL, `next_why`
+    saying why), so the outer loop's search for due looks never reads past it; a resumed goal
+    gets a new first look, planned by the loop (`cadences_unplanned`: no look, no reason)."""
+    now = stamp.now(c)
+    if status != GoalStatus.ACTIVE:
+        c.execute(
+            "UPDATE cadences SET next_at = NULL, next_why = ?, updated_at = ? WHERE goal_id = ?",
+            (f"goal {status}", now, goal_id),
+        )
+        return
+    c.execute(
+        "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (goal_id, now),
+    )
+    c.execute(
+        "UPDATE cadences SET next_why = NULL, updated_at = ? WHERE goal_id = ? AND next_at IS NULL",
+        (now, goal_id),
+    )
 
 
 # ── runs ─────────────────────────────────────────────────────────────────────────────────────────

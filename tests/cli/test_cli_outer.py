@@ -20,6 +20,7 @@ from agentd.db import items as qi
 from agentd.db import memory as dbmem
 from agentd.db import queries as q
 from agentd.db.checkins import CheckinStatus
+from agentd.db.schedules import OVERRIDES
 from agentd.models import InboxKind, InboxStatus
 from agentd.outer import timebase
 
@@ -201,7 +202,8 @@ def test_goal_cadence_bad_input_exits_2_with_an_example(
     cli_home: Any, args: list[str], fragments: list[str]
 ) -> None:
     usage_error(agentd(cli_home.root, "goal", "cadence", "1", *args), *fragments)
-    assert cli_home.store.read(lambda c: qc.cadence_row(c, 1)) is None  # nothing written
+    row = cli_home.store.read(lambda c: qc.cadence_row(c, 1))  # goal add's row, no override
+    assert row is not None and {k: row[k] for k in OVERRIDES} == dict.fromkeys(OVERRIDES)
 
 
 def test_goal_snooze_pushes_the_next_look_past_it_and_0_ends_it(cli_home: Any) -> None:

@@ -199,7 +199,9 @@ def test_a_target_that_holds_anything_is_refused_and_left_as_it_was(
         target = PostgresBackend(pg_url, home)
         target.migrate(pg)
         queries.add_goal(pg, title="t", why="w", agent="a", criteria=[], deadline=None)
-        with pytest.raises(db_copy.TargetNotEmpty, match=r"not empty: it holds rows \(goals 1\)"):
+        with pytest.raises(
+            db_copy.TargetNotEmpty, match=r"not empty: it holds rows \(cadences 1, goals 1\)"
+        ):
             db_copy.copy(SQLiteBackend(home / "agentd.db"), target)
         assert _count(pg, "goals") == 1 and _count(pg, "runs") == 0
     finally:

@@ -655,8 +655,8 @@ async def test_checkin_recorded_before_a_snooze_does_not_ask_the_model(make: Mak
     goal_id = goal(env)
     world_moves(env, 1)
     env.write(lambda c: c.execute(
-        "INSERT INTO cadences (goal_id, snoozed_until, updated_at) VALUES (?, ?, ?)",
-        (goal_id, T0 + 2 * DAY, T0),
+        "UPDATE cadences SET snoozed_until = ?, updated_at = ? WHERE goal_id = ?",  # goal add's row
+        (T0 + 2 * DAY, T0, goal_id),
     ))  # fmt: skip
     done = await env.check(goal_id, T0)
     assert done.status == "skipped" and done.reason == "goal snoozed" and env.calls() == []
@@ -668,8 +668,8 @@ async def test_fires_held_by_quiet_hours_run_once_at_their_end(make: Make) -> No
     world_moves(env, 1)
     # Quiet 22:00–08:00 UTC; three hourly fires recorded during the night, run at 08:00.
     env.write(lambda c: c.execute(
-        "INSERT INTO cadences (goal_id, quiet, tz, updated_at) VALUES (?, '22:00-08:00', 'UTC', ?)",
-        (goal_id, T0),
+        "UPDATE cadences SET quiet = '22:00-08:00', tz = 'UTC', updated_at = ? WHERE goal_id = ?",
+        (T0, goal_id),
     ))  # fmt: skip
     night = T0 - (T0 % DAY) + DAY + 2 * 3600  # 02:00 UTC the next day
     ids = [env.write(lambda c, t=t: qc.add_due(c, goal_id, t, t)) for t in

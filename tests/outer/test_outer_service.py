@@ -245,7 +245,8 @@ async def test_goals_of_an_agent_with_check_ins_off_get_none(make: Make) -> None
     await env.outer.start()
     await env.settle()
     assert env.rows(goal_id) == []
-    assert env.home.store.read(lambda c: qc.cadence_row(c, goal_id)) is None
+    row = env.home.store.read(lambda c: qc.cadence_row(c, goal_id))
+    assert row is not None and row["next_at"] is None  # its row (goal add writes it), no look
 
 
 async def test_a_cron_fires_once_a_day_at_local_time_across_the_dst_change(make: Make) -> None:

@@ -94,3 +94,65 @@ async def test_a_goal_committed_behind_the_cursor_is_planned(
         assert look(home, late) == T0 + HOUR
     finally:
         other.close()
+
+
+@pytest.mark.backends
+async def test_a_paused_goal_leaves_the_due_looks_and_is_planned_again_when_resumed(
+    home: Home, outer: Callable[[], Any]
+) -> None:
+    from agentd.models import GoalStatus
+
+    home.root.mkdir(parents=True)
+    goals = home.store.write(lambda c: [add(c, f"goal {i}") for i in range(3)])
+    home.store.write(lambda c: [qc.set_next(c, g, T0 - HOUR, "a look", T0) for g in goals])
+    home.store.write(lambda c: q.set_goal_status(c, goals[0], GoalStatus.PAUSED))
+    home.store.write(lambda c: q.set_goal_status(c, goals[1], GoalStatus.ABANDONED))
+    due = "SELECT goal_id FROM cadences WHERE next_at <= ? ORDER BY goal_id"
+    # Only the active goal's past look is left where the loop's search for due looks reads.
+    assert home.store.read(lambda c: c.execute(due, (T0,)).fetchall()) == [(goals[2],)]
+    assert home.store.read(lambda c: qc.cadence_row(c, goals[1]))["next_why"] == "goal abandoned"
+    home.store.write(lambda c: q.set_goal_status(c, goals[0], GoalStatus.ACTIVE))
+    o = await outer()
+    await o.start()
+    assert look(home, goals[0]) == T0 + HOUR  # resumed: a new first look, planned by the loop
+    assert look(home, goals[1]) is None  # closed: never looked at again
+
+
+async def test_a_tick_does_not_read_past_closed_goals(home: Home, outer: Callable[[], Any]) -> None:
+    from agentd.models import GoalStatus
+    from tests.outer.test_due_scan import Traced
+
+    o = await outer()
+    traced = Traced(o.deps.store)
+    o.deps.store = traced  # type: ignore[assignment]
+    await o.start()
+    steps = []
+    for n in (50, 2000):  # goals looked at once, then closed: their rows stay, parked
+
+        def close(c: Any, n: int = n) -> None:
+            for i in range(n):
+                g = add(c, f"closed {i}")
+                qc.set_next(c, g, T0 - HOUR, "a look", T0)
+                q.set_goal_status(c, g, GoalStatus.ACHIEVED)
+
+        home.store.write(close)
+        for _ in range(10):  # the planning cursor passes the new ids
+            o.wake()
+            await o.tick()
+        traced.steps = 0
+        o.wake()
+        await o.tick()
+        steps.append(traced.steps)
+    assert steps[1] <= steps[0] * 1.5 + 5, steps  # 40 times the closed goals, the same work
+
+
+@pytest.mark.backends
+def test_a_checkin_ending_after_pause_leaves_the_look_cleared(home: Home) -> None:
+    from agentd.models import GoalStatus
+
+    home.root.mkdir(parents=True)
+    goal = home.add_goal()
+    home.store.write(lambda c: q.set_goal_status(c, goal, GoalStatus.PAUSED))
+    home.store.write(lambda c: qc.set_next(c, goal, T0 + HOUR, "the model's next look", T0))
+    row = home.store.read(lambda c: qc.cadence_row(c, goal))
+    assert (row["next_at"], row["next_why"]) == (None, "goal paused")

@@ -337,7 +337,12 @@ MIGRATIONS: list[Migration] = [
         """
     CREATE INDEX schedules_due ON schedules(next_fire_at) WHERE enabled = 1;
     CREATE INDEX goals_by_status ON goals(status, goal_id);
+    CREATE INDEX goals_by_agent ON goals(agent, status, goal_id);
     CREATE INDEX checkins_failed ON checkins(goal_id) WHERE status = 'failed';
+    CREATE INDEX cadences_unplanned ON cadences(goal_id) WHERE next_at IS NULL AND next_why IS NULL;
+    UPDATE cadences SET next_at = NULL,
+        next_why = 'goal ' || (SELECT g.status FROM goals g WHERE g.goal_id = cadences.goal_id)
+        WHERE goal_id IN (SELECT goal_id FROM goals WHERE status <> 'active');
     """,
     ),
     Migration(

@@ -328,11 +328,17 @@ MIGRATIONS: list[str] = [
     """,
     # 10: costs that grow with what is due, not with what exists (issue 35): the daemon's tick
     # reads due schedules and unplanned looks through indexes, lists page by status, and
-    # `status` finds goals whose check-ins fail without reading every goal.
+    # `status` finds goals whose check-ins fail without reading every goal; goals not yet planned
+    # are found whatever their id, and a paused or closed goal's look leaves the due-look index.
     """
     CREATE INDEX schedules_due ON schedules(next_fire_at) WHERE enabled = 1;
     CREATE INDEX goals_by_status ON goals(status, goal_id);
+    CREATE INDEX goals_by_agent ON goals(agent, status, goal_id);
     CREATE INDEX checkins_failed ON checkins(goal_id) WHERE status = 'failed';
+    CREATE INDEX cadences_unplanned ON cadences(goal_id) WHERE next_at IS NULL AND next_why IS NULL;
+    UPDATE cadences SET next_at = NULL,
+        next_why = 'goal ' || (SELECT g.status FROM goals g WHERE g.goal_id = cadences.goal_id)
+        WHERE goal_id IN (SELECT goal_id FROM goals WHERE status <> 'active');
     """,
     # 11: nudge quality (`agentd checkins report`, `status`, /metrics) reads a home's nudges by
     # goal: only those rows, not the whole inbox.
