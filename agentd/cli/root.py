@@ -132,6 +132,7 @@ SUMMARIES: dict[str, str] = {
     "demo": "Watch an agent keep a real service healthy, in a throw-away home.",
     "usage": "Model calls, tokens and cost by goal, model and day.",
     "doctor": "Check what would fail at run time: config, store, models, sources.",
+    "hooks": "The inbound webhooks: their URLs, deliveries accepted and refused.",
     "checkins": "The check-in journal: what each look found and what came of it.",
     "mcp": "Serve this home to an MCP client over stdio.",
     "status": "Is the daemon up; runs by state; what waits; next check-ins.",

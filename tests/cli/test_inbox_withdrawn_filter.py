@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agentd.db import items as qi
+from agentd.db import pages
 from agentd.models import InboxKind, InboxStatus
 from agentd.operator import inbox
 from agentd.views.inbox_status import TIMED_OUT
@@ -50,13 +51,13 @@ def test_inbox_list_reads_only_the_status_it_shows(
 ) -> None:
     arranged(home)
     asked: list[str | None] = []
-    real = qi.list_items
+    real = pages.items
 
-    def spy(c: Any, *, status: str | None = "open", **kw: Any) -> Any:
-        asked.append(status)
-        return real(c, status=status, **kw)
+    def spy(c: Any, *, filters: dict[str, Any], **kw: Any) -> Any:
+        asked.append(filters.get("status"))
+        return real(c, filters=filters, **kw)
 
-    monkeypatch.setattr(qi, "list_items", spy)
+    monkeypatch.setattr(pages, "items", spy)
     listed(home)
     listed(home, "--status", "answered")
     assert asked == ["open", "answered"]

@@ -69,6 +69,7 @@ def test_config_example_mail_block_loads(tmp_path: Path) -> None:
     text = (ROOT / "config.example.toml").read_text()
     block = text.split("# ── mail:", 1)[1]
     block = block[block.index("# [sources.inbox]") :]  # the prose before it is not TOML
+    block = block.split("# ── ", 1)[0]  # up to the next section of the file
     lines = [line[2:] for line in block.splitlines() if line.startswith("# ") or line == "#"]
     uncommented = "\n".join(lines)
     tomllib.loads(uncommented)
