@@ -59,14 +59,26 @@ def arg_fields(store: HomeStore, cfg: Config, item: InboxItem) -> list[ArgField]
     model = None if menu is None or item.action is None else menu.models.get(item.action)
     if model is None:
         return []
-    schema = model.model_json_schema()
-    required = set(schema.get("required", []))
+    properties, required = _arguments(model.model_json_schema())
     args = item.args or {}
     return [
         _field(name, prop, args.get(name), name in required)
-        for name, prop in schema.get("properties", {}).items()
+        for name, prop in properties.items()
         if name != "kind"
     ]
+
+
+def _arguments(schema: JSON) -> tuple[dict[str, JSON], set[str]]:
+    """An action's arguments and the required ones. A schema given as variants (sleep's:
+    {seconds} or {until}, harness/menu.py) has each variant's arguments, in order, and requires
+    only what every variant requires (the model's validation says which combinations fit)."""
+    variants = [schema] if "properties" in schema else schema.get("anyOf", [])
+    properties: dict[str, JSON] = {}
+    for variant in variants:
+        for name, prop in variant.get("properties", {}).items():
+            properties.setdefault(name, prop)
+    needed = [set(v.get("required", [])) for v in variants]
+    return properties, set.intersection(*needed) if needed else set()
 
 
 def _field(name: str, prop: JSON, value: Any, required: bool) -> ArgField:

@@ -1,6 +1,7 @@
 """Who may scrape `GET /metrics`: with `[metrics] token_env`, only the bearer of that token — a
-live web session's key and the API's own token are refused; without it, loopback clients only (a
-remote client is refused); with metrics off, nobody. And no label carries a goal title or event data.
+live web session's signed request, its key and the API's own token are refused; without it,
+loopback clients only (a remote client is refused); with metrics off, nobody. And no label carries
+a goal title or event data.
 """
 
 from __future__ import annotations
@@ -20,15 +21,18 @@ from agentd.db.store import SyncStore
 from agentd.models import InboxKind
 from agentd.operator import sessions
 from agentd.runs.deps import Deps
-from agentd.web import auth
+from agentd.web import auth, keys
 from tests.telemetry.homes import TITLE, MetricsHome
+from tests.web.signed import Signed
 
 TOKEN = "scrape-token-0123456789"
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[MetricsHome]:
-    h = MetricsHome(tmp_path / "home", 'enabled = true\ntoken_env = "AGENTD_TEST_METRICS_TOKEN"')
+    # The pages on too: a live session's signed request must be one the pages accept.
+    metrics_on = 'enabled = true\ntoken_env = "AGENTD_TEST_METRICS_TOKEN"'
+    h = MetricsHome(tmp_path / "home", metrics_on, tables="[web]\nenabled = true\n\n")
     try:
         yield h
     finally:
@@ -44,13 +48,18 @@ def test_metrics_token_opens_it_and_a_session_key_or_the_api_token_does_not(
     api_token = auth.Token(Paths(home.root).api_token).current()
     store = SyncStore(Paths(home.root).db)
     try:
-        key = sessions.login(store, api_token, "test")
-        assert sessions.check(store, key, api_token) is not None  # a live session's key
+        session = sessions.login(store, api_token, "test")  # what a login hands the page: ID.KEY
     finally:
         store.close()
     assert home.get().status_code == 401
-    assert home.get(**{"X-Agentd-Key": key}).status_code == 401
-    assert home.get(Authorization=f"Bearer {key}").status_code == 401
+    # Signed as the page signs (web/proof.py): the same session's request opens a page, not this.
+    with httpx.Client(base_url=f"http://127.0.0.1:{home.port}", auth=Signed(session),
+                      timeout=30) as page:  # fmt: skip
+        assert page.get("/").status_code == 200  # a live session, its signature accepted
+        refused = page.get("/metrics")
+    assert keys.HEADER in refused.request.headers  # it went signed (agentd proved itself)
+    assert refused.status_code == 401, refused.text
+    assert home.get(Authorization=f"Bearer {session.split('.')[1]}").status_code == 401
     assert home.get(Authorization=f"Bearer {api_token}").status_code == 401
     assert home.get(Authorization=f"Bearer {TOKEN}x").status_code == 401
     ok = home.get(Authorization=f"Bearer {TOKEN}")
