@@ -157,15 +157,18 @@ class Store:
         self._writer: Writer = self.backend.writer(check=check, errors=self.errors)
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="agentd-reader")
         self._rconn: Conn | None = None
-        # `write_apart`'s thread and store (a shared database only), opened at first use.
+        # `write_apart`'s thread and connection (a shared database only), opened at first use.
         self._apart_thread = ThreadPoolExecutor(1, thread_name_prefix="agentd-apart")
-        self._apart: SyncStore | None = None
+        self._aconn: Conn | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
         from agentd.db.outage import Deadline
 
-        limit = self.backend.batch_deadline_s  # a read waits no longer than a batch
+        # A read, or a write apart, waits no longer than a batch.
+        limit = self.backend.batch_deadline_s
         self._deadline = None if limit is None else Deadline(limit, self.backend.abort, "read")
+        cut = self.backend.abort
+        self._apart_deadline = None if limit is None else Deadline(limit, cut, "write apart")
 
     @property
     def batches(self) -> int:
@@ -201,9 +204,9 @@ class Store:
             except TimeoutError:
                 return False
         self._reader.shutdown(wait=False)
-        if self._apart is not None:
+        if self._aconn is not None:
             closing = asyncio.get_running_loop().run_in_executor(
-                self._apart_thread, self._apart.close
+                self._apart_thread, self._aconn.close
             )
             try:
                 await asyncio.wait_for(closing, timeout_s)
@@ -236,17 +239,56 @@ class Store:
         if self._closing:
             raise StateError(f"{self.backend.label}: the store is closed; not writing")
 
-        def run() -> T:
-            if self._apart is not None and self.backend.broken(self._apart.conn):
-                self._apart.close()  # the server closed it: open another
-                self._apart = None
-            if self._apart is None:
-                self._apart = SyncStore(
-                    self.path, migrate_schema=False, poke=False, backend=self.backend
-                )
-            return self._apart.write(work)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._apart_thread, self._write_apart, work
+        )
 
-        return await asyncio.get_running_loop().run_in_executor(self._apart_thread, run)
+    def _write_apart(self, work: Work[T]) -> T:
+        """On the apart thread, as the writer does a batch (db/group.py): a connection the server
+        closed is opened again, during an outage not before its backoff; failing to reach the
+        database is the outage's (said once, db/outage.py) and a commit ends it; a statement the
+        database does not answer is cut at the batch deadline; every error is a StateError."""
+        outage = self.errors.outage
+        try:
+            conn = self._aconn
+            if conn is None or self.backend.broken(conn):
+                conn = self._reconnect_apart(conn)
+            timed = self._apart_deadline
+            with timed.timing(conn) if timed else contextlib.nullcontext():
+                self.backend.begin_write(conn)
+                try:
+                    result = work(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(self.backend.Error):  # gone: its error matters
+                        if self.backend.in_transaction(conn):
+                            conn.execute("ROLLBACK")
+                    raise
+        except self.backend.Error as e:
+            self.errors.record(e)
+            raise self.backend.translate(e) from None
+        if outage is not None:
+            outage.reached()
+        return result
+
+    def _reconnect_apart(self, conn: Conn | None) -> Conn:
+        outage = self.errors.outage
+        if outage is not None and outage.retry_in() > 0:  # backoff: no connection storm
+            raise StateError(outage.describe() or f"{self.backend.label}: unreachable")
+        if conn is not None:
+            with contextlib.suppress(self.backend.Error):
+                conn.close()
+        self._aconn = None
+        try:
+            try:
+                self._aconn = self.backend.connect()
+            except self.backend.Error as e:  # lost while setting the session up
+                raise self.backend.translate(e) from None
+        except StateError as e:
+            if outage is not None:
+                outage.failed(str(e))
+            raise
+        return self._aconn
 
     async def insert(self, row: Insert) -> None:
         """Insert one fenced row; returns once it is committed (durable)."""

@@ -25,6 +25,8 @@ class FailingStore:
             raise StateError("db: connection refused")
         return [], []
 
+    write_apart = write  # renewals go through the store's connection apart (Store.write_apart)
+
 
 def keeper(store: FailingStore) -> LeaseKeeper:
     deps = SimpleNamespace(lease_s=30.0, store=store, owner="me:1:x")
