@@ -17,12 +17,12 @@ def open_item_titled(c: Conn, rule: str, title: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def posted_by_run(c: Conn, run_id: int) -> list[tuple[float, str]]:
-    """(when, title and body) of the notices and questions a run posted, oldest first —
+def posted_by_run(c: Conn, run_id: int) -> list[tuple[float, str, str]]:
+    """(when, kind, title and body) of the notices and questions a run posted, oldest first —
     those its actions posted (approvals and the harness's own notices are never limited)."""
     rows = c.execute(
-        "SELECT created_at, title, body FROM inbox WHERE run_id = ? AND seq IS NOT NULL"
+        "SELECT created_at, kind, title, body FROM inbox WHERE run_id = ? AND seq IS NOT NULL"
         " AND kind IN ('notice', 'question') AND coalesce(rule, '') = '' ORDER BY item_id",
         (run_id,),
     ).fetchall()
-    return [(float(r[0]), f"{r[1]} {r[2] or ''}") for r in rows]
+    return [(float(r[0]), str(r[1]), f"{r[2]} {r[3] or ''}") for r in rows]
