@@ -20,6 +20,11 @@ from tests.llm.llama_server import CONTEXT_TOKENS, llama_url  # noqa: F401  # a 
 
 pytestmark = pytest.mark.timeout(1800)
 
+# The context agentd builds prompts for, below the server's CONTEXT_TOKENS: prompts are made
+# compact (dense menu, each source cut to its share) so a loaded 2-core machine reads the first
+# decision in tens of seconds, not minutes; the server's own context keeps room to spare.
+PROMPT_CONTEXT_TOKENS = 1024
+
 CONFIG = """
 [daemon]
 poll_interval_s = 0.2
@@ -76,7 +81,7 @@ async def test_smollm2_service_watch_reaches_an_approval(
     out = tmp_path / "rolled.txt"
     text = (
         CONFIG.replace("__LLAMA__", llama_url)
-        .replace("__CTX__", str(CONTEXT_TOKENS))
+        .replace("__CTX__", str(min(PROMPT_CONTEXT_TOKENS, CONTEXT_TOKENS)))
         .replace("__SERVICE__", http_server(Down))
         .replace("__OUT__", str(out))
     )
