@@ -4,17 +4,23 @@ per-run limit on notices and questions)."""
 
 from __future__ import annotations
 
+import re
+
 from agentd.db.conn import Conn
+
+_NUMBER = re.compile(r"\d+")
 
 
 def open_item_titled(c: Conn, rule: str, title: str) -> int | None:
-    """The oldest open inbox item with this rule and title, if any."""
-    row = c.execute(
-        "SELECT item_id FROM inbox WHERE status = 'open' AND rule = ? AND title = ?"
-        " ORDER BY item_id LIMIT 1",
-        (rule, title),
-    ).fetchone()
-    return None if row is None else int(row[0])
+    """The oldest open inbox item with this rule and title, if any — numbers aside: a server's
+    message names the tokens each prompt asked for ("you requested 2743 tokens"), and the same
+    refusal with another count is still the same refusal."""
+    rows = c.execute(
+        "SELECT item_id, title FROM inbox WHERE status = 'open' AND rule = ? ORDER BY item_id",
+        (rule,),
+    ).fetchall()
+    same = _NUMBER.sub("#", title)
+    return next((int(r[0]) for r in rows if _NUMBER.sub("#", str(r[1])) == same), None)
 
 
 def posted_by_run(c: Conn, run_id: int) -> list[tuple[float, str, str]]:
