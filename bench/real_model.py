@@ -71,22 +71,37 @@ def scenario(demo: Demo, a: argparse.Namespace) -> dict[str, Any]:
     time.sleep(2)
     demo.service("deploy", "v2-bad")
     deadline = time.monotonic() + a.minutes * 60
-    approved: int | None = None
-    while time.monotonic() < deadline:
+    approved: list[int | None] = [None]
+
+    def approve() -> None:  # the first rollback proposed, whenever it comes
         for item in inbox.items(store):
-            if approved is None and item.kind == InboxKind.APPROVAL and item.action == "rollback":
+            if (
+                approved[0] is None
+                and item.kind == InboxKind.APPROVAL
+                and item.action == "rollback"
+            ):
                 inbox.approve(store, config.load(demo.paths.config), item.item_id)
-                approved = item.item_id
+                approved[0] = item.item_id
                 print(f"approved item {item.item_id} (rollback)", flush=True)
-        if approved is not None and all(
-            r.status.finished for r in runs.list_runs(store, goal_id=goal_id)
-        ):
+
+    def settled() -> bool:
+        return all(r.status.finished for r in runs.list_runs(store, goal_id=goal_id))
+
+    while time.monotonic() < deadline and not (approved[0] is not None and settled()):
+        approve()
+        time.sleep(1)
+    # `agentd build` starts a build run and returns: wait for it (and a check-in) to end.
+    build = cli(demo, "build", str(goal_id), "a three-line incident note", "--json")
+    checked = store.read(checkins.list_checkins)
+    answered = len([r for r in checked if r.model])
+    end = time.monotonic() + a.timeout_s * 4
+    while time.monotonic() < end:
+        approve()
+        answers = len([r for r in store.read(checkins.list_checkins) if r.model])
+        if settled() and answers > answered:
             break
         time.sleep(1)
-    build = cli(demo, "build", str(goal_id), "a three-line incident note", "--json",
-                timeout_s=a.timeout_s * 6)  # fmt: skip
-    time.sleep(min(a.timeout_s, 120))  # let a check-in fire and answer
-    return {"goal_id": goal_id, "approved": approved, "build": build[-400:], "store": store}
+    return {"goal_id": goal_id, "approved": approved[0], "build": build[-400:], "store": store}
 
 
 def report(result: dict[str, Any]) -> None:

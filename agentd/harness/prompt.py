@@ -144,9 +144,24 @@ def _dense_quote(value: Any, limit: int | None) -> str:
     """`quote`, or with a budget: dense JSON cut to `limit` characters inside the block."""
     if limit is None:
         return quote(value)
-    body = json.dumps(capped(value), ensure_ascii=False, sort_keys=True, default=str, **_dense())
-    body = (body if len(body) <= limit else body[:limit] + "…").replace("<", "\\u003c")
+    body = _dense_json(capped(value))
+    if len(body) > limit and isinstance(value, dict) and value:
+        # Each source keeps its share: a cut in key order would show the first source only.
+        share = max(limit // len(value), 40)
+        cut = [
+            f"{json.dumps(str(k))}:{_cut(_dense_json(capped(v)), share)}" for k, v in value.items()
+        ]
+        body = "{" + ",".join(sorted(cut)) + "}"
+    body = _cut(body, limit).replace("<", "\\u003c")
     return f"<data>{body}</data>"
+
+
+def _dense_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str, **_dense())
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _history_lines(history: list[Step], history_steps: int) -> list[str]:

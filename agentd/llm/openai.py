@@ -68,6 +68,7 @@ class OpenAIProvider:
         self.structured_output: str | None = (
             None if cfg.structured_output == "auto" else cfg.structured_output
         )
+        self._refused = 0  # modes (from the start of MODES) the server refused, never re-probed
         limit = cfg.max_in_flight
         self._slots = asyncio.Semaphore(limit) if limit is not None else None
 
@@ -106,14 +107,19 @@ class OpenAIProvider:
             return await self._complete(request)
 
     async def _complete(self, request: ModelRequest) -> ModelReply:
+        # A refused mode is remembered at once: a next mode's call that then times out (a slow
+        # CPU model) must not send the refused one again on every retry.
         modes = (self.structured_output,) if self.structured_output else formats.MODES
         for i, mode in enumerate(modes):
+            if not self.structured_output and i < self._refused:
+                continue
             try:
                 reply = await self._call(request, mode)
             except _FormatRefused as e:
                 if i + 1 == len(modes):
                     raise e.error from None
                 log.warning("llm.format_refused", model=self.name, mode=mode, next=modes[i + 1])
+                self._refused = max(self._refused, i + 1)
                 continue
             if self.structured_output != mode:
                 self.structured_output = mode

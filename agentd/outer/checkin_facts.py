@@ -20,6 +20,7 @@ from agentd.models import JSON, Goal
 from agentd.outer import checkin_prompt
 from agentd.outer.precheck import OVERDUE_AFTER_S, Facts, Precheck, lacking, precheck
 from agentd.runs.deps import Deps
+from agentd.runs.model_calls import context_room, estimate_tokens
 from agentd.sources import COUNTERS
 
 
@@ -107,12 +108,17 @@ def request(
     invalid = p.get("invalid", [])
     facts = p.get("facts", {})
     menu = deps.menu(goal.agent)
-    system, text = checkin_prompt.build(
-        goal=goal, agent_description=agent.description, menu=menu.describe(), memory=memory,
-        facts=facts, reasons=p.get("reasons", []), now=now, tz=p.get("tz") or agent.checkin.tz,
-        must_ask=bool(p.get("must_ask")), lacking=facts.get("lacking", []),
-        feedback=invalid[-1]["error"] if invalid else None,
-    )  # fmt: skip
+    name = (agent.escalation_model if invalid else None) or agent.checkin.model or agent.model
+    room = context_room(deps.config.models.get(name))
+    for scale in (1.0, 0.5, 0.25, 0.1):  # cut to fit the model's context_tokens, if it has one
+        system, text = checkin_prompt.build(
+            goal=goal, agent_description=agent.description, menu=menu.describe(), memory=memory,
+            facts=facts, reasons=p.get("reasons", []), now=now, tz=p.get("tz") or agent.checkin.tz,
+            must_ask=bool(p.get("must_ask")), lacking=facts.get("lacking", []),
+            feedback=invalid[-1]["error"] if invalid else None, scale=scale,
+        )  # fmt: skip
+        if room is None or estimate_tokens(system + text) <= room:
+            break
     return ModelRequest(
         run_id=0,
         goal_id=goal.goal_id,

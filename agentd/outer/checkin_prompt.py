@@ -24,6 +24,7 @@ from agentd.db.memory import ANSWER_MARK
 from agentd.errors import ModelOutputInvalid
 from agentd.harness.menu import Menu, _brief, _clip, _load  # the same bounded parser as decisions
 from agentd.harness.prompt import operator_says, quote
+from agentd.harness.prompt import quote as quote_data
 from agentd.models import JSON, Goal
 
 SYSTEM = """You are the check-in step of a background agent run by agentd. Now and then agentd looks
@@ -214,8 +215,11 @@ def build(
     must_ask: bool,
     lacking: list[str],
     feedback: str | None = None,
+    scale: float = 1.0,
 ) -> tuple[str, str]:
-    """(system, prompt) for one check-in. `facts` is what the precheck journaled."""
+    """(system, prompt) for one check-in. `facts` is what the precheck journaled. A `scale`
+    below 1 (a small model's context) makes the menu dense and cuts each fact section to that
+    share of its usual length."""
     stable = [f"# Goal {goal.goal_id}: {goal.title}", f"Why: {goal.why}"]
     stable.append("Done when: " + ("; ".join(goal.criteria) if goal.criteria else "(not stated)"))
     if goal.deadline:
@@ -224,13 +228,16 @@ def build(
         stable.append(f"Agent: {agent_description}")
     actions = [{"action": m["action"], "description": m["description"],
                 "arguments": m["arguments"]} for m in menu]  # fmt: skip
-    stable.append("# The agent's menu (what a nudge may suggest)\n" + json.dumps(actions, indent=1))
+    dense = json.dumps(actions, separators=(",", ":")) if scale < 1 else None
+    stable.append(
+        "# The agent's menu (what a nudge may suggest)\n" + (dense or json.dumps(actions, indent=1))
+    )
     stable.append("# What this goal remembers\n" + render_memory(memory))
     parts = [f"# Now: {_local(now, tz)}"]
     since = facts.get("since")
     head = f"since the last check-in ({_local(since, tz)})" if since else "since the goal was set"
     parts.append(f"# What moved {head}\n" + "\n".join(f"- {r}" for r in reasons))
-    parts += _fact_sections(facts)
+    parts += _fact_sections(facts, scale)
     if must_ask:
         parts.append(
             f"# Before any nudge\nThis goal lacks {' and '.join(lacking)}. Ask ONE clarifying "
@@ -241,7 +248,10 @@ def build(
     return "\n\n".join([SYSTEM, *stable]), "\n\n".join(parts)
 
 
-def _fact_sections(facts: JSON) -> list[str]:
+def _fact_sections(facts: JSON, scale: float = 1.0) -> list[str]:
+    def quote(value: Any, limit: int) -> str:
+        return quote_data(value, max(int(limit * scale), 200))
+
     out = []
     if facts.get("runs_finished"):
         out.append("# Runs that ended\n" + quote(facts["runs_finished"], 3000))

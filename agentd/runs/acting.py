@@ -334,7 +334,9 @@ class RunJournal:
             if cfg.type in ("notify", "ask"):
                 text = str(args.get("message") or args.get("question") or "")
                 per_hour = self.agent.limits.max_notices_per_hour
-                if (why := claims.notice_refusal(c, self.run_id, text, per_hour)) is not None:
+                kind = "question" if cfg.type == "ask" else "notice"
+                why = claims.notice_refusal(c, self.run_id, kind, text, per_hour)
+                if why is not None:
                     raise _Refusal(harness.Check(Verdict.DENY, why))
             return control.control(
                 c, ref, cfg, action, args, digest, approval=approval,

@@ -69,18 +69,20 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
-def notice_refusal(c: Any, run_id: int, text: str, per_hour: int) -> str | None:
-    """Why a run may not post this notice or question now; None when it may."""
+def notice_refusal(c: Any, run_id: int, kind: str, text: str, per_hour: int) -> str | None:
+    """Why a run may not post this notice or question (`kind`) now; None when it may. A question
+    is a near duplicate only of an earlier question: one that repeats a notice asks for the
+    answer the notice could not get."""
     earlier = notices.posted_by_run(c, run_id)
-    hour = [at for at, _ in earlier if at >= stamp.now(c) - 3600]
+    hour = [at for at, _, _ in earlier if at >= stamp.now(c) - 3600]
     if len(hour) >= per_hour:
         return (
             f"notice limit: this run posted {len(hour)} notices or questions in the last "
             f"hour (limits.max_notices_per_hour = {per_hour})"
         )
     new = _words(text)
-    for _, said in earlier:
-        old = _words(said)
+    for _, was, said in earlier:
+        old = _words(said) if was == kind else set()
         if new and old and len(new & old) / len(new | old) >= NEAR_DUPLICATE:
             return "notice limit: this run already posted nearly the same notice"
     return None

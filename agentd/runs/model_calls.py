@@ -127,7 +127,7 @@ class ModelCalls(RunJournal):
                 f"check that the model server is up and answers within models.{name}.timeout_s "
                 "(`agentd doctor --ping`), then answer this question to try again"
             )
-            await self.model_refused(name, f"{attempt - 1} failed calls in a row: {message}", fix)
+            await self.model_refused(name, f"{attempt} failed calls in a row: {message}", fix)
             return
         hint = getattr(err, "retry_after_s", None)
         growth = 2 ** min(attempt - 1, 30)  # capped: days of outage must not overflow a float

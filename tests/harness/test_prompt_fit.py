@@ -47,3 +47,14 @@ def test_a_prompt_given_a_budget_fits_it_with_blocks_closed() -> None:
 def test_a_budget_keeps_the_feedback_and_the_history_whole() -> None:
     _system, text = build(fit_chars=2500, feedback="reply was not JSON")
     assert "reply was not JSON" in text and "state:health.unhealthy" in text
+
+
+def test_a_budget_cuts_each_source_to_its_share_not_the_first_source_whole() -> None:
+    world = {"a_deployed": {"output": "v" * 3000}, "health": {"ok": False, "status": 500}}
+    _system, text = prompt.build(
+        goal=GOAL, agent_description="", menu=MENU, policy="", world=world, changes={},
+        history=[START], history_steps=1, fit_chars=2500,
+    )  # fmt: skip
+    shown = text.split("# World now\n")[1]
+    assert '"health":{"ok":false,"status":500}' in shown  # not crowded out by the first source
+    assert shown.count("<data>") == shown.count("</data>") == 1
