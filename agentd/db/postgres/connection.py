@@ -194,10 +194,14 @@ def connect(
         raise translate(e, url) from None
     for name in ("json", "jsonb"):
         raw.adapters.register_loader(name, TextLoader)
-    raw.execute("SET TIME ZONE 'UTC'")
-    raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
-    raw.execute(f"SET statement_timeout = {statement_timeout_ms(lease_s)}")
-    raw.execute(f"SET idle_in_transaction_session_timeout = {idle_in_transaction_ms(lease_s)}")
+    try:
+        raw.execute("SET TIME ZONE 'UTC'")
+        raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+        raw.execute(f"SET statement_timeout = {statement_timeout_ms(lease_s)}")
+        raw.execute(f"SET idle_in_transaction_session_timeout = {idle_in_transaction_ms(lease_s)}")
+    except psycopg.Error as e:  # lost while setting the session up: a failed connect, said so
+        raw.close()
+        raise translate(e, url) from None
     return PostgresConn(raw)
 
 
