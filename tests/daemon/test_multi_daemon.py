@@ -44,7 +44,9 @@ def write_home(home: Path, url: str, shared: Path) -> None:
         {"action": {"kind": "finish", "outcome": "succeeded", "summary": "appended"}},
     ]
     (home / "replies.json").write_text(json.dumps(replies))
-    held = f"[ -e {fast} ] || sleep 60; "  # in flight until the test lets it through
+    # In flight until the test lets it through; `holding` says it is past its check (a run of the
+    # command that starts after `fast` exists does not wait).
+    held = f"[ -e {fast} ] || {{ touch {shared / 'holding'}; sleep 60; }}; "
     (home / "config.toml").write_text(
         append_table(effects, ["once"], before=held, timeout_s=120)
         + textwrap.dedent(
@@ -206,10 +208,13 @@ def test_frozen_daemon_is_taken_over_and_fences_itself_when_thawed(pair: Any) ->
     a.start()
     run_id = start_run(store)
     spawned = wait_for(lambda: in_flight(store, run_id), "A's command in flight", a)
+    wait_for(lambda: (shared / "holding").exists(), "A's command held", a)
     os.kill(a.pid, signal.SIGSTOP)  # A alone: its command runs on in its own session
+    # B's own run of the command need not wait: let it through before B can start it (B may run
+    # it before this test sees that B owns the run)
+    (shared / "fast").touch()
     b.start()
     wait_for(lambda: b.owns(store.read(lambda c: q.get_run(c, run_id))), "B takes over", a, b)
-    (shared / "fast").touch()  # B's own run of the command need not wait
     wait_for(
         lambda: store.read(lambda c: q.get_run(c, run_id)).status.finished, "the run ends", a, b
     )
@@ -241,6 +246,8 @@ def test_killed_daemon_run_resumes_on_the_other_and_a_restart_steals_nothing(pai
     a.start()
     run_id = start_run(store)
     wait_for(lambda: in_flight(store, run_id), "A's command in flight", a)
+    wait_for(lambda: (shared / "holding").exists(), "A's command held", a)
+    (shared / "fast").touch()  # B's run of the command need not wait (A's is past its check)
     b.start()
     assert a.owns(store.read(lambda c: q.get_run(c, run_id)))
     killed_at = time.monotonic()
@@ -250,7 +257,6 @@ def test_killed_daemon_run_resumes_on_the_other_and_a_restart_steals_nothing(pai
     wait_for(lambda: b.owns(store.read(lambda c: q.get_run(c, run_id))), "B resumes", b)
     took_s = time.monotonic() - killed_at
     a.start()  # same host, a new owner: it must not take the run back
-    (shared / "fast").touch()
     wait_for(
         lambda: store.read(lambda c: q.get_run(c, run_id)).status.finished, "the run ends", a, b
     )
