@@ -8,7 +8,9 @@ from a model or the world: the console escapes their control characters and show
 Under systemd, each JSON line starts with its syslog priority (`<3>` for an error): journald takes
 it as the entry's PRIORITY (`SyslogLevelPrefix=` is on by default), so `journalctl -p err` and
 alerts on priority work. The same error repeated (a failing database every poll) is logged once
-per minute, the next line carrying how many were held back (`repeated=N`).
+per minute, the next line carrying how many were held back (`repeated=N`) — except the events
+their emitter already says once per episode (`EPISODES`): a second outage a minute after the first
+is news, however alike its error.
 """
 
 from __future__ import annotations
@@ -43,9 +45,18 @@ _LEVELS = {
 PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
 
 
+# Said once per episode by their emitter (an outage begun or ended, a fence, a lost listener): never
+# held back. The second outage's `db.unreachable` used to be dropped when it quoted the first's
+# error within the window, and a daemon in an outage then said nothing at all (issue 31).
+EPISODES = frozenset(
+    {"db.unreachable", "db.reachable", "listener.lost", "lease.fenced", "lease.resumed"}
+)
+
+
 class Throttle:
     """Drop a warning or error identical to one logged less than `window_s` ago (same level,
-    event and `error`); the next one logged after the window says how many were dropped."""
+    event and `error`); the next one logged after the window says how many were dropped. An
+    event of `EPISODES` always passes."""
 
     def __init__(self, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
         self.window_s = window_s
@@ -54,7 +65,7 @@ class Throttle:
 
     def __call__(self, logger: WrappedLogger, name: str, event_dict: EventDict) -> EventDict:
         level = event_dict.get("level", "")
-        if PRIORITY.get(level, 7) > PRIORITY["warning"]:
+        if PRIORITY.get(level, 7) > PRIORITY["warning"] or event_dict.get("event") in EPISODES:
             return event_dict
         if "error" in event_dict:
             key = repr((level, event_dict.get("event"), event_dict["error"]))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import fcntl
 import hashlib
 import os
@@ -168,6 +169,9 @@ async def _serve_locked(
     loop = asyncio.get_running_loop()
     hup = asyncio.Event()  # handled from the first instant: the default action of HUP is to die
     loop.add_signal_handler(signal.SIGHUP, hup.set)
+    # `kill -USR1` writes every thread's stack to stderr (the journal): a daemon that went
+    # quiet says where each thread waits, even with its event loop stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     process.guard_memory()  # API keys in our environment stay out of reach of our commands
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     config_sha = _sha256(paths)
