@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import faulthandler
 import fcntl
+import functools
 import hashlib
 import os
 import signal
@@ -441,7 +442,10 @@ async def _retention(deps: Deps, stop: asyncio.Event) -> None:
     keep_s = deps.config.daemon.journal_retention_days * 86400
     while not stop.is_set():
         try:
-            pruned = await deps.store.write(lambda c: meta.prune(c, stamp.now(c) - keep_s))
+            horizon = await deps.store.read(stamp.now) - keep_s
+            pruned = await deps.store.write_chunks(
+                functools.partial(meta.prune, older_than=horizon)
+            )
         except StateError as e:  # a lock held too long: prune at the next hour
             log.error("journal.prune_failed", error=str(e))
             pruned = 0

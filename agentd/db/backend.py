@@ -58,9 +58,11 @@ class Backend(Protocol):
         """Why this process cannot write the database, or None when it can."""
         ...
 
-    def connect(self, *, readonly: bool = False, wal: bool = True) -> Conn:
+    def connect(self, *, readonly: bool = False, wal: bool = True, bounded: bool = True) -> Conn:
         """A connection with agentd's session settings, not migrated. `wal=False`: a reader that
-        must not change the database's journal mode (SQLite's WAL switch writes the file)."""
+        must not change the database's journal mode (SQLite's WAL switch writes the file).
+        `bounded=False` (the CLI's): its reads have no statement timeout, its writes still the
+        lease's (PostgreSQL; SQLite has none)."""
         ...
 
     def open_migrated(self, *, check: bool = False) -> Conn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from agentd.db import stamp
 from agentd.db.conn import Conn
@@ -31,49 +32,70 @@ def db_id(c: Conn) -> str:
     return value
 
 
-def prune(c: Conn, older_than: float) -> int:
-    """Journal retention: drop the steps of runs that finished before the horizon (the run row
-    keeps its status and summary), world snapshots older than it — except those an unfinished
-    run still refers to and each agent's latest —, events and closed inbox items older than it,
-    and rate-limit entries older than a day of the home's time (limits look back an hour).
+# Rows of a table (for the journal: runs' steps) one prune deletes at most: one short transaction
+# of a long prune, well within the statement timeout, with the writers queued behind it briefly.
+PRUNE_CHUNK = 500
+
+
+def _chunk(c: Conn, table: str, key: str, where: str, params: tuple[Any, ...], limit: int) -> int:
+    """Delete at most `limit` rows of `table` matching `where`, oldest `key` first."""
+    return int(
+        c.execute(
+            f"DELETE FROM {table} WHERE {key} IN"
+            f" (SELECT {key} FROM {table} WHERE {where} ORDER BY {key} LIMIT ?)",
+            (*params, limit),
+        ).rowcount
+    )
+
+
+def prune(c: Conn, older_than: float, *, limit: int = PRUNE_CHUNK) -> int:
+    """Journal retention, one chunk of it: drop the steps of runs that finished before the
+    horizon (the run row keeps its status and summary), world snapshots older than it — except
+    those an unfinished run still refers to and each agent's latest —, events and closed inbox
+    items older than it, and rate-limit entries older than a day of the home's time (limits look
+    back an hour). At most `limit` rows of each table (the steps of at most `limit` runs): the
+    daemon repeats it, each chunk its own transaction, until one drops nothing
+    (Store.write_chunks), so no prune outlasts the statement timeout or holds writers long.
     Returns the rows gone.
 
     One daemon prunes at a time (the "retention" singleton, taken first), however many share
-    the database: the others wait for it and then find the work done."""
+    the database: the others wait for its chunk and then find the work done."""
     c.dialect.singleton(c, "retention")
     seen = c.dialect.jint("s.data", "snapshot_id")  # a snapshot an unfinished run observed
-    c.execute("DELETE FROM rate_log WHERE at < ?", (stamp.now(c) - 86400,))
+    c.execute("DELETE FROM rate_log WHERE at < ?", (stamp.now(c) - 86400,))  # a day's: few
     steps = c.execute(
-        "DELETE FROM steps WHERE run_id IN (SELECT run_id FROM runs"
-        " WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < ?)",
-        (older_than,),
+        "DELETE FROM steps WHERE run_id IN (SELECT s.run_id FROM steps s"
+        " JOIN runs r ON r.run_id = s.run_id"
+        " WHERE r.status IN ('succeeded', 'failed', 'cancelled') AND r.updated_at < ?"
+        " ORDER BY s.run_id LIMIT ?)",
+        (older_than, limit),
     ).rowcount
-    world = c.execute(
-        "DELETE FROM world WHERE taken_at < ?"
-        " AND snapshot_id NOT IN (SELECT max(snapshot_id) FROM world GROUP BY agent)"
+    world = _chunk(
+        c, "world", "snapshot_id",
+        "taken_at < ? AND snapshot_id NOT IN (SELECT max(snapshot_id) FROM world GROUP BY agent)"
         f" AND snapshot_id NOT IN (SELECT {seen} FROM steps s"
         " JOIN runs r ON r.run_id = s.run_id WHERE r.status IN ('running', 'waiting')"
         f" AND s.kind = 'observe' AND {seen} IS NOT NULL)",
-        (older_than,),
-    ).rowcount
+        (older_than,), limit,
+    )  # fmt: skip
     # Events and closed inbox items age out too; the newest event stays (cursors point at it),
     # and nothing a live run waits on or was granted is touched.
-    events = c.execute(
-        "DELETE FROM events WHERE created_at < ? AND event_id < (SELECT max(event_id) FROM events)",
-        (older_than,),
-    ).rowcount
-    items = c.execute(
-        "DELETE FROM inbox WHERE resolved_at < ? AND status NOT IN ('open', 'approved')"
-        " AND (run_id IS NULL OR run_id NOT IN"
-        " (SELECT run_id FROM runs WHERE status IN ('running', 'waiting')))",
-        (older_than,),
-    ).rowcount
-    checkins = c.execute(  # finished check-ins age out like finished runs' journals
-        "DELETE FROM checkins WHERE status IN ('skipped', 'missed', 'done', 'failed')"
-        " AND coalesce(completed_at, fired_at) < ?",
-        (older_than,),
-    ).rowcount
-    return steps + world + events + items + checkins
+    events = _chunk(
+        c, "events", "event_id",
+        "created_at < ? AND event_id < (SELECT max(event_id) FROM events)", (older_than,), limit,
+    )  # fmt: skip
+    items = _chunk(
+        c, "inbox", "item_id",
+        "resolved_at < ? AND status NOT IN ('open', 'approved') AND (run_id IS NULL OR run_id"
+        " NOT IN (SELECT run_id FROM runs WHERE status IN ('running', 'waiting')))",
+        (older_than,), limit,
+    )  # fmt: skip
+    checkins = _chunk(  # finished check-ins age out like finished runs' journals
+        c, "checkins", "checkin_id",
+        "status IN ('skipped', 'missed', 'done', 'failed') AND coalesce(completed_at, fired_at) < ?",
+        (older_than,), limit,
+    )  # fmt: skip
+    return int(steps) + world + events + items + checkins
 
 
 LOADED_CONFIG_SHA256 = "loaded_config_sha256"

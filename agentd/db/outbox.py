@@ -301,9 +301,12 @@ def _held_and_late(c: Conn) -> tuple[dict[str, list[JSON]], dict[str, list[JSON]
     return held, late
 
 
-def prune(c: Conn, older_than: float) -> int:
-    """Finished messages older than the horizon (one daemon at a time: retention's singleton)."""
+def prune(c: Conn, older_than: float, *, limit: int = 500) -> int:
+    """Finished messages older than the horizon, at most `limit` of them: a chunk, repeated
+    until none is left (Store.write_chunks). One daemon at a time: retention's singleton."""
     c.dialect.singleton(c, "retention")
     return c.execute(
-        "DELETE FROM outbox WHERE status != 'pending' AND created_at < ?", (older_than,)
+        "DELETE FROM outbox WHERE outbox_id IN (SELECT outbox_id FROM outbox"
+        " WHERE status != 'pending' AND created_at < ? ORDER BY outbox_id LIMIT ?)",
+        (older_than, limit),
     ).rowcount

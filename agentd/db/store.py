@@ -52,7 +52,11 @@ class SyncStore:
             self.conn = self.backend.open_migrated()
             self._pending = self._first_write = False
             return
-        self.conn = self.backend.connect(readonly=self.read_only is not None, wal=False)
+        # No statement timeout on its reads (a long listing, an export): a read holds no lock a
+        # daemon waits on. Its writes keep the lease's (docs/scale-out.md).
+        self.conn = self.backend.connect(
+            readonly=self.read_only is not None, wal=False, bounded=False
+        )
         self._pending = migrate_schema  # migrated by the first write
         self._first_write = True
 
@@ -227,6 +231,16 @@ class Store:
         fut: asyncio.Future[T] = self._loop.create_future()
         self._writer.submit(work, fut)
         return await fut
+
+    async def write_chunks(self, work: Work[int]) -> int:
+        """`work` — one bounded chunk of a long delete, returning the rows it did — committed in
+        a transaction of its own, again and again until a chunk does nothing (retention): no
+        statement outlasts the statement timeout, and writers queue behind one chunk at most.
+        Returns the rows done."""
+        done = 0
+        while n := await self.write(work):
+            done += n
+        return done
 
     async def write_apart(self, work: Work[T]) -> T:
         """`write`, but on a connection and a thread of its own where several daemons share the

@@ -61,7 +61,8 @@ class Sender:
                 now = self.deps.clock.now()
                 if now - pruned_at > 3600:
                     horizon = now - RETENTION_S
-                    await self.deps.store.write(functools.partial(outbox.prune, older_than=horizon))
+                    prune = functools.partial(outbox.prune, older_than=horizon)
+                    await self.deps.store.write_chunks(prune)
                     pruned_at = now
             except StateError as e:  # a busy or failing database: look again shortly
                 quiet = self.deps.store.outage  # said once already (db.unreachable)

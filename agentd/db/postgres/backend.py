@@ -78,9 +78,9 @@ class PostgresBackend:
     def read_only_reason(self) -> str | None:
         return None  # a standby refuses writes itself, and the error says so
 
-    def connect(self, *, readonly: bool = False, wal: bool = True) -> Conn:
+    def connect(self, *, readonly: bool = False, wal: bool = True, bounded: bool = True) -> Conn:
         del wal  # SQLite's journal-mode switch: nothing to spare here
-        conn = connection.connect(self.url, lease_s=self.lease_s)
+        conn = connection.connect(self.url, lease_s=self.lease_s, bounded=bounded)
         if readonly:
             conn.execute("SET default_transaction_read_only = on")
         return conn
@@ -101,7 +101,7 @@ class PostgresBackend:
         """A migration may rewrite big tables: no statement timeout while it runs."""
         conn.execute("SET statement_timeout = 0")
         yield
-        conn.execute(f"SET statement_timeout = {connection.statement_timeout_ms(self.lease_s)}")
+        conn.execute(f"SET statement_timeout = {_pg(conn).session_timeout_ms}")
 
     def prepare_writes(self, conn: Conn, *, migrate: bool) -> None:
         if migrate:
@@ -109,7 +109,10 @@ class PostgresBackend:
                 schema.migrate(_pg(conn))
 
     def begin_write(self, conn: Conn) -> None:
-        conn.execute("BEGIN")
+        # A connection without a statement timeout (the CLI's) bounds its writes by the lease:
+        # they hold locks the daemons wait on. One round trip either way.
+        bound = _pg(conn).write_timeout_ms
+        conn.execute("BEGIN" if bound is None else f"BEGIN; SET LOCAL statement_timeout = {bound}")
 
     def broken(self, conn: Conn) -> bool:
         raw = _pg(conn).raw

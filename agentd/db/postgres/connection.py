@@ -85,8 +85,11 @@ class PostgresConn:
     dialect: Dialect = POSTGRES
     IntegrityError: type[Exception] = psycopg.IntegrityError
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+    def __init__(self, raw: psycopg.Connection[Any], *, session_timeout_ms: int = 0) -> None:
         self.raw = raw
+        self.session_timeout_ms = session_timeout_ms  # its statement_timeout (0: none)
+        # What its write transactions are bounded by, when the session is not (the CLI's)
+        self.write_timeout_ms: int | None = None
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
         # Without parameters psycopg reads no placeholders (and may run several statements).
@@ -183,9 +186,16 @@ def translate(error: Exception, url: str) -> StateError:
 
 
 def connect(
-    url: str, *, application_name: str = "agentd", lease_s: float = DEFAULT_LEASE_S
+    url: str,
+    *,
+    application_name: str = "agentd",
+    lease_s: float = DEFAULT_LEASE_S,
+    bounded: bool = True,
 ) -> PostgresConn:
-    """A connection with agentd's session settings; raises StateError when it cannot connect."""
+    """A connection with agentd's session settings; raises StateError when it cannot connect.
+    `bounded=False` (the CLI's): no statement timeout but in its write transactions (a long
+    listing or export is never cancelled; a write holds locks the daemons wait on)."""
+    timeout_ms = statement_timeout_ms(lease_s) if bounded else 0
     try:
         raw = psycopg.connect(
             url, autocommit=True, application_name=application_name, **NETWORK_SETTINGS
@@ -197,12 +207,15 @@ def connect(
     try:
         raw.execute("SET TIME ZONE 'UTC'")
         raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
-        raw.execute(f"SET statement_timeout = {statement_timeout_ms(lease_s)}")
+        raw.execute(f"SET statement_timeout = {timeout_ms}")
         raw.execute(f"SET idle_in_transaction_session_timeout = {idle_in_transaction_ms(lease_s)}")
     except psycopg.Error as e:  # lost while setting the session up: a failed connect, said so
         raw.close()
         raise translate(e, url) from None
-    return PostgresConn(raw)
+    conn = PostgresConn(raw, session_timeout_ms=timeout_ms)
+    if not bounded:
+        conn.write_timeout_ms = statement_timeout_ms(lease_s)
+    return conn
 
 
 if TYPE_CHECKING:  # mypy proves the queries' protocol holds for it

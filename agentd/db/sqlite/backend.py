@@ -47,7 +47,8 @@ class SQLiteBackend:
     def read_only_reason(self) -> str | None:
         return faults.read_only_reason(self.path) if self.path.exists() else None
 
-    def connect(self, *, readonly: bool = False, wal: bool = True) -> Conn:
+    def connect(self, *, readonly: bool = False, wal: bool = True, bounded: bool = True) -> Conn:
+        del bounded  # no statement timeout on SQLite
         return connection.connect(self.path, readonly=readonly, wal=wal)
 
     def open_migrated(self, *, check: bool = False) -> Conn:
