@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import faulthandler
 import fcntl
-import functools
 import hashlib
 import os
 import signal
@@ -35,9 +34,10 @@ from agentd.clock import Clock
 from agentd.config import Config, Paths
 from agentd.daemon import clocks, mail, metering, sdnotify
 from agentd.daemon.leases import LeaseKeeper
+from agentd.daemon.retention import retention
 from agentd.daemon.scheduler import Scheduler
 from agentd.daemon.watchdog import watchdog
-from agentd.db import accounting, faults, leases, meta, stamp
+from agentd.db import accounting, faults, leases, meta
 from agentd.db import queries as q
 from agentd.db.artifacts import BUILD_TRIGGER
 from agentd.db.store import Store
@@ -252,7 +252,7 @@ async def _serve_locked(
             tg.create_task(outer.run(stop), name="outer")
             tg.create_task(watchdog(deps, stop, failures), name="watchdog")
             tg.create_task(_reloader(paths, deps, models, hup, stop, reloading), name="reload")
-            tg.create_task(_retention(deps, stop), name="retention")
+            tg.create_task(retention(deps, stop), name="retention")
             tg.create_task(api.run(stop), name="api")
             tg.create_task(Sender(deps).run(stop), name="notify")  # the outbox: agentd/notify/
             tg.create_task(mail.follow_mail(deps, stop, scheduler.nudge), name="mail")  # IMAP IDLE
@@ -434,22 +434,3 @@ def needs_restart(old: Config, new: Config) -> list[str]:
     if wanted is None or wanted == listening:
         changed = [c for c in changed if not c.startswith("[web]")]
     return changed + mail.needs_restart(old, new)
-
-
-async def _retention(deps: Deps, stop: asyncio.Event) -> None:
-    """Apply `journal_retention_days` once a wall hour: finished runs' steps, old snapshots.
-    The days are the home's (agentd/db/stamp.py): under --clock-speed, simulated days."""
-    keep_s = deps.config.daemon.journal_retention_days * 86400
-    while not stop.is_set():
-        try:
-            horizon = await deps.store.read(stamp.now) - keep_s
-            pruned = await deps.store.write_chunks(
-                functools.partial(meta.prune, older_than=horizon)
-            )
-        except StateError as e:  # a lock held too long: prune at the next hour
-            log.error("journal.prune_failed", error=str(e))
-            pruned = 0
-        if pruned:
-            log.info("journal.pruned", rows=pruned)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 3600)
