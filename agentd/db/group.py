@@ -163,6 +163,10 @@ class GroupWriter:
         try:
             return self._transaction([w for w, _ in batch], isolate=False)
         except _RequestFailed:
+            # A connection lost under the batch (a restart, a reset) is no request's fault: it
+            # is opened again first (failing that is the outage's, said once), never redone on
+            # the dead one. Nothing was committed: a failure here fails every caller.
+            self._reopen_if_broken()
             return [self._transaction([w], isolate=True)[0] for w, _ in batch]
 
     def _transaction(
