@@ -87,10 +87,19 @@ class PostgresConn:
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
+        self._memo: dict[str, Any] = {}
+
+    @property
+    def memo(self) -> dict[str, Any] | None:
+        """What a query reads once per transaction (the home's clock record, db/stamp.py):
+        empty at each BEGIN, None outside a transaction (each statement its own)."""
+        return self._memo if self.in_transaction else None
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
         # Without parameters psycopg reads no placeholders (and may run several statements).
         if not parameters:
+            if sql.startswith("BEGIN"):
+                self._memo = {}
             return self.raw.execute(sql)
         return self.raw.execute(placeholders(sql), parameters)
 
