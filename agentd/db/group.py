@@ -163,8 +163,9 @@ class GroupWriter:
         """Commit a batch as one transaction. If a request fails, the batch is rolled back and
         redone around it: the requests before it as one transaction (they had gone through),
         the failed one alone, then the rest as a batch again — each request sees what the
-        earlier ones committed, as if all ran one by one, but a refusal costs two commits more,
-        not one commit per request. (A refused step is a work function raising: routine.)
+        earlier ones committed, as if all ran one by one, but a refusal costs one commit more
+        (and its own transaction), not one commit per request. (A refused action is a work
+        function raising: routine.)
 
         The fast path has no per-request savepoints (they would double the statements); work
         functions only touch the database, so re-running them after a rollback is safe.
