@@ -2,8 +2,8 @@
 trip to the server), on both engines: a journal step appended without its seq is one fenced
 statement, a decision settled or an intent completed is one, the home's clock record is read
 once per write transaction, and a request failing in a group commit costs its batch one commit
-more (and its own transaction, rolled back) instead of one commit per request. Each keeps what it guarded: the lease's fence, the precise
-refusal, the request's outcome its own."""
+more (and its own transaction, rolled back) instead of one commit per request. Each keeps what
+it guarded: the lease fence, the precise refusal, the request's outcome its own."""
 
 from __future__ import annotations
 
