@@ -87,13 +87,15 @@ actions = ["notify", "ask", "finish"]
 
 [agents.default.limits]
 max_steps = {max_steps}
+max_notices_per_hour = {max_notices}
 """
 FINISH = {"action": {"kind": "finish", "outcome": "succeeded", "summary": "done"}}
 
 
 def write_home(home: Path, url: str, replies: list[Any], **settings: Any) -> Path:
     home.mkdir(parents=True)
-    values = {"listen": "true", "scan_s": 60.0, "max_runs": 8, "max_steps": 50, **settings}
+    values = {"listen": "true", "scan_s": 60.0, "max_runs": 8, "max_steps": 50, "max_notices": 3,
+              **settings}  # fmt: skip
     (home / "config.toml").write_text(CONFIG.format(url=url, **values))
     (home / "replies.json").write_text(json.dumps(replies))
     return home
@@ -120,15 +122,25 @@ NOTIFY_CALLS = """
       AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"""
 
 
+STATEMENT_CALLS = """
+    SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+    WHERE toplevel AND query NOT LIKE '%pg_stat%' AND query NOT LIKE '%pg_snapshot%'
+      AND query NOT LIKE 'SELECT count(*) FROM runs WHERE run_id = ANY%'
+      AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+
+
 def counters(url: str) -> dict[str, int | None]:
-    """The server's counters: pg_notify calls, xids assigned (transactions that wrote, cluster-
-    wide), commits of this database (pg_stat_database: every transaction, reads included)."""
+    """The server's counters: pg_notify calls, top-level statements (the bench's own polls and
+    counters aside), xids assigned (transactions that wrote, cluster-wide), commits of this
+    database (pg_stat_database: every transaction, reads included)."""
     with psycopg.connect(url, autocommit=True) as conn:
         try:
             notify = conn.execute(NOTIFY_CALLS).fetchone()
             notifies: int | None = int(notify[0]) if notify else None
+            calls = conn.execute(STATEMENT_CALLS).fetchone()
+            statements: int | None = int(calls[0]) if calls else None
         except psycopg.Error:
-            notifies = None  # no pg_stat_statements on this server
+            notifies = statements = None  # no pg_stat_statements on this server
         with conn.transaction():  # its own snapshot: reading the xid horizon assigns none
             row = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
             xmax = row.fetchone()
@@ -139,6 +151,7 @@ def counters(url: str) -> dict[str, int | None]:
         ).fetchone()
     return {
         "notifies": notifies,
+        "statements": statements,
         "xids": int(xmax[0]) if xmax else None,
         "commits": int(commits[0]) if commits else None,
     }
@@ -156,13 +169,14 @@ JOURNAL = """
     FROM steps WHERE run_id = ANY(%s)"""
 
 
-def finished(url: str, run_ids: list[int]) -> int:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM runs WHERE run_id = ANY(%s)"
-            " AND status IN ('succeeded', 'failed', 'cancelled')",
-            (run_ids,),
-        ).fetchone()
+def finished(conn: psycopg.Connection[Any], run_ids: list[int]) -> int:
+    """How many of the runs ended (on one connection: a new one per poll forks a server
+    process, CPU the daemons would miss)."""
+    row = conn.execute(
+        "SELECT count(*) FROM runs WHERE run_id = ANY(%s)"
+        " AND status IN ('succeeded', 'failed', 'cancelled')",
+        (run_ids,),
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -175,7 +189,7 @@ def multi_rep(a: argparse.Namespace, url: str, workdir: Path, n: int, rep: int) 
     capacity = a.max_runs or math.ceil(a.runs / n)  # the same concurrency in all, by default
     homes = [
         write_home(workdir / f"r{rep}-n{n}-d{i}", url, replies, max_runs=capacity,
-                   max_steps=a.steps + 5, scan_s=a.multi_scan_s)
+                   max_steps=a.steps + 5, max_notices=a.steps + 1, scan_s=a.multi_scan_s)
         for i in range(n)
     ]  # fmt: skip
     load = os.getloadavg()[0]
@@ -194,12 +208,13 @@ def multi_rep(a: argparse.Namespace, url: str, workdir: Path, n: int, rep: int) 
         if a.notifier_rate > 0:
             notifier.start()
         deadline = time.monotonic() + a.timeout
-        while finished(url, run_ids) < len(run_ids):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{n} daemons: runs unfinished after {a.timeout} s")
-            for d in daemons:
-                d.alive()
-            time.sleep(0.02)
+        with psycopg.connect(url, autocommit=True) as poll:
+            while finished(poll, run_ids) < len(run_ids):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{n} daemons: runs unfinished after {a.timeout} s")
+                for d in daemons:
+                    d.alive()
+                time.sleep(0.02)
         wall = time.perf_counter() - t0
         cpu = sum(cpu_s(d.pid) for d in daemons) - sum(cpu0)
         stop_notifier.set()
@@ -216,7 +231,7 @@ def multi_rep(a: argparse.Namespace, url: str, workdir: Path, n: int, rep: int) 
     assert row is not None
     steps, acts, span, done = int(row[0]), int(row[1]), float(row[2]), int(row[3])
     raw = pg_commit.raw_commit(url, a.raw_commits)
-    notifies = delta(before, after, "notifies")
+    notifies, statements = delta(before, after, "notifies"), delta(before, after, "statements")
     return [raw, {
         "mode": "multi", "daemons": n, "runs": a.runs, "decisions_per_run": a.steps,
         "steps": steps, "acts": acts, "runs_finished": done, "runs_per_daemon": per_daemon,
@@ -225,6 +240,7 @@ def multi_rep(a: argparse.Namespace, url: str, workdir: Path, n: int, rep: int) 
         "acts_per_s": round(acts / span, 1), "daemon_cpu_ms_per_step": round(cpu * 1000 / steps, 2),
         "max_concurrent_runs": capacity, "notifier_commits": sent[0], "notify_calls": notifies,
         "notify_calls_per_s": None if notifies is None else round(notifies / wall, 2),
+        "statements_per_step": None if statements is None else round(statements / steps, 2),
         "write_xacts": delta(before, after, "xids"), "commits": delta(before, after, "commits"),
         "commits_per_s": _rate(delta(before, after, "commits"), wall),
         "write_xacts_per_s": _rate(delta(before, after, "xids"), wall), "loadavg_1m": load,
@@ -279,6 +295,8 @@ def multi(a: argparse.Namespace, url: str, workdir: Path) -> None:
             f"daemons={n}: steps_per_s={statistics.median(f['steps_per_s'] for _, f in pairs):.0f}"
             f" raw_commits_per_s={statistics.median(r['commits_per_s'] for r, _ in pairs):.0f}"
             f" → {ratio:.1f}x the raw rate;"
+            f" statements_per_step={_med(pairs, 'statements_per_step')}"
+            f" cpu_ms_per_step={_med(pairs, 'daemon_cpu_ms_per_step')}"
             f" notify_calls_per_s={_med(pairs, 'notify_calls_per_s')}"
             f" commits_per_s={_med(pairs, 'commits_per_s')}"
             f" write_xacts_per_s={_med(pairs, 'write_xacts_per_s')}"

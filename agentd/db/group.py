@@ -68,7 +68,12 @@ def _insert_rows(conn: Conn, rows: list[Insert]) -> None:
 
 
 class _RequestFailed(Exception):
-    """One request in a group commit raised: the batch is rolled back and retried one by one."""
+    """The request(s) at `at` (a run of Inserts shares one statement) raised in a group commit:
+    the batch is rolled back and redone around them."""
+
+    def __init__(self, at: slice) -> None:
+        super().__init__(f"requests {at.start}..{at.stop - 1} failed")
+        self.at = at
 
 
 class GroupWriter:
@@ -155,19 +160,36 @@ class GroupWriter:
         self._conn.close()
 
     def _commit(self, batch: list[Request]) -> list[tuple[bool, Any]]:
-        """Commit a batch as one transaction; if any request fails, redo them one by one.
+        """Commit a batch as one transaction. If a request fails, the batch is rolled back and
+        redone around it: the requests before it as one transaction (they had gone through),
+        the failed one alone, then the rest as a batch again — each request sees what the
+        earlier ones committed, as if all ran one by one, but a refusal costs one commit more
+        (and its own transaction), not one commit per request. (A refused action is a work
+        function raising: routine.)
 
         The fast path has no per-request savepoints (they would double the statements); work
         functions only touch the database, so re-running them after a rollback is safe.
         """
-        try:
-            return self._transaction([w for w, _ in batch], isolate=False)
-        except _RequestFailed:
-            # A connection lost under the batch (a restart, a reset) is no request's fault: it
-            # is opened again first (failing that is the outage's, said once), never redone on
-            # the dead one. Nothing was committed: a failure here fails every caller.
+        works = [w for w, _ in batch]
+        outcomes: list[tuple[bool, Any]] = []
+        while works:
+            try:
+                outcomes += self._transaction(works, isolate=False)
+                break
+            except _RequestFailed as failed:
+                cut = failed.at
+            # A connection lost under the batch (a restart, a reset) is no request's fault: it is
+            # opened again first (failing that is the outage's, said once), never redone on the
+            # dead one.
             self._reopen_if_broken()
-            return [self._transaction([w], isolate=True)[0] for w, _ in batch]
+            before, at = works[: cut.start], works[cut]
+            try:
+                outcomes += self._transaction(before, isolate=False) if before else []
+            except _RequestFailed:  # went through a moment ago: now one by one
+                outcomes += [self._transaction([w], isolate=True)[0] for w in before]
+            outcomes += [self._transaction([w], isolate=True)[0] for w in at]
+            works = works[cut.stop :]
+        return outcomes
 
     def _transaction(
         self, works: list[Work[Any] | Insert], *, isolate: bool
@@ -188,7 +210,7 @@ class GroupWriter:
                         outcomes.append((True, works[i](conn)))  # type: ignore[operator]
                 except Exception as e:
                     if not isolate:
-                        raise _RequestFailed from e
+                        raise _RequestFailed(slice(i, i + max(n, 1))) from e
                     self.errors.record(e)
                     self._leave_a_standby(e)
                     self._rollback(conn)  # a full disk may have rolled it back already

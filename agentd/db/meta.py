@@ -15,6 +15,9 @@ def get_meta(c: Conn, key: str, default: str = "") -> str:
 
 
 def set_meta(c: Conn, key: str, value: str) -> None:
+    memo = getattr(c, "memo", None)  # a value read once per transaction (db/stamp.py) changes
+    if memo is not None:
+        memo.pop(key, None)
     c.execute(
         "INSERT INTO meta (key, value) VALUES (?, ?)"
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value",

@@ -6,6 +6,7 @@ keep each state change together with its journal row. Engine writes are fenced b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -207,6 +208,16 @@ INSERT_STEP = (
 )  # the fence is in the statement (locked on PostgreSQL): nothing is inserted unless we hold the lease
 
 
+# The journal's next step, its seq read in the statement (behind the fence: only the lease's
+# holder writes a run's steps, and a wrong seq fails on the primary key, never overwrites).
+NEXT_STEP = (
+    INSERT_STEP.replace(
+        "SELECT ?,?,", "SELECT ?,(SELECT coalesce(max(seq), 0) + 1 FROM steps WHERE run_id = ?),", 1
+    )
+    + " RETURNING seq"
+)
+
+
 def step_insert(
     run_id: int,
     epoch: int,
@@ -264,27 +275,27 @@ def append_step(
 ) -> Step:
     """Journal the run's next step inside the caller's transaction and return it as stored.
 
-    Without `seq`, the next one is read from the journal (after checking the fence).
+    Without `seq`, the next one is read from the journal by the fenced insert itself: one
+    statement (one round trip to a server) whatever the engine.
     """
-    if seq is None:
-        _fence(c, run_id, epoch)
-        seq = int(
-            c.execute(
-                "SELECT coalesce(max(seq), 0) + 1 FROM steps WHERE run_id = ?", (run_id,)
-            ).fetchone()[0]
-        )
     fields.setdefault("created_at", None)
     if fields["created_at"] is None:
         fields["created_at"] = stamp.now(c)
-    step, row = step_insert(run_id, epoch, kind, seq, **fields)
-    sql = row.sql.replace(Insert.FENCE, c.dialect.fence_lock)  # the fence's lock, as the writer's
+    step, row = step_insert(run_id, epoch, kind, seq or 0, **fields)
+    sql, params = row.sql, row.params
+    if seq is None:
+        sql, params = NEXT_STEP, (run_id, run_id, *params[2:])
+    sql = sql.replace(Insert.FENCE, c.dialect.fence_lock)  # the fence's lock, as the writer's
     try:
-        inserted = c.execute(sql, row.params).rowcount
+        cur = c.execute(sql, params)
+        got = [int(r[0]) for r in cur.fetchall()] if seq is None else [seq] * cur.rowcount
     except c.IntegrityError:
-        raise Refused(f"run {run_id} already has a step {seq}; the journal moved on") from None
-    if inserted != 1:
-        row.explain(c)
-    return step
+        which = f"a step {seq}" if seq is not None else "its next step"
+        raise Refused(f"run {run_id} already has {which}; the journal moved on") from None
+    if len(got) != 1:
+        _fence(c, run_id, epoch)  # raises the precise reason (no run, lease lost, not running)
+        raise Refused(f"run {run_id}: its step {seq or 'next'} was not journaled")
+    return step if seq is not None else dataclasses.replace(step, seq=got[0])
 
 
 def complete_step(
@@ -297,15 +308,30 @@ def complete_step(
     result: JSON,
 ) -> Step:
     """Record the outcome of a started (intent-only) step."""
-    _fence(c, run_id, epoch)
-    cur = c.execute(
-        "UPDATE steps SET status = ?, result = ?, completed_at = ?"
-        " WHERE run_id = ? AND seq = ? AND status = 'started'",
-        (status, json_col(result), stamp.now(c), run_id, seq),
-    )
-    if cur.rowcount != 1:
-        raise Refused(f"run {run_id} step {seq} is not awaiting a result")
-    return get_step(c, run_id, seq)
+    return _update_step(
+        c, run_id, epoch, seq, "status = ?, result = ?, completed_at = ?",
+        (status, json_col(result), stamp.now(c)), "",
+        f"run {run_id} step {seq} is not awaiting a result",
+    )  # fmt: skip
+
+
+def _update_step(
+    c: Conn, run_id: int, epoch: int, seq: int, sets: str, values: tuple[Any, ...], where: str,
+    refusal: str,
+) -> Step:  # fmt: skip
+    """Update a started step behind the run's fence, in one statement (one round trip to a
+    server), and return it as stored; raises the fence's reason, else `refusal`, when the
+    step was not updated."""
+    rows = c.execute(
+        f"UPDATE steps SET {sets} WHERE run_id = ? AND seq = ? AND status = 'started'{where}"
+        " AND EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_epoch = ?"
+        f" AND status = 'running'{c.dialect.fence_lock}) RETURNING {STEP_COLS}",
+        (*values, run_id, seq, run_id, epoch),
+    ).fetchall()
+    if len(rows) != 1:
+        _fence(c, run_id, epoch)  # raises the precise reason (no run, lease lost, not running)
+        raise Refused(refusal)
+    return step_from_row(rows[0])
 
 
 def note_step(c: Conn, run_id: int, epoch: int, seq: int, data: JSON) -> None:
@@ -331,16 +357,12 @@ def settle_decision(
     digest: str | None = None,
 ) -> Step:
     """Record how a journaled raw reply parsed: the decision, or the error to re-ask with."""
-    _fence(c, run_id, epoch)
-    cur = c.execute(
-        "UPDATE steps SET status = ?, data = ?, action = ?, args = ?, digest = ?,"
-        " completed_at = ? WHERE run_id = ? AND seq = ? AND kind = 'decide'"
-        " AND status = 'started'",
-        (status, json_col(data), action, json_col(args), digest, stamp.now(c), run_id, seq),
-    )
-    if cur.rowcount != 1:
-        raise Refused(f"run {run_id} step {seq} is not a decision awaiting its parse")
-    return get_step(c, run_id, seq)
+    return _update_step(
+        c, run_id, epoch, seq,
+        "status = ?, data = ?, action = ?, args = ?, digest = ?, completed_at = ?",
+        (status, json_col(data), action, json_col(args), digest, stamp.now(c)),
+        " AND kind = 'decide'", f"run {run_id} step {seq} is not a decision awaiting its parse",
+    )  # fmt: skip
 
 
 def get_step(c: Conn, run_id: int, seq: int) -> Step:

@@ -12,6 +12,7 @@ database's clock stamps them (`c.dialect.now_sql`: one clock for every daemon sh
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from agentd.clock import SYSTEM
 from agentd.db.conn import Conn
@@ -20,7 +21,20 @@ KEY = "clock"  # meta: {"speed", "wall0", "sim0"}, or "" / absent for the wall
 
 
 def recorded(c: Conn) -> tuple[float, float, float] | None:
-    """The home's scaled clock as recorded — (speed, wall0, sim0) — or None on the wall."""
+    """The home's scaled clock as recorded — (speed, wall0, sim0) — or None on the wall.
+
+    Read once per transaction where the connection keeps a memo for it (PostgreSQL's: every
+    read is a round trip to the server, and a step's transaction stamps several rows)."""
+    memo: dict[str, Any] | None = getattr(c, "memo", None)
+    if memo is None:
+        return _read(c)
+    if KEY not in memo:
+        memo[KEY] = _read(c)
+    found: tuple[float, float, float] | None = memo[KEY]
+    return found
+
+
+def _read(c: Conn) -> tuple[float, float, float] | None:
     row = c.execute("SELECT value FROM meta WHERE key = ?", (KEY,)).fetchone()
     text = "" if row is None else str(row[0])
     if not text:

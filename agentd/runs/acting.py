@@ -187,9 +187,11 @@ class RunJournal:
         goal = q.get_goal(c, self.goal_id)
         if goal.status != GoalStatus.ACTIVE:  # paused (or closed) since deciding: nothing runs
             raise _Refusal(harness.Check(Verdict.DENY, f"goal {self.goal_id} is {goal.status}"))
-        hour_ago = stamp.now(c) - 3600  # on the clock the ACT steps (the rate log) are stamped
-        acts = accounting.acts_to_admit(c, self.agent_name, action, hour_ago)
-        check = harness.admit(action, args, self.menu, acts, approved=approval is not None)
+        menu, acts = self.menu, 0
+        if action in menu.agent.policy.max_per_hour:  # counted (and reserved) only when limited
+            hour_ago = stamp.now(c) - 3600  # on the clock the ACT steps (the rate log) carry
+            acts = accounting.acts_to_admit(c, self.agent_name, action, hour_ago)
+        check = harness.admit(action, args, menu, acts, approved=approval is not None)
         if check.verdict != Verdict.ALLOW:
             raise _Refusal(check)
 

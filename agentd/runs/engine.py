@@ -288,12 +288,19 @@ class RunDriver(Deciding, Recovery):
                 c, self.agent_name, self.run_id, raw, self.deps.clock.now()
             )
             # Events since the previous look are part of what the run sees: an event that
-            # arrived between an action and this look must not be waited for in vain.
-            new = qi.events_after(c, since, limit=MAX_EVENTS_SHOWN) if since is not None else []
+            # arrived between an action and this look must not be waited for in vain. The last
+            # id is read first (one read, not two, when none arrived): one committed between
+            # the two reads is shown again at the next look rather than never.
+            seen = qi.last_event_id(c)
+            new = (
+                qi.events_after(c, since, limit=MAX_EVENTS_SHOWN)
+                if since is not None and seen > since
+                else []
+            )
             data = {
                 "snapshot_id": snapshot_id,
                 "changes": diff,
-                "events_seen": qi.last_event_id(c),
+                "events_seen": seen,
                 "events": [{"event_id": e.event_id, "name": e.name, "data": e.data} for e in new],
             }
             return q.append_step(c, self.run_id, self.epoch, StepKind.OBSERVE, data=data), world
@@ -327,9 +334,13 @@ class RunDriver(Deciding, Recovery):
             ),
             lambda s: s.kind not in (StepKind.CHECK, StepKind.ACT),
         )
-        acts = await self.deps.store.read(  # an hour on the clock the rate log is stamped with
-            lambda c: accounting.count_acts_since(c, self.agent_name, d.action, stamp.now(c) - 3600)
-        )
+        acts = 0  # read only for an action with a rate limit (the check compares it with that)
+        if d.action in self.agent.policy.max_per_hour:  # an hour on the rate log's clock
+            acts = await self.deps.store.read(
+                lambda c: accounting.count_acts_since(
+                    c, self.agent_name, d.action, stamp.now(c) - 3600
+                )
+            )
         facts = harness.Facts(tuple(earlier), acts, denials)
         known = d.action in self.agent.actions  # else removed from the config since deciding
         action_type = self.deps.config.action(d.action).type if known else ""

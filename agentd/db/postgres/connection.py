@@ -90,10 +90,19 @@ class PostgresConn:
         self.session_timeout_ms = session_timeout_ms  # its statement_timeout (0: none)
         # What its write transactions are bounded by, when the session is not (the CLI's)
         self.write_timeout_ms: int | None = None
+        self._memo: dict[str, Any] = {}
+
+    @property
+    def memo(self) -> dict[str, Any] | None:
+        """What a query reads once per transaction (the home's clock record, db/stamp.py):
+        empty at each BEGIN, None outside a transaction (each statement its own)."""
+        return self._memo if self.in_transaction else None
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
         # Without parameters psycopg reads no placeholders (and may run several statements).
         if not parameters:
+            if sql.startswith("BEGIN"):
+                self._memo = {}
             return self.raw.execute(sql)
         return self.raw.execute(placeholders(sql), parameters)
 
