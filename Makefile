@@ -37,12 +37,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/agentd demo --yes --keep
 
-# Parallel workers: most tests wait on subprocesses and sockets, so 4 workers fit 2 cores
-# (about 4 min instead of 9 here). `make test WORKERS=0` runs them in one process.
+# Parallel workers: most tests wait on subprocesses and sockets, so 4 workers fit 2 cores.
+# `--dist loadgroup` deals the tests out one at a time, the longest modules first by the last
+# run's times (tests/ordering.py); each worker starts its real servers once (tests/servers.py).
+# `make test WORKERS=0` runs them in one process. The slowest 25 are listed at the end: the
+# suite should stay under ~6 min of pytest on a quiet 2-core machine.
 WORKERS ?= 4
 
 test: $(STAMP) check browser
-	$(BIN)/pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
+	$(BIN)/pytest -q --durations=25 $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
 
 # Debian's chromium for the real-browser tests (Playwright drives it; `playwright install` cannot reach
 # its download host). Installed with apt-get when missing and we are root (or have passwordless sudo);

@@ -4,7 +4,7 @@ at agentd's `/hooks/NAME` with a bearer token, grouping and repeats fast enough 
 are posted to its API (`/api/v2/alerts`) as Prometheus posts them.
 
 Where the binary is missing the tests skip with a reason that says how to install it (a banner
-repeats it at the end of the run); with AGENTD_REQUIRE_ALERTMANAGER=1 (`.ci/run`) they fail.
+repeats it at the end of the run: tests/servers.py); with AGENTD_REQUIRE_ALERTMANAGER=1 (`.ci/run`) they fail.
 """
 
 from __future__ import annotations
@@ -13,16 +13,14 @@ import contextlib
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.conftest import closed_port
+from tests import servers
 
 BANNER_MARK = "ALERTMANAGER TEST SKIPPED"
 CONFIG = """
@@ -51,19 +49,21 @@ def binary() -> str | None:
     )
 
 
-def _skip_or_fail_if_missing() -> str:
-    found = binary()
-    if found is not None:
-        return found
-    reason = (
+def missing_reason() -> str | None:
+    """Why the Alertmanager tests cannot run here, or None."""
+    if binary() is not None:
+        return None
+    return (
         f"{BANNER_MARK}: Debian's prometheus-alertmanager is not installed; install it with "
         "`bash .ci/install-alertmanager` (apt-get install prometheus-alertmanager)"
     )
-    if os.environ.get("AGENTD_REQUIRE_ALERTMANAGER") == "1":
-        pytest.fail(
-            reason.replace("SKIPPED", "FAILED (AGENTD_REQUIRE_ALERTMANAGER=1)"), pytrace=False
-        )
-    pytest.skip(reason)
+
+
+def _skip_or_fail_if_missing() -> str:
+    servers.require(missing_reason(), "ALERTMANAGER")
+    found = binary()
+    assert found is not None
+    return found
 
 
 class Alertmanager:
@@ -96,47 +96,19 @@ def running(tmp: Path, hook_url: str, token: str) -> Iterator[Alertmanager]:
     exe = _skip_or_fail_if_missing()
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "alertmanager.yml").write_text(CONFIG.format(url=hook_url, token=token))
-    port = closed_port()
-    log = (tmp / "alertmanager.log").open("w")
-    child = subprocess.Popen(
-        [exe, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    port = servers.free_port()
+    with (tmp / "alertmanager.log").open("w") as log:
+        child = subprocess.Popen(
+            [exe, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/-/ready", timeout=2).status_code == 200:
-                    break
-            if child.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(
-                    "Alertmanager did not start: " + (tmp / "alertmanager.log").read_text()[-2000:]
-                )
-            time.sleep(0.05)
+        servers.wait_until(
+            lambda: servers.http_ok(f"{base}/-/ready"), "Alertmanager", process=child,
+            log=lambda: (tmp / "alertmanager.log").read_text(), within_s=30,
+        )  # fmt: skip
         yield Alertmanager(base)
     finally:
-        child.terminate()
-        try:
-            child.wait(10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        log.close()
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """A banner a skipped Alertmanager test cannot hide behind (as tests/postgres.py's)."""
-    count = 0
-    for report in terminalreporter.stats.get("skipped", []):
-        longrepr = report.longrepr
-        text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-        count += BANNER_MARK in text
-    if count:
-        terminalreporter.write_sep(
-            "!", f"{count} Alertmanager test(s) skipped", red=True, bold=True
-        )
-        terminalreporter.write_line(
-            "install it: bash .ci/install-alertmanager", red=True, bold=True
-        )
+        servers.stop_process(child, within_s=10)

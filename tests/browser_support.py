@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from tests import servers
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 BROWSER_NAMES = ("chromium", "chromium-browser")
@@ -37,9 +39,6 @@ INSTALL_HINT = (
     "`apt-get install -y chromium fonts-liberation` and `.venv/bin/pip install -e '.[dev]'` "
     "(never `playwright install`: its browser download cannot be reached here)"
 )
-
-# Reasons browser tests were skipped in this run, repeated in a banner at the end of the run.
-_skipped: dict[str, int] = {}
 
 
 def chromium_path() -> str | None:
@@ -68,12 +67,7 @@ def missing_reason() -> str | None:
 
 
 def _skip_if_missing() -> None:
-    reason = missing_reason()
-    if reason is not None and os.environ.get("AGENTD_REQUIRE_BROWSER") == "1":
-        pytest.fail(reason.replace("SKIPPED", "FAILED (AGENTD_REQUIRE_BROWSER=1)"), pytrace=False)
-    if reason is not None:
-        _skipped[reason] = _skipped.get(reason, 0) + 1
-        pytest.skip(reason)
+    servers.require(missing_reason(), "BROWSER")
 
 
 def launch_options() -> dict[str, Any]:
@@ -116,12 +110,3 @@ def screenshots() -> Path:
     """`test-artifacts/` at the repo root, where browser tests keep their screenshots."""
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """A banner that a skipped browser test cannot hide behind (warnings are errors in this suite)."""
-    for reason, count in _skipped.items():
-        terminalreporter.write_sep(
-            "!", f"{count} real-browser test(s) skipped", red=True, bold=True
-        )
-        terminalreporter.write_line(reason, red=True, bold=True)

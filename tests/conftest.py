@@ -44,6 +44,8 @@ from agentd.models import RunStatus
 # PostgreSQL fixtures (`pg_cluster`, `pg_url`): a throw-away cluster per test process.
 # Daemon processes (`daemons`): `agentd serve` started, waited on and killed at teardown.
 pytest_plugins = [
+    "tests.servers",  # the real servers' common plumbing and their skip banners
+    "tests.ordering",  # the longest modules first (the last run's times)
     "tests.browser_support",
     "tests.postgres",
     "tests.processes",
@@ -93,10 +95,11 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def store_url(backend: str, request: pytest.FixtureRequest) -> str | None:
-    """The PostgreSQL URL the test's home keeps its state in (a fresh database), or None for
-    the SQLite file in the home."""
+    """The PostgreSQL URL the test's home keeps its state in (a fresh database at the latest
+    schema, holding no rows: tests/postgres.py's `pg_migrated_url`), or None for the SQLite file
+    in the home."""
     if backend == "postgres":
-        return str(request.getfixturevalue("pg_url"))
+        return str(request.getfixturevalue("pg_migrated_url"))
     return None
 
 
@@ -108,17 +111,19 @@ FreshStore = Callable[[], contextlib.AbstractContextManager[str | None]]
 @pytest.fixture
 def fresh_store_url(backend: str, request: pytest.FixtureRequest) -> FreshStore:
     """For a test that makes a home per example (hypothesis runs every example on one fixture):
-    `with fresh_store_url() as url:` a new empty PostgreSQL database, dropped after the block,
-    or None on SQLite (each home has its own file)."""
+    `with fresh_store_url() as url:` a new PostgreSQL database at the latest schema holding no
+    rows (a copy of `pg_migrated`), dropped after the block, or None on SQLite (each home has
+    its own file)."""
     if backend != "postgres":
         return contextlib.nullcontext
     cluster = request.getfixturevalue("pg_cluster")
+    template = request.getfixturevalue("pg_migrated")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
     @contextlib.contextmanager
     def fresh() -> Iterator[str | None]:
         name = f"f{next(_fresh_databases)}_{worker}"
-        url = str(cluster.create_database(name))
+        url = str(cluster.create_database(name, template=template))
         try:
             yield url
         finally:

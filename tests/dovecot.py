@@ -1,62 +1,82 @@
-"""Dovecot fixtures (tests/dovecot_server.py): a throw-away IMAP server per test that asks for one.
+"""Dovecot fixtures (tests/dovecot_server.py): a throw-away IMAP server per test session (per
+xdist worker) and kind (with IDLE, without, with TLS), started the first time a test asks for it
+and stopped at the end; each test gets a mail user of its own on it (its own Maildir: nothing one
+test delivers, moves or deletes is seen by another), all with one password.
 
 Where Debian's dovecot-imapd is missing these tests are skipped with a reason that says how to
-install it, and a banner at the end of the run repeats it; with AGENTD_REQUIRE_DOVECOT=1 (set by
-`.ci/run`) they fail instead.
+install it, and a banner at the end of the run repeats it (tests/servers.py); with
+AGENTD_REQUIRE_DOVECOT=1 (set by `.ci/run`) they fail instead.
 """
 
 from __future__ import annotations
 
-import os
+import itertools
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
+from tests import servers
 from tests.dovecot_server import Dovecot, missing_reason
 
 PASSWORD_ENV = "AGENTD_TEST_IMAP_PASSWORD"
 BANNER_MARK = "DOVECOT TEST SKIPPED"
+_users = itertools.count(1)
 
 
 def _skip_or_fail_if_missing() -> None:
-    reason = missing_reason()
-    if reason is None:
-        return
-    if os.environ.get("AGENTD_REQUIRE_DOVECOT") == "1":
-        pytest.fail(reason.replace("SKIPPED", "FAILED (AGENTD_REQUIRE_DOVECOT=1)"), pytrace=False)
-    pytest.skip(reason)
+    servers.require(missing_reason(), "DOVECOT")
 
 
-def _started(
-    monkeypatch: pytest.MonkeyPatch, *, idle: bool = True, tls: bool = False
-) -> Iterator[Dovecot]:
+def _server(*, idle: bool = True, tls: bool = False) -> Iterator[Dovecot]:
     _skip_or_fail_if_missing()
     server = Dovecot.start(idle=idle, tls=tls)
-    monkeypatch.setenv(PASSWORD_ENV, server.password)
     try:
         yield server
     finally:
         server.stop()
 
 
-@pytest.fixture
-def dovecot(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dovecot]:
-    """A running Dovecot with IDLE; its test user's password in $AGENTD_TEST_IMAP_PASSWORD."""
-    yield from _started(monkeypatch, idle=True)
+@pytest.fixture(scope="session")
+def dovecot_server() -> Iterator[Dovecot]:
+    """This test process's Dovecot with IDLE (its first user's handle)."""
+    yield from _server(idle=True)
+
+
+@pytest.fixture(scope="session")
+def dovecot_no_idle_server() -> Iterator[Dovecot]:
+    """This test process's Dovecot without IDLE."""
+    yield from _server(idle=False)
+
+
+@pytest.fixture(scope="session")
+def dovecot_tls_server() -> Iterator[Dovecot]:
+    """This test process's Dovecot with TLS."""
+    yield from _server(tls=True)
+
+
+def _own_user(server: Dovecot, monkeypatch: pytest.MonkeyPatch) -> Dovecot:
+    monkeypatch.setenv(PASSWORD_ENV, server.password)
+    return server.with_user(f"{Dovecot.user}{next(_users)}")
 
 
 @pytest.fixture
-def dovecot_no_idle(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dovecot]:
-    """A running Dovecot that does not offer IDLE (clients must poll)."""
-    yield from _started(monkeypatch, idle=False)
+def dovecot(dovecot_server: Dovecot, monkeypatch: pytest.MonkeyPatch) -> Dovecot:
+    """A running Dovecot with IDLE, as a mail user of this test's own; the password in
+    $AGENTD_TEST_IMAP_PASSWORD."""
+    return _own_user(dovecot_server, monkeypatch)
 
 
 @pytest.fixture
-def dovecot_tls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Dovecot]:
+def dovecot_no_idle(dovecot_no_idle_server: Dovecot, monkeypatch: pytest.MonkeyPatch) -> Dovecot:
+    """A running Dovecot that does not offer IDLE (clients must poll), as this test's own user."""
+    return _own_user(dovecot_no_idle_server, monkeypatch)
+
+
+@pytest.fixture
+def dovecot_tls(dovecot_tls_server: Dovecot, monkeypatch: pytest.MonkeyPatch) -> Dovecot:
     """A running Dovecot with TLS: STARTTLS on `port`, implicit TLS on `imaps_port`; its
-    self-signed certificate (for 127.0.0.1) is `dir / "cert.pem"`."""
-    yield from _started(monkeypatch, tls=True)
+    self-signed certificate (for 127.0.0.1) is `dir / "cert.pem"`; as this test's own user."""
+    return _own_user(dovecot_tls_server, monkeypatch)
 
 
 def imap_source(server: Dovecot, name: str = "inbox", **keys: object) -> str:
@@ -69,19 +89,3 @@ def imap_source(server: Dovecot, name: str = "inbox", **keys: object) -> str:
         spelled = str(value).lower() if isinstance(value, bool) else repr(value).replace("'", '"')
         lines.append(f"{key} = {spelled}")
     return "\n".join(lines) + "\n\n"
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """A banner a skipped Dovecot test cannot hide behind (it reads the skip reports, so it works
-    under xdist too)."""
-    count = 0
-    reason = ""
-    for report in terminalreporter.stats.get("skipped", []):
-        longrepr = report.longrepr
-        text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-        if BANNER_MARK in text:
-            count += 1
-            reason = text[text.index(BANNER_MARK) :]
-    if count:
-        terminalreporter.write_sep("!", f"{count} Dovecot test(s) skipped", red=True, bold=True)
-        terminalreporter.write_line(reason, red=True, bold=True)

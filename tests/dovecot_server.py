@@ -13,20 +13,24 @@ teardown), as tests/pg_cluster.py does for PostgreSQL.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import servers
+
 USER = "mailtest"
 PASSWORD = "test-password-1"
 LDA = Path("/usr/lib/dovecot/dovecot-lda")
 PREFIX = "agentd-dovecot-"
+# Users `mailtest1` … known from the start: a test session sharing one server gives each test
+# its own (tests/dovecot.py) without waiting for the server to re-read its passwd-file.
+SPARE_USERS = 500
 INSTALL_HINT = "install it with `bash .ci/install-dovecot` as root (apt-get install dovecot-imapd)"
 
 CONFIG = """\
@@ -125,12 +129,6 @@ def _certificate(d: Path) -> None:
     )  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Dovecot:
     dir: Path
@@ -138,10 +136,10 @@ class Dovecot:
     process: subprocess.Popen[bytes]
     conf: Path
     imaps_port: int = 0  # implicit TLS, when started with tls=True (STARTTLS is on `port` then)
+    user: str = USER  # the mail user this handle logs in as, delivers to and fills
 
     host = "127.0.0.1"
-    user = USER
-    password = PASSWORD
+    password = PASSWORD  # every user's
 
     @classmethod
     def start(cls, *, idle: bool = True, tls: bool = False) -> Dovecot:
@@ -149,22 +147,22 @@ class Dovecot:
         client trusts), STARTTLS offered on `port` and implicit TLS on `imaps_port`."""
         parent = Path(tempfile.gettempdir())
         sweep_orphans(parent)
-        d = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
-        (d / "owner.pid").write_text(str(os.getpid()))
-        port = _free_port()
+        d = servers.make_dir(PREFIX, parent)
+        port = servers.free_port()
         ids = _accounts()
         # Without IDLE in the capabilities a client must fall back to polling.
         extra = "" if idle else "imap_capability = IMAP4rev1 LITERAL+ UIDPLUS MOVE"
         conf = d / "dovecot.conf"
         ssl, imaps = "ssl = no", 0
         if tls:
-            imaps = _free_port()
+            imaps = servers.free_port()
             _certificate(d)
             ssl = f"ssl = yes\nssl_cert = <{d}/cert.pem\nssl_key = <{d}/key.pem"
         conf.write_text(
             CONFIG.format(dir=d, port=port, extra=extra, ssl=ssl, imaps_port=imaps, **ids)  # type: ignore[arg-type]
         )
-        (d / "passwd").write_text(f"{USER}:{{PLAIN}}{PASSWORD}::::::\n")
+        users = [USER] + [f"{USER}{n}" for n in range(1, SPARE_USERS + 1)]
+        (d / "passwd").write_text("\n" + "".join(_passwd_line(u) for u in users))
         for sub in ("run", "state", "mail"):
             (d / sub).mkdir()
         os.chown(d / "mail", int(ids["uid"]), int(ids["gid"]))
@@ -178,17 +176,30 @@ class Dovecot:
         return server
 
     def _wait_listening(self, within_s: float = 60.0) -> None:
-        deadline = time.monotonic() + within_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"dovecot exited: {self.log()[-2000:]}")
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), 1),
-            ):
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"dovecot did not listen on {self.port}: {self.log()[-2000:]}")
+        servers.wait_until(
+            lambda: servers.listening(self.port), f"dovecot on port {self.port}",
+            process=self.process, log=self.log, within_s=within_s,
+        )  # fmt: skip
+
+    def with_user(self, name: str) -> Dovecot:
+        """A handle on this server for the mail user `name` (same password, a Maildir of its
+        own): a test's own mailboxes on a server its session shares. A name the server was not
+        started with is added, and waited for until the server knows it (it re-reads its
+        passwd-file at most once a second)."""
+        passwd = self.dir / "passwd"
+        if not passwd.read_text().count(f"\n{name}:"):
+            tmp = self.dir / "passwd.tmp"  # written whole and renamed: never read half-written
+            tmp.write_text(passwd.read_text() + _passwd_line(name))
+            tmp.replace(passwd)
+            servers.wait_until(
+                lambda: self._knows(name), f"dovecot's user {name}", process=self.process,
+                log=self.log, within_s=30,
+            )  # fmt: skip
+        return dataclasses.replace(self, user=name)
+
+    def _knows(self, name: str) -> bool:
+        argv = ["doveadm", "-c", str(self.conf), "user", name]
+        return subprocess.run(argv, capture_output=True, timeout=60, check=False).returncode == 0
 
     def log(self) -> str:
         parts = [
@@ -200,7 +211,7 @@ class Dovecot:
 
     def deliver(self, raw: bytes, mailbox: str = "INBOX") -> None:
         """Deliver one message as an MTA would: dovecot-lda reads it on stdin."""
-        argv = [str(LDA), "-c", str(self.conf), "-d", USER, "-m", mailbox]
+        argv = [str(LDA), "-c", str(self.conf), "-d", self.user, "-m", mailbox]
         done = subprocess.run(argv, input=raw, capture_output=True, timeout=60, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"dovecot-lda failed ({done.returncode}): {done.stderr!r}")
@@ -208,7 +219,7 @@ class Dovecot:
     def fill(self, count: int) -> None:
         """Put `count` small messages straight into the INBOX Maildir's new/ (what an MTA's
         Maildir delivery does, without a process per message: for benches of big mailboxes)."""
-        box = self.dir / "mail" / USER / "Maildir"
+        box = self.dir / "mail" / self.user / "Maildir"
         owner = _accounts()
         for sub in ("", "new", "cur", "tmp"):
             (box / sub).mkdir(parents=True, exist_ok=True)
@@ -227,56 +238,31 @@ class Dovecot:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        servers.stop_process(self.process)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _passwd_line(user: str) -> str:
+    return f"{user}:{{PLAIN}}{PASSWORD}::::::\n"
 
 
 def sweep_orphans(parent: Path) -> None:
     """Stop and remove the servers under `parent` whose test run or bench died before its teardown
     (its dovecot master, `dovecot.pid`, is stopped only if it still runs this dir's config)."""
-    for root in parent.glob(f"{PREFIX}*"):
-        try:
-            owner = int((root / "owner.pid").read_text())
-        except (OSError, ValueError):
-            continue  # not ours, or still being made
-        if _alive(owner):
-            continue
+
+    def stop(root: Path) -> None:
         with contextlib.suppress(OSError, ValueError):
             master = int((root / "dovecot.pid").read_text())
             cmdline = Path(f"/proc/{master}/cmdline").read_bytes()
             if str(root / "dovecot.conf").encode() in cmdline:
-                _stop_pid(master)
+                servers.stop_pid(master)
         shutil.rmtree(root, ignore_errors=True)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    with contextlib.suppress(OSError, IndexError):  # a zombie nobody reaped yet is gone too
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
+    servers.sweep_orphans(parent, PREFIX, stop)
 
 
-def _stop_pid(pid: int, within_s: float = 20.0) -> None:
-    """SIGTERM (dovecot's master stops its children), then SIGKILL if it is still there."""
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + within_s
-    while _alive(pid) and time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)  # our own child (a test of this): reap it
-        time.sleep(0.05)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
+_alive = servers.alive  # the old names
+_free_port = servers.free_port
 
 
 def message(

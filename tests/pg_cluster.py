@@ -22,9 +22,10 @@ import os
 import pwd
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from urllib.parse import quote
+
+from tests import servers
 
 PREFIX = "agentd-pg-"
 SUPERUSER = "agentd"
@@ -111,8 +112,7 @@ class Cluster:
         assert bins is not None
         parent = parent or Path("/tmp")
         sweep_orphans(parent)
-        root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
-        (root / "owner.pid").write_text(str(os.getpid()))
+        root = servers.make_dir(PREFIX, parent)
         user = run_as()
         if user is not None:
             account = pwd.getpwnam(user)
@@ -130,9 +130,10 @@ class Cluster:
         """A libpq URL reaching `dbname` over this cluster's socket."""
         return f"postgresql://{SUPERUSER}@/{dbname}?host={quote(str(self.root))}&port={PORT}"
 
-    def create_database(self, name: str) -> str:
-        """A new empty database (from template0: nothing a test left in template1); its URL."""
-        self._admin(f"CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'UTF8'")
+    def create_database(self, name: str, template: str = "template0") -> str:
+        """A new database copied from `template` (by default template0, empty: nothing a test
+        left in template1); its URL."""
+        self._admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}" ENCODING \'UTF8\'')
         return self.url(name)
 
     def drop_database(self, name: str) -> None:
@@ -199,23 +200,13 @@ class Cluster:
 def sweep_orphans(parent: Path = Path("/tmp")) -> None:
     """Stop and remove the clusters under `parent` whose test run or bench died before its teardown."""
     bins = bin_dir()
-    for root in parent.glob(f"{PREFIX}*"):
-        try:
-            owner = int((root / "owner.pid").read_text())
-        except (OSError, ValueError):
-            continue  # not ours, or still being made
-        if _alive(owner):
-            continue
+
+    def stop(root: Path) -> None:
         if bins is not None:
             Cluster(root, bins, run_as()).stop()
         shutil.rmtree(root, ignore_errors=True)
 
+    servers.sweep_orphans(parent, PREFIX, stop)
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    return True
+
+_alive = servers.alive  # the old name

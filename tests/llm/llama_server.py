@@ -10,14 +10,14 @@ to install it; with AGENTD_REQUIRE_LLAMA=1 they fail instead.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
+
+from tests import servers
 
 INSTALL = (
     "python3 -m venv /opt/llama && CMAKE_BUILD_PARALLEL_LEVEL=2 /opt/llama/bin/pip install "
@@ -46,12 +46,6 @@ def _python_and_gguf() -> tuple[str, str] | str:
     return python, found.stdout.strip()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _up(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/models", timeout=5) as r:  # loopback
@@ -65,12 +59,10 @@ def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL (…/v1) of a running server whose model is named "smollm2"."""
     found = _python_and_gguf()
     if isinstance(found, str):
-        reason = f"REAL MODEL TEST SKIPPED: {found}. Install: {INSTALL}"
-        if os.environ.get("AGENTD_REQUIRE_LLAMA") == "1":
-            pytest.fail(reason.replace("SKIPPED", "FAILED (AGENTD_REQUIRE_LLAMA=1)"), pytrace=False)
-        pytest.skip(reason)
+        servers.require(f"REAL MODEL TEST SKIPPED: {found}. Install: {INSTALL}", "LLAMA")
+    assert not isinstance(found, str)
     python, gguf = found
-    port = _free_port()
+    port = servers.free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     argv = [
         python, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", "smollm2",
@@ -81,16 +73,10 @@ def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _up(url):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"llama-cpp-python did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.5)
+        servers.wait_until(
+            lambda: _up(url), "llama-cpp-python", process=proc, log=log.read_text,
+            within_s=START_TIMEOUT_S,
+        )  # fmt: skip
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        servers.stop_process(proc, within_s=30)

@@ -129,6 +129,9 @@ NUDGE = {"kind": "nudge", "topic": "publish the post", "message": "Publish the d
 RUN = {"kind": "start_run", "request": "Draft the launch post."}
 
 
+# A hang guard, not a speed limit: three child processes that each start agentd's daemon modules
+# (~1.5 s of CPU); at load 14 on 2 cores a case took 50-60 s and pytest's 60 s default cut it.
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize(
     ("kill_at", "calls"),
     [("deciding", 1), ("model", 2), ("decided", 1)],

@@ -8,17 +8,15 @@ SIGKILL) and its dir removed by `stop()`.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
-import socket
 import subprocess
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests import servers
 
 INSTALL_HINT = "install it with `bash .ci/install-prometheus` (apt-get install prometheus)"
 
@@ -30,10 +28,7 @@ def missing_reason() -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+free_port = servers.free_port  # the old name
 
 
 class Prometheus:
@@ -45,7 +40,7 @@ class Prometheus:
 
     @classmethod
     def start(cls, rule_files: list[Path] | None = None) -> Prometheus:
-        root = Path(tempfile.mkdtemp(prefix="agentd-prom-"))
+        root = servers.make_dir("agentd-prom-")
         (root / "targets").mkdir()
         config = {
             "global": {"scrape_interval": "500ms", "evaluation_interval": "500ms",
@@ -72,16 +67,10 @@ class Prometheus:
         return server
 
     def wait_ready(self, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited:\n{self.log()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
-                    return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"prometheus not ready:\n{self.log()[-3000:]}")
-            time.sleep(0.1)
+        servers.wait_until(
+            lambda: servers.http_ok(f"{self.url}/-/ready"), "prometheus", process=self.proc,
+            log=self.log, within_s=timeout_s,
+        )  # fmt: skip
 
     def log(self) -> str:
         return (self.root / "prometheus.log").read_text(errors="replace")
@@ -110,11 +99,5 @@ class Prometheus:
         return list(r.json()["data"]["activeTargets"])
 
     def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        servers.stop_process(self.proc)
         shutil.rmtree(self.root, ignore_errors=True)
