@@ -1,8 +1,11 @@
 """The lists every surface pages the same way (issue 35): goals, runs, events and inbox items, a
-page at a time after an id, with the total that matches (agentd/db/pages.py). One read each."""
+page at a time after an id, with the total that matches (agentd/db/pages.py). One read each — or,
+for a list written out as it is read (`--json`), a `Stream`: the total first, then the rows in
+short reads of a few hundred, so memory stays flat whatever the list's length."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from agentd.db import pages
@@ -39,6 +42,69 @@ def items(
     item `after`."""
     page = store.read(lambda c: pages.items(c, filters=wanted.columns(), after=after, limit=limit))
     return Page([i for i in page.rows if wanted.keeps(i)], page.total, page.next_after)
+
+
+FIRST_CHUNK = 100  # rows of a stream's first read: the first rows are out at once
+CHUNK = 1000  # rows of each read after it
+
+
+class Stream:
+    """A list read in pieces: `total` (and the bound: rows added while it is written are not
+    in it) is read first; iterating yields the rows, each piece in its own short read; once
+    they are all out, `next_after` is the next page's `after` (None: this was the last page).
+    `keep` narrows after the database did (an inbox filter's withdrawn items)."""
+
+    def __init__(
+        self, store: SyncStore, table: pages.Table, filters: dict[str, Any], after: int | None,
+        limit: int | None, keep: Callable[[Any], bool] | None = None,
+    ) -> None:  # fmt: skip
+        self.store, self.table, self.filters = store, table, filters
+        self.after, self.limit, self.keep = after, limit, keep
+        self.total, top = store.read(lambda c: pages.count(c, table, filters))
+        self.upto = None if table.newest_first else top
+        self.next_after: int | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        cursor, left = self.after, pages.NO_LIMIT if self.limit is None else self.limit
+        n = FIRST_CHUNK
+        while left > 0:
+            want = min(n, left)
+            rows = self._read(cursor, want)
+            for r in rows:
+                row = self.table.convert(r)
+                if self.keep is None or self.keep(row):
+                    yield row
+            if len(rows) < want:
+                return  # the last rows there are: no next page
+            cursor, left, n = int(rows[-1][0]), left - want, CHUNK
+        if self._read(cursor, 1):  # the limit is reached: is there more?
+            self.next_after = cursor
+
+    def _read(self, after: int | None, n: int) -> list[tuple[Any, ...]]:
+        t, f, upto = self.table, self.filters, self.upto
+        return self.store.read(lambda c: pages.chunk(c, t, f, after, n, upto))
+
+
+def goal_stream(
+    store: SyncStore, status: str | None, after: int | None, limit: int | None
+) -> Stream:
+    return Stream(store, pages.GOALS, {"status": status}, after, limit)
+
+
+def run_stream(
+    store: SyncStore, goal_id: int | None, status: str | None, after: int | None, limit: int
+) -> Stream:
+    return Stream(store, pages.RUNS, {"goal_id": goal_id, "status": status}, after, limit)
+
+
+def event_stream(store: SyncStore, after: int | None, limit: int) -> Stream:
+    return Stream(store, pages.EVENTS, {}, after, limit)
+
+
+def item_stream(
+    store: SyncStore, wanted: inbox.Filter, after: int | None, limit: int | None
+) -> Stream:
+    return Stream(store, pages.ITEMS, wanted.columns(), after, limit, wanted.keeps)
 
 
 def goals_by_id(store: SyncStore, goal_ids: set[int]) -> dict[int, Goal]:
