@@ -77,6 +77,25 @@ def chunk(
     ).fetchall()  # fmt: skip
 
 
+def behind(
+    c: Conn, t: Table, filters: dict[str, Any], first: int, n: int
+) -> tuple[int, int | None]:
+    """For a page whose first row would be id `first` (of a list oldest first): (how many rows
+    come before it, the `after` of the page of `n` before it — None when that is the first
+    page or there is none: the count tells which)."""
+    where, params = _where(filters)
+    where.append(f"{t.key} < ?")
+    params.append(first)
+    sql = " WHERE " + " AND ".join(where)
+    before = int(c.execute(f"SELECT count(*) FROM {t.name}{sql}", params).fetchone()[0])
+    if before <= n:
+        return before, None
+    row = c.execute(
+        f"SELECT {t.key} FROM {t.name}{sql} ORDER BY {t.key} DESC LIMIT 1 OFFSET ?", (*params, n)
+    ).fetchone()
+    return before, int(row[0])
+
+
 def _page(
     c: Conn, t: Table, filters: dict[str, Any], after: int | None, limit: int | None
 ) -> Page[Any]:

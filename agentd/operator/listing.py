@@ -6,6 +6,7 @@ short reads of a few hundred, so memory stays flat whatever the list's length.""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from agentd.db import pages
@@ -105,6 +106,36 @@ def item_stream(
     store: SyncStore, wanted: inbox.Filter, after: int | None, limit: int | None
 ) -> Stream:
     return Stream(store, pages.ITEMS, wanted.columns(), after, limit, wanted.keeps)
+
+
+@dataclass(frozen=True)
+class Around:
+    """A page of a list oldest first, placed in it: how many rows come before it, and the
+    previous page's `after` (`previous`: whether there is one; `prev_after` None: the first)."""
+
+    page: Page[Any]
+    before: int
+    previous: bool
+    prev_after: int | None
+
+
+def items_around(store: SyncStore, wanted: inbox.Filter, after: int | None, limit: int) -> Around:
+    """`items`, with where the page sits (the web inbox's pager), in one read."""
+    cols = wanted.columns()
+
+    def read(c: Any) -> Around:
+        page = pages.items(c, filters=cols, after=after, limit=limit)
+        if not page.rows and after is None:
+            return Around(page, 0, False, None)
+        # The rows `keeps` drops below still count for the page's place.
+        first = page.rows[0].item_id if page.rows else (after or 0) + 1
+        before, prev_after = pages.behind(c, pages.ITEMS, cols, first, limit)
+        return Around(page, before, before > 0, prev_after)
+
+    around = store.read(read)
+    kept = Page([i for i in around.page.rows if wanted.keeps(i)], around.page.total,
+                around.page.next_after)  # fmt: skip
+    return Around(kept, around.before, around.previous, around.prev_after)
 
 
 def goals_by_id(store: SyncStore, goal_ids: set[int]) -> dict[int, Goal]:

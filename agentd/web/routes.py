@@ -154,10 +154,14 @@ async def inbox_page(request: Request) -> Response:
         filters = inbox_view.Filters.parse(request.query_params)
     except AgentdError as e:  # a hand-edited address: said, and the open items shown
         filters, error = inbox_view.Filters(), f"Not shown as asked: {e}"
-    (items, goals, held), now = await site.call_at(
-        lambda s: (*data.inbox_view(s, filters.shared), data.held_line(s))
-    )
-    page = inbox_view.inbox_page(items, goals, filters, now, flash=done, error=error, held=held)
+    (around, goals, held), now = await site.call_at(
+        lambda s: (*data.inbox_paged(s, filters.shared, filters.after, filters.limit),
+                   data.held_line(s))
+    )  # fmt: skip
+    page = inbox_view.inbox_page(
+        around.page.rows, goals, filters, now, flash=done, error=error, held=held,
+        pager=inbox_view.Pager.of(around, filters),
+    )  # fmt: skip
     return HTMLResponse(page)
 
 
