@@ -41,19 +41,28 @@ def emit_page(
 
 
 def json_array(rows: Iterable[Any], depth: int, write: Callable[[str], None]) -> None:
-    """`rows` as the JSON array `to_json` (indent 2) writes at nesting `depth`, one row at a
-    time; `write` gets pieces of about FLUSH_EVERY rows."""
-    pad = "  " * (depth + 1)
-    pending: list[str] = []
+    """`rows` as the JSON array `to_json` (indent 2) writes at nesting `depth`, FLUSH_EVERY rows
+    at a time: each batch dumped as an array, its brackets cut and its lines indented."""
+    pad = "  " * depth
     first = True
-    for row in rows:
-        lines = to_json(row).split("\n")
-        pending.append(("[\n" if first else ",\n") + "\n".join(pad + line for line in lines))
+    batch: list[Any] = []
+
+    def flush() -> None:
+        nonlocal first
+        body = to_json(batch)[2:-2]  # "[\n  {…},\n  {…}\n]": the rows' lines, indented once
+        if pad:
+            body = pad + body.replace("\n", "\n" + pad)
+        write(("[\n" if first else ",\n") + body)
         first = False
-        if len(pending) >= FLUSH_EVERY:
-            write("".join(pending))
-            pending.clear()
-    write("".join(pending) + ("[]" if first else "\n" + "  " * depth + "]"))
+        batch.clear()
+
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= FLUSH_EVERY:
+            flush()
+    if batch:
+        flush()
+    write("[]" if first else "\n" + pad + "]")
 
 
 def stream_json(
