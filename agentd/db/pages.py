@@ -96,6 +96,15 @@ def behind(
     return before, int(row[0])
 
 
+def waiting(c: Conn) -> dict[str, int]:
+    """{kind: n} of the open approvals and questions (`inbox_waiting`: only they are read)."""
+    rows = c.execute(
+        "SELECT kind, count(*) FROM inbox WHERE status = 'open'"
+        " AND kind IN ('approval', 'question') GROUP BY kind"
+    )
+    return {str(k): int(n) for k, n in rows}
+
+
 def _page(
     c: Conn, t: Table, filters: dict[str, Any], after: int | None, limit: int | None
 ) -> Page[Any]:

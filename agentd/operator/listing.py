@@ -117,10 +117,14 @@ class Around:
     before: int
     previous: bool
     prev_after: int | None
+    waiting: dict[str, int] | None = None  # {kind: n} open approvals and questions, if asked
 
 
-def items_around(store: SyncStore, wanted: inbox.Filter, after: int | None, limit: int) -> Around:
-    """`items`, with where the page sits (the web inbox's pager), in one read."""
+def items_around(
+    store: SyncStore, wanted: inbox.Filter, after: int | None, limit: int, *, waiting: bool = False
+) -> Around:
+    """`items`, with where the page sits (the web inbox's pager), in one read; `waiting`: with
+    the counts of open approvals and questions when the page is not the whole list."""
     cols = wanted.columns()
 
     def read(c: Any) -> Around:
@@ -130,12 +134,14 @@ def items_around(store: SyncStore, wanted: inbox.Filter, after: int | None, limi
         # The rows `keeps` drops below still count for the page's place.
         first = page.rows[0].item_id if page.rows else (after or 0) + 1
         before, prev_after = pages.behind(c, pages.ITEMS, cols, first, limit)
-        return Around(page, before, before > 0, prev_after)
+        whole = before == 0 and page.next_after is None
+        counts = pages.waiting(c) if waiting and not whole else None
+        return Around(page, before, before > 0, prev_after, counts)
 
     around = store.read(read)
     kept = Page([i for i in around.page.rows if wanted.keeps(i)], around.page.total,
                 around.page.next_after)  # fmt: skip
-    return Around(kept, around.before, around.previous, around.prev_after)
+    return Around(kept, around.before, around.previous, around.prev_after, around.waiting)
 
 
 def goals_by_id(store: SyncStore, goal_ids: set[int]) -> dict[int, Goal]:

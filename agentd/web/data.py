@@ -44,7 +44,8 @@ def inbox_paged(
 ) -> tuple[listing.Around, dict[int, Goal]]:
     """A page of the items `wanted` keeps (oldest first, after item `after`, at most `limit`),
     placed in the list (the pager), and their goals by id — only theirs, for their titles."""
-    around = listing.items_around(store, wanted, after, limit)
+    everything_open = wanted == inbox.Filter()  # then say what waits on other pages
+    around = listing.items_around(store, wanted, after, limit, waiting=everything_open)
     goal_ids = {i.goal_id for i in around.page.rows if i.goal_id is not None}
     return around, listing.goals_by_id(store, goal_ids)
 

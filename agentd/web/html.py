@@ -86,8 +86,7 @@ ol.tl{list-style:none;padding:0;margin:.3rem 0;border-left:2px solid #d0d0d8}
 .controls{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center}
 .controls form{margin:0;display:flex;gap:.3rem}
 .controls select{width:auto}
-.pager{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center;justify-content:space-between;
- margin:.6rem 0}
+.pager{display:grid;grid-template-columns:auto 1fr auto;gap:.5rem;align-items:center;margin:.6rem 0}
 .pager a{display:inline-flex;align-items:center;min-height:2.75rem;padding:.45rem .95rem;
  border:1px solid #888;border-radius:.4rem;text-decoration:none;color:#1d1d1f;font-weight:600}
 .pager .off{min-width:1px} .pager .place{color:#5f6368;font-size:.88rem;text-align:center}

@@ -92,13 +92,30 @@ class Pager:
     total: int
     prev: str | None
     next: str | None
+    elsewhere: tuple[tuple[str, int], ...] = ()  # open approvals and questions on other pages
 
     @classmethod
     def of(cls, around: listing.Around, f: Filters) -> Pager:
         page = around.page
         prev = f.href(around.prev_after) if around.previous else None
         nxt = f.href(page.next_after) if page.next_after is not None else None
-        return cls(around.before + 1, len(page.rows), page.total, prev, nxt)
+        counts = dict(around.waiting or {})
+        for item in page.rows:
+            if item.status == "open" and str(item.kind) in counts:
+                counts[str(item.kind)] -= 1
+        elsewhere = tuple((k, n) for k, n in sorted(counts.items()) if n > 0)
+        return cls(around.before + 1, len(page.rows), page.total, prev, nxt, elsewhere)
+
+    def waiting_line(self) -> str:
+        """What waits for a decision on other pages, with links to it alone (the kind filter);
+        "" when nothing does."""
+        if not self.elsewhere:
+            return ""
+        links = " · ".join(f'<a href="/?kind={k}">{n:,} {k}{"s" if n > 1 else ""}</a>'
+                           for k, n in self.elsewhere)  # fmt: skip
+        return (
+            f'<p class="flash" id="waiting-elsewhere">Waiting for you on other pages: {links}</p>'
+        )
 
     def html(self, where: str) -> str:
         """The pager (`where`: "top" or "bottom"), or "" when the page is the whole list."""
@@ -143,7 +160,7 @@ def inbox_page(
     are some."""
     waiting, notices = ordered(items)
     parts = [f'<p class="meta" id="held">{h(held)}</p>' if held else "", _filters(filters, goals)]
-    parts.append(pager.html("top") if pager else "")
+    parts.append(pager.waiting_line() + pager.html("top") if pager else "")
     if not items and pager is not None and pager.prev:
         parts.append('<div class="empty" id="empty"><p>Nothing on this page.</p>'
                      f'<p><a href="{h(filters.href(None))}">The first page</a></p></div>')  # fmt: skip

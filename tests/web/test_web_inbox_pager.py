@@ -153,3 +153,25 @@ def test_closed_items_past_a_status_page_are_not_read(home: Home) -> None:
         assert around.page.total == 60 and around.page.next_after is not None
         steps.append(count[0])
     assert steps[1] <= steps[0] * 1.5 + 5, steps
+
+
+def test_the_first_page_says_what_waits_for_a_decision_on_later_pages(home: Home) -> None:
+    """Paged oldest first, a question asked after 60 notices is on page 2: page 1 says so and
+    links to the questions alone; page 2, which shows it, does not; a narrowed view neither."""
+    from datetime import UTC, datetime
+
+    from agentd.web.inbox_page import Pager, inbox_page
+
+    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
+    ids = notices(home, 60)
+    home.store.write(lambda c: qi.post(c, InboxKind.QUESTION, title="which region?"))
+    now = datetime.now(UTC)
+
+    def shown(f: Filters) -> str:
+        around, goals = data.inbox_paged(home.store, f.shared, f.after, f.limit)
+        return inbox_page(around.page.rows, goals, f, now, pager=Pager.of(around, f))
+
+    first = shown(Filters())
+    assert 'id="waiting-elsewhere"' in first and '<a href="/?kind=question">1 question</a>' in first
+    assert 'id="waiting-elsewhere"' not in shown(Filters(after=ids[PAGE - 1]))
+    assert 'id="waiting-elsewhere"' not in shown(Filters(status="all"))

@@ -347,6 +347,7 @@ MIGRATIONS: list[Migration] = [
         " (SQLite's version 12)",
         """
     CREATE INDEX inbox_by_status_id ON inbox(status, item_id);
+    CREATE INDEX inbox_waiting ON inbox(kind) WHERE status = 'open' AND kind IN ('approval', 'question');
     UPDATE schedules SET next_fire_at = coalesce(last_fired_at, created_at)
         WHERE enabled = 1 AND next_fire_at IS NULL
         AND goal_id IN (SELECT goal_id FROM goals WHERE status = 'active');
