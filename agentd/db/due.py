@@ -22,23 +22,18 @@ def schedules(
     c: Conn, now: float, agents: Sequence[str], skip: Sequence[int], limit: int
 ) -> list[tuple[Schedule, str]]:
     """(schedule, agent) of enabled schedules of active goals of `agents` whose next fire is at
-    or before `now` (or not computed yet), soonest first, at most `limit`; `skip` are schedules
-    whose row no longer parses."""
+    or before `now`, soonest first, at most `limit`; `skip` are schedules whose row no longer
+    parses. A paused or closed goal's schedules are parked out of this range (`next_fire_at`
+    NULL: db/queries.py `park`), so the search never reads past them."""
     d = c.dialect
-    out: list[tuple[Schedule, str]] = []
-    for cond in ("s.next_fire_at <= ?", "s.next_fire_at IS NULL"):
-        rows = c.execute(
-            f"SELECT {_S_COLS}, g.agent FROM schedules s CROSS JOIN goals g"
-            f" WHERE g.goal_id = s.goal_id AND s.enabled = 1 AND {cond} AND g.status = 'active'"
-            f" AND {d.in_list('g.agent')} AND NOT ({d.in_list('s.schedule_id')})"
-            " ORDER BY s.next_fire_at, s.schedule_id LIMIT ?",
-            (*((now,) if "?" in cond else ()), d.list_param(agents), d.list_param(skip),
-             limit - len(out)),
-        )  # fmt: skip
-        out += [(_from_row(r[:-1]), str(r[-1])) for r in rows]
-        if len(out) >= limit:
-            break
-    return out
+    rows = c.execute(
+        f"SELECT {_S_COLS}, g.agent FROM schedules s CROSS JOIN goals g"
+        " WHERE g.goal_id = s.goal_id AND s.enabled = 1 AND s.next_fire_at <= ?"
+        f" AND g.status = 'active' AND {d.in_list('g.agent')}"
+        f" AND NOT ({d.in_list('s.schedule_id')}) ORDER BY s.next_fire_at, s.schedule_id LIMIT ?",
+        (now, d.list_param(agents), d.list_param(skip), limit),
+    )
+    return [(_from_row(r[:-1]), str(r[-1])) for r in rows]
 
 
 def looks(c: Conn, now: float, agents: Sequence[str], limit: int) -> list[tuple[int, float, str]]:

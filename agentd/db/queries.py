@@ -101,15 +101,27 @@ def set_goal_status(c: Conn, goal_id: int, status: GoalStatus) -> Goal:
 
 def park(c: Conn, goal_id: int, status: GoalStatus) -> None:
     """A paused or closed goal's look leaves the due-look index (`next_at` NULL, `next_why`
-    saying why), so the outer loop's search for due looks never reads past it; a resumed goal
-    gets a new first look, planned by the loop (`cadences_unplanned`: no look, no reason)."""
+    saying why), and its schedules' next fires the due-schedule search's range (`next_fire_at`
+    NULL), so the outer loop's searches never read past them; a resumed goal gets a new first
+    look, planned by the loop (`cadences_unplanned`: no look, no reason), and its schedules are
+    due at once: the loop records what fell due meanwhile by each one's misfire policy, then
+    computes its next fire."""
     now = stamp.now(c)
     if status != GoalStatus.ACTIVE:
         c.execute(
             "UPDATE cadences SET next_at = NULL, next_why = ?, updated_at = ? WHERE goal_id = ?",
             (f"goal {status}", now, goal_id),
         )
+        c.execute(
+            "UPDATE schedules SET next_fire_at = NULL WHERE goal_id = ? AND enabled = 1",
+            (goal_id,),
+        )
         return
+    c.execute(  # the time catch-up counts from: due by any clock (a simulated one too)
+        "UPDATE schedules SET next_fire_at = coalesce(last_fired_at, created_at)"
+        " WHERE goal_id = ? AND enabled = 1 AND next_fire_at IS NULL",
+        (goal_id,),
+    )
     c.execute(
         "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
         (goal_id, now),

@@ -129,8 +129,10 @@ def record_fires(
         ) is not None  # fmt: skip
     newest = max([*run, *(t for t, _ in missed)], default=None)
     latest = c.dialect.greatest("coalesce(last_fired_at, 0)", "coalesce(?, 0)")
-    c.execute(
-        f"UPDATE schedules SET last_fired_at = {latest}, next_fire_at = ? WHERE schedule_id = ?",
+    c.execute(  # a goal paused meanwhile keeps its schedules parked (queries.park)
+        f"UPDATE schedules SET last_fired_at = {latest}, next_fire_at = CASE WHEN EXISTS ("
+        " SELECT 1 FROM goals g WHERE g.goal_id = schedules.goal_id AND g.status = 'active')"
+        " THEN CAST(? AS DOUBLE PRECISION) END WHERE schedule_id = ?",
         (newest, next_fire_at, sched.schedule_id),
     )
     return new_due, written
