@@ -175,3 +175,44 @@ def test_the_first_page_says_what_waits_for_a_decision_on_later_pages(home: Home
     assert 'id="waiting-elsewhere"' in first and '<a href="/?kind=question">1 question</a>' in first
     assert 'id="waiting-elsewhere"' not in shown(Filters(after=ids[PAGE - 1]))
     assert 'id="waiting-elsewhere"' not in shown(Filters(status="all"))
+
+
+async def test_inbox_pages_in_chromium_by_keyboard_at_phone_width(
+    home: Home, serve: Any, browser: Any, screenshots: Any
+) -> None:
+    """In a real Chromium at 390 px: the pager is one row no wider than the screen, its links
+    finger-sized; Tab reaches Next and Enter opens the next page (the script signs its fetch),
+    whose Previous leads back."""
+    from tests.web.test_web_browser import free_port, pages_home
+
+    port = free_port()
+    home.write_config(pages_home(port), [FINISH])
+    ids = notices(home, PAGE + 20)
+    await serve()
+    base = f"http://127.0.0.1:{port}"
+    token = home.paths.api_token.read_text().strip()
+    context = await browser.new_context(viewport={"width": 390, "height": 844})
+    page = await context.new_page()
+    await page.goto(f"{base}/login?token={token}")
+    await page.wait_for_url(f"{base}/")
+    await page.wait_for_selector("#pager-top a[rel=next]")
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+    box = await page.locator("#pager-top a[rel=next]").bounding_box()
+    place = await page.locator("#pager-top .place").bounding_box()
+    assert box is not None and place is not None and box["height"] >= 44
+    assert abs(box["y"] - place["y"]) < box["height"]  # one row: the place beside the link
+    await page.screenshot(path=screenshots / "web-inbox-pager-390.png")
+    await page.focus("#filters summary")  # the filters' fold, then Tab to the pager's link
+    for _ in range(3):
+        if await page.evaluate("document.activeElement.rel") == "next":
+            break
+        await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.rel") == "next"
+    await page.keyboard.press("Enter")
+    await page.wait_for_url(f"{base}/?after={ids[PAGE - 1]}")
+    await page.wait_for_selector(f"#item-{ids[-1]}")
+    assert "Items 51–70 of 70" in await page.inner_text("#pager-top")
+    await page.click("#pager-bottom a[rel=prev]")
+    await page.wait_for_url(f"{base}/")
+    await page.wait_for_selector(f"#item-{ids[0]}")
+    await context.close()
