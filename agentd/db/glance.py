@@ -61,6 +61,17 @@ def quiet_overrides(c: Conn) -> list[tuple[str | None, str | None]]:
     return [(q, z) for q, z in rows]
 
 
+def own_quiet_goals(c: Conn, limit: int) -> list[int] | None:
+    """The active goals that set quiet hours or a zone of their own (`cadences_quiet`), or None
+    when there are more than `limit`."""
+    rows = c.execute(
+        "SELECT k.goal_id FROM cadences k CROSS JOIN goals g WHERE g.goal_id = k.goal_id"
+        " AND (k.quiet IS NOT NULL OR k.tz IS NOT NULL) AND g.status = 'active' LIMIT ?",
+        (limit + 1,),
+    ).fetchall()
+    return None if len(rows) > limit else [int(r[0]) for r in rows]
+
+
 def planning(c: Conn) -> dict[str, int] | None:
     """How far the daemon's planning of new goals has got ({"read": n, "of": total}), or None
     when it is done (or no daemon has planned yet): the `outer_planning` meta row."""

@@ -23,17 +23,20 @@ ACTIVE_RUNS = 10  # running and waiting runs listed (all are counted)
 NEXT_CHECKINS = 5  # the soonest check-ins listed
 CANDIDATES = 50  # due times first read from each index as candidates for the soonest check-ins
 MAX_CANDIDATES = 3200  # … read again 4× as many while quiet hours may hide a sooner one, at most
+OWN_QUIET = 200  # goals with quiet hours of their own planned up front, when no more have them
 FAILING_LISTED = 10  # goals with failing check-ins listed (all are counted)
 CONFIG_ERROR = "config.toml does not load, so they cannot be planned; `agentd doctor` says why"
 
 
-def _quiet_end(c: Any, cfg: Config, now: float) -> Callable[[float], float]:
+def _quiet_end(c: Any, cfg: Config, now: float, own: bool) -> Callable[[float], float]:
     """The earliest a check-in recorded as due at `t` can run: the end of quiet hours, in the
-    mildest of every agent's and every goal's own quiet hours (`t` itself if any has none)."""
+    mildest of every agent's quiet hours — and of every goal's own with `own` (`t` itself if
+    any has none)."""
     from agentd.outer import cadence
 
     profiles = []
-    overrides = [None, *({"quiet": q, "tz": z} for q, z in glance.quiet_overrides(c))]
+    found = glance.quiet_overrides(c) if own else []
+    overrides = [None, *({"quiet": q, "tz": z} for q, z in found)]
     for agent in cfg.agents.values():
         for row in overrides:
             with contextlib.suppress(ValueError):  # a row that no longer parses plans nothing
@@ -47,12 +50,25 @@ def _soonest(c: Any, cfg: Config, now: float) -> list[tuple[Goal, Any]]:
     (`outer.planner`). Goals are read in the order of their recorded due times (db/glance.py)
     and planned, until the next due time cannot run before the ones found — quiet hours only
     move a check-in later, so one shifted to their end can let a goal further down the indexes
-    come first: it is read (at most MAX_CANDIDATES due times of each index)."""
+    come first: it is read (at most MAX_CANDIDATES due times of each index). Goals with quiet
+    hours of their own (a few: OWN_QUIET at most) are planned first, so the bound needs only the
+    agents' quiet hours."""
     from agentd.operator import schedules
 
-    earliest = _quiet_end(c, cfg, now)
     planned: dict[int, tuple[Goal, Any]] = {}
     ats: list[float] = []  # the planned times, sorted
+
+    def place(goal_id: int) -> None:
+        goal = q.get_goal(c, goal_id)
+        found = schedules.next_checkin(c, cfg, goal, now)
+        planned[goal_id] = (goal, found)
+        if found is not None:
+            bisect.insort(ats, found.at)
+
+    own = glance.own_quiet_goals(c, OWN_QUIET)
+    for goal_id in own or []:
+        place(goal_id)
+    earliest = _quiet_end(c, cfg, now, own is None)
     limit = CANDIDATES
     while True:
         rows, complete = glance.due_times(c, limit)
@@ -60,14 +76,10 @@ def _soonest(c: Any, cfg: Config, now: float) -> list[tuple[Goal, Any]]:
             if complete is not None and t > complete:
                 break  # past what this read holds of every index: read more
             if len(ats) >= NEXT_CHECKINS and earliest(t) >= ats[NEXT_CHECKINS - 1]:
-                return sorted(planned.values(), key=lambda p: p[1].at)[:NEXT_CHECKINS]
-            if goal_id in planned:
-                continue
-            goal = q.get_goal(c, goal_id)
-            found = schedules.next_checkin(c, cfg, goal, now)
-            planned[goal_id] = (goal, found)
-            if found is not None:
-                bisect.insort(ats, found.at)
+                return sorted([p for p in planned.values() if p[1] is not None],
+                              key=lambda p: p[1].at)[:NEXT_CHECKINS]  # fmt: skip
+            if goal_id not in planned:
+                place(goal_id)
         if complete is None or limit >= MAX_CANDIDATES:
             return sorted([p for p in planned.values() if p[1] is not None],
                           key=lambda p: p[1].at)[:NEXT_CHECKINS]  # fmt: skip

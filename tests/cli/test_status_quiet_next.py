@@ -89,3 +89,16 @@ def test_only_the_goals_that_can_come_first_are_planned(
     found = soonest(home, cfg)
     assert [t for _, t in found] == [MORNING] * overview.NEXT_CHECKINS
     assert len(calls) == overview.NEXT_CHECKINS, calls
+
+
+def test_a_goal_with_its_own_quiet_hours_is_found_however_deep(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deeper than the candidates read (here: no more than the first read), a goal that set
+    its own quiet hours is planned up front all the same."""
+    monkeypatch.setattr(overview, "MAX_CANDIDATES", overview.CANDIDATES)
+    cfg = home.write_config(CONFIG, [])
+    n = 3 * overview.CANDIDATES
+    ids = goals(home, [NIGHT + 60 * (i + 1) for i in range(n)] + [NIGHT + 7 * 3600],
+                quiet={n: "none"})  # fmt: skip
+    assert soonest(home, cfg)[0] == (ids[-1], NIGHT + 7 * 3600)
