@@ -52,11 +52,11 @@ class Filters:
             raise UsageError(f"no kind {kind!r}: choose one of {', '.join(KINDS)}")
         if status not in STATUSES:
             raise UsageError(f"no status {status!r}: choose one of {', '.join(STATUSES)}")
-        if goal and not goal.isdigit():
-            raise UsageError(f"goal {goal!r} is not a goal's number")
-        if after and not (after.isdigit() and len(after) < 19):
+        if goal and not _number(goal):
+            raise UsageError(f"goal {goal[:20]!r} is not a goal's number")
+        if after and not _number(after):
             raise UsageError(f"after={after[:20]!r} is not an item's number")
-        if limit and not (limit.isdigit() and 1 <= int(limit) <= MAX_PAGE):
+        if limit and not (_number(limit) and 1 <= int(limit) <= MAX_PAGE):
             raise UsageError(f"limit={limit[:20]!r}: give a number of items from 1 to {MAX_PAGE}")
         return cls(kind, int(goal) if goal else None, status, int(after) if after else None,
                    int(limit) if limit else PAGE)  # fmt: skip
@@ -81,6 +81,12 @@ class Filters:
 
     def keeps(self, item: InboxItem) -> bool:
         return self.shared.keeps(item)
+
+
+def _number(text: str) -> bool:
+    """ASCII digits of an id the store holds (a signed 64-bit integer): `isdigit` alone also
+    says yes to '²', which `int` refuses, and to '٣', which it reads."""
+    return text.isascii() and text.isdigit() and len(text) < 19
 
 
 @dataclass(frozen=True)
