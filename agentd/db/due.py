@@ -76,7 +76,9 @@ def unplanned(
     found = {
         int(g): str(a) for g, a, s, u, _ in rows if u and s == "active" and a in wanted
     }  # fmt: skip
-    off = {int(g) for g, a, s, u, n in rows if u and n and s == "active" and a not in wanted}
+    # An off agent's goal is parked unless it is already: empty rows, and looks planned before
+    # its check-ins were turned off (their time passes, and the due-look index would hold them).
+    off = {int(g) for g, a, s, u, n in rows if (n or not u) and s == "active" and a not in wanted}
     # SQLite's planner would take `cadences_due` (next_at IS NULL), whose NULLs include every
     # parked (paused or closed) goal's row: the partial index holds only the unplanned ones.
     k = "cadences k INDEXED BY cadences_unplanned" if d.sqlite else "cadences k"
@@ -99,15 +101,16 @@ def unplanned(
 
 def park_off(c: Conn, goal_ids: Sequence[int], now: float) -> None:
     """Goals whose agent's check-ins are off get no look and a reason (OFF_WHY): out of
-    `cadences_unplanned`. A reload that turns them on sweeps every goal again and plans them."""
+    `cadences_unplanned` and of the due-look index (a look planned before they were turned off
+    is dropped). A reload that turns them on sweeps every goal again and plans them."""
     for goal_id in goal_ids:
         c.execute(
             "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
             (goal_id, now),
         )
         c.execute(
-            "UPDATE cadences SET next_why = ?, updated_at = ? WHERE goal_id = ?"
-            " AND next_at IS NULL AND next_why IS NULL",
+            "UPDATE cadences SET next_at = NULL, next_why = ?, updated_at = ? WHERE goal_id = ?"
+            " AND (next_at IS NOT NULL OR next_why IS NULL)",
             (OFF_WHY, now, goal_id),
         )
 
