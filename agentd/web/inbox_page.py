@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from agentd.errors import UsageError
 from agentd.models import Goal, InboxItem, InboxKind
@@ -81,6 +81,19 @@ class Filters:
 
     def keeps(self, item: InboxItem) -> bool:
         return self.shared.keeps(item)
+
+
+def way_back(given: str) -> str:
+    """The inbox view a form came from (`Filters.href`), rebuilt from the filters its query
+    parses — never another address: "/" (the first page of the open items) for anything else."""
+    path, _, query = given.partition("?")
+    if path != "/":
+        return "/"
+    try:
+        f = Filters.parse(dict(parse_qsl(query, keep_blank_values=True)))
+    except UsageError:
+        return "/"
+    return f.href(f.after)
 
 
 def _number(text: str) -> bool:
@@ -177,7 +190,7 @@ def inbox_page(
         parts.append(f'<ul class="cards">{"".join(_card(i, goals, now) for i in waiting)}</ul>')
         parts.append("</section>")
     if notices:
-        parts.append(_notices(notices, goals, now))
+        parts.append(_notices(notices, goals, now, filters.href(filters.after)))
     parts.append(pager.html("bottom") if pager else "")
     title = "Inbox" if filters.status == "open" else "All items"
     return page(title, "".join(parts), flash=flash, error=error)
@@ -203,8 +216,11 @@ def _card(item: InboxItem, goals: Mapping[int, Goal], now: datetime, pick: str =
     )
 
 
-def _notices(notices: Sequence[InboxItem], goals: Mapping[int, Goal], now: datetime) -> str:
-    """Notices and nudges; the open ones each with a box to tick for the bulk dismissal."""
+def _notices(
+    notices: Sequence[InboxItem], goals: Mapping[int, Goal], now: datetime, back: str
+) -> str:
+    """Notices and nudges; the open ones each with a box to tick for the bulk dismissal, which
+    returns to `back` (this view: its filters and page)."""
     open_ids = [i.item_id for i in notices if i.status == "open"]
     cards = "".join(_card(i, goals, now, _pick(i) if i.status == "open" else "") for i in notices)
     head = f'<section id="notices"><h2>Notices and nudges ({len(notices)})</h2>'
@@ -217,7 +233,8 @@ def _notices(notices: Sequence[InboxItem], goals: Mapping[int, Goal], now: datet
     )
     return (
         f'{head}<form method="post" action="/dismiss" id="bulk-form">'
-        f'<input type="hidden" name="shown" value="{shown}"><ul class="cards">{cards}</ul>'
+        f'<input type="hidden" name="shown" value="{shown}">'
+        f'<input type="hidden" name="back" value="{h(back)}"><ul class="cards">{cards}</ul>'
         f"{buttons}</form></section>"
     )
 

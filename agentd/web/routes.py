@@ -217,11 +217,12 @@ async def dismiss_many(request: Request) -> Response:
         else str(form.get("shown", "")).split(",")
     )
     ids = [int(v) for v in map(str, picked) if v.strip().isdigit()]
+    back = inbox_view.way_back(str(form.get("back", "/")))  # the page it was made on
     if not ids:
         site = _site(request)
         text = "Nothing dismissed: tick the notices to dismiss, or use Dismiss all."
-        return RedirectResponse(site.note("/", text, failed=True), status_code=303)
-    return await _done(request, "/", lambda s: data.dismiss_many(s, ids))
+        return RedirectResponse(site.note(back, text, failed=True), status_code=303)
+    return await _done(request, back, lambda s: data.dismiss_many(s, ids))
 
 
 async def goal_act(request: Request) -> Response:
