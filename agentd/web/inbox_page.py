@@ -52,11 +52,11 @@ class Filters:
             raise UsageError(f"no kind {kind!r}: choose one of {', '.join(KINDS)}")
         if status not in STATUSES:
             raise UsageError(f"no status {status!r}: choose one of {', '.join(STATUSES)}")
-        if goal and not _number(goal):
+        if goal and not number(goal):
             raise UsageError(f"goal {goal[:20]!r} is not a goal's number")
-        if after and not _number(after):
+        if after and not number(after):
             raise UsageError(f"after={after[:20]!r} is not an item's number")
-        if limit and not (_number(limit) and 1 <= int(limit) <= MAX_PAGE):
+        if limit and not (number(limit) and 1 <= int(limit) <= MAX_PAGE):
             raise UsageError(f"limit={limit[:20]!r}: give a number of items from 1 to {MAX_PAGE}")
         return cls(kind, int(goal) if goal else None, status, int(after) if after else None,
                    int(limit) if limit else PAGE)  # fmt: skip
@@ -96,7 +96,7 @@ def way_back(given: str) -> str:
     return f.href(f.after)
 
 
-def _number(text: str) -> bool:
+def number(text: str) -> bool:
     """ASCII digits of an id the store holds (a signed 64-bit integer): `isdigit` alone also
     says yes to '²', which `int` refuses, and to '٣', which it reads."""
     return text.isascii() and text.isdigit() and len(text) < 19

@@ -216,7 +216,7 @@ async def dismiss_many(request: Request) -> Response:
         if form.get("scope") != "all"
         else str(form.get("shown", "")).split(",")
     )
-    ids = [int(v) for v in map(str, picked) if v.strip().isdigit()]
+    ids = [int(v) for v in map(str.strip, map(str, picked)) if inbox_view.number(v)]
     back = inbox_view.way_back(str(form.get("back", "/")))  # the page it was made on
     if not ids:
         site = _site(request)

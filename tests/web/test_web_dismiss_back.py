@@ -56,3 +56,20 @@ async def test_a_way_back_elsewhere_is_the_first_page(home: Home, serve: Any, ba
         location = r.headers["location"]
         assert location.startswith(("/?note=", "/?kind=notice&note=")), location
         assert "<" not in location and "evil" not in location and "\n" not in location
+
+
+async def test_a_ticked_box_that_is_not_a_number_is_not_a_server_error(
+    home: Home, serve: Any
+) -> None:
+    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
+    notices(home, 1)
+    await serve()
+    async with web(home) as c:
+        await login(c, home)
+        for picked in (
+            {"scope": "selected", "item": "²"},
+            {"scope": "all", "shown": "1,²"},
+            {"scope": "selected", "item": "9" * 30},
+        ):
+            r = await c.post("/dismiss", headers=SAME, data=picked)
+            assert r.status_code == 303, (picked, r.status_code)
