@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from agentd.db import checkins as qc
 from agentd.db import due as qd
 from tests.conftest import Home
@@ -50,3 +52,20 @@ async def test_looks_planned_before_checkins_were_turned_off_are_parked(
     await ticks(12)
     looks = home.store.read(lambda c: {qc.cadence_row(c, g)["next_at"] for g in goals})
     assert looks == {T0 + 4 * HOUR}
+
+
+@pytest.mark.backends
+def test_the_sweep_parks_an_off_agents_planned_and_empty_rows_on_each_engine(home: Home) -> None:
+    home.root.mkdir(parents=True)
+    planned, empty, parked, on = home.store.write(lambda c: add_off(c, 4))
+    home.store.write(lambda c: qc.set_next(c, planned, T0 + HOUR, "a look", T0))
+    home.store.write(lambda c: qc.set_next(c, on, T0 + HOUR, "a look", T0))
+    home.store.write(lambda c: c.execute("UPDATE goals SET agent = 'default' WHERE goal_id = ?",
+                                         (on,)))  # fmt: skip
+    home.store.write(lambda c: qd.park_off(c, [parked], T0))
+    found, _, read, off = home.store.read(lambda c: qd.unplanned(c, 0, ["default"], 100))
+    assert (found, read, off) == ([], 4, [planned, empty])
+    home.store.write(lambda c: qd.park_off(c, off, T0))
+    rows = home.store.read(lambda c: [qc.cadence_row(c, g) for g in (planned, empty, parked)])
+    assert {(r["next_at"], r["next_why"]) for r in rows} == {(None, qd.OFF_WHY)}
+    assert home.store.read(lambda c: qc.cadence_row(c, on))["next_at"] == T0 + HOUR
