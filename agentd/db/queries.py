@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from agentd.clock import SYSTEM
-from agentd.db import stamp
+from agentd.db import schedules, stamp
 from agentd.db.conn import Conn, new_id
 from agentd.db.rows import (
     GOAL_COLS,
@@ -117,11 +117,7 @@ def park(c: Conn, goal_id: int, status: GoalStatus) -> None:
             (goal_id,),
         )
         return
-    c.execute(  # the time catch-up counts from: due by any clock (a simulated one too)
-        "UPDATE schedules SET next_fire_at = coalesce(last_fired_at, created_at)"
-        " WHERE goal_id = ? AND enabled = 1 AND next_fire_at IS NULL",
-        (goal_id,),
-    )
+    schedules.unpark(c, goal_id)
     c.execute(
         "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
         (goal_id, now),

@@ -138,6 +138,17 @@ def record_fires(
     return new_due, written
 
 
+def unpark(c: Conn, goal_id: int) -> None:
+    """An active goal's parked schedules (`next_fire_at` NULL) are due at once, from the time
+    catch-up counts from (due by any clock, a simulated one too): the loop records what fell due
+    meanwhile by each one's misfire policy, then computes its next fire."""
+    c.execute(
+        "UPDATE schedules SET next_fire_at = coalesce(last_fired_at, created_at)"
+        " WHERE goal_id = ? AND enabled = 1 AND next_fire_at IS NULL",
+        (goal_id,),
+    )
+
+
 def set_next_fire(c: Conn, schedule_id: int, next_fire_at: float | None) -> None:
     c.execute(
         "UPDATE schedules SET next_fire_at = ? WHERE schedule_id = ?", (next_fire_at, schedule_id)

@@ -281,6 +281,9 @@ class Outer:
         whose agent's check-ins are off are parked with that reason (`due.park_off`)."""
         qd.park_off(c, scan.off, now)
         for goal_id in scan.unplanned:
+            # A goal resumed by an agentd older than migration 12 / 8 (PostgreSQL's is not
+            # breaking: one may still run) left its schedules parked: due again.
+            qs.unpark(c, goal_id)
             goal = q.get_goal(c, goal_id)
             agent = self.deps.config.agents[goal.agent]
             row = qc.cadence_row(c, goal.goal_id)
