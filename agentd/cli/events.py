@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from agentd import config
-from agentd.cli.paging import WithTotal, emit_page
+from agentd.cli.paging import WithTotal, emit_page, stream_json
 from agentd.cli.root import After, JsonFlag, Limit, Opt, app, emit, open_store, paths_of, sub_app
 from agentd.errors import ConfigError, UsageError, require_utf8
 from agentd.models import JSON
@@ -106,7 +106,11 @@ def event_list(
     as_json: JsonFlag = False,
 ) -> None:
     """List recent events, newest first (--after ID: the page before that event; --json
-    --total: {events, total, next_after})."""
+    --total: {events, total, next_after}; --json is written as it is read)."""
+    if as_json:
+        with open_store(ctx) as store:
+            stream_json(listing.event_stream(store, after, limit), "events", with_total)
+        return
     with open_store(ctx) as store:
         page = listing.events(store, after, limit)
         now = operator_home.now(store)  # the clock the events were stamped on

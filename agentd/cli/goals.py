@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from agentd import config
-from agentd.cli.paging import WithTotal, emit_page
+from agentd.cli.paging import WithTotal, emit_page, stream_json
 from agentd.cli.root import (
     After,
     GoalId,
@@ -219,7 +219,12 @@ def goal_list(
     as_json: JsonFlag = False,
 ) -> None:
     """List goals, oldest first (--limit N --after ID: a page; under it, the total and the
-    next page's --after; --json --total: {goals, total, next_after})."""
+    next page's --after; --json --total: {goals, total, next_after}; --json is written as it is
+    read)."""
+    if as_json:
+        with open_store(ctx) as store:
+            stream_json(listing.goal_stream(store, status, after, limit), "goals", with_total)
+        return
     with open_store(ctx) as store:
         page = listing.goals(store, status, after, limit)
         now = home_time.now(store)  # the home's clock, as the goals were stamped

@@ -10,7 +10,7 @@ import typer
 
 from agentd import config
 from agentd.cli.goals import unchanged_is_a_note
-from agentd.cli.paging import WithTotal, emit_page
+from agentd.cli.paging import WithTotal, emit_page, stream_json
 from agentd.cli.root import (
     After,
     ItemId,
@@ -81,6 +81,11 @@ def inbox_list(
     wanted = inbox.Filter.parse(kind, goal, status or ("all" if show_all else "open"))
 
     def show() -> None:
+        if as_json:  # written as it is read
+            with open_store(ctx) as store:
+                stream_json(listing.item_stream(store, wanted, after, limit), "items", with_total,
+                            lambda i: {**jsonable(i), "status_shown": shown_status(i)})  # fmt: skip
+            return
         with open_store(ctx) as store:
             page = listing.items(store, wanted, after, limit)
             now = home_time.now(store)  # the home's clock, as the items were stamped

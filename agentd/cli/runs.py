@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from agentd.cli.goals import unchanged_is_a_note
-from agentd.cli.paging import WithTotal, emit_page
+from agentd.cli.paging import WithTotal, emit_page, stream_json
 from agentd.cli.root import (
     After,
     GoalId,
@@ -87,7 +87,12 @@ def runs_list(
     as_json: JsonFlag = False,
 ) -> None:
     """List runs, newest first (--after ID: the page before that run; --json --total:
-    {runs, total, next_after})."""
+    {runs, total, next_after}; --json is written as it is read)."""
+    if as_json:
+        with open_store(ctx) as store:
+            rows = listing.run_stream(store, goal, status, after, limit)
+            stream_json(rows, "runs", with_total)
+        return
     with open_store(ctx) as store:
         page = listing.runs(store, goal, status, after, limit)
         now = home_time.now(store)  # the home's clock, as the runs were stamped

@@ -22,23 +22,18 @@ def schedules(
     c: Conn, now: float, agents: Sequence[str], skip: Sequence[int], limit: int
 ) -> list[tuple[Schedule, str]]:
     """(schedule, agent) of enabled schedules of active goals of `agents` whose next fire is at
-    or before `now` (or not computed yet), soonest first, at most `limit`; `skip` are schedules
-    whose row no longer parses."""
+    or before `now`, soonest first, at most `limit`; `skip` are schedules whose row no longer
+    parses. A paused or closed goal's schedules are parked out of this range (`next_fire_at`
+    NULL: db/queries.py `park`), so the search never reads past them."""
     d = c.dialect
-    out: list[tuple[Schedule, str]] = []
-    for cond in ("s.next_fire_at <= ?", "s.next_fire_at IS NULL"):
-        rows = c.execute(
-            f"SELECT {_S_COLS}, g.agent FROM schedules s CROSS JOIN goals g"
-            f" WHERE g.goal_id = s.goal_id AND s.enabled = 1 AND {cond} AND g.status = 'active'"
-            f" AND {d.in_list('g.agent')} AND NOT ({d.in_list('s.schedule_id')})"
-            " ORDER BY s.next_fire_at, s.schedule_id LIMIT ?",
-            (*((now,) if "?" in cond else ()), d.list_param(agents), d.list_param(skip),
-             limit - len(out)),
-        )  # fmt: skip
-        out += [(_from_row(r[:-1]), str(r[-1])) for r in rows]
-        if len(out) >= limit:
-            break
-    return out
+    rows = c.execute(
+        f"SELECT {_S_COLS}, g.agent FROM schedules s CROSS JOIN goals g"
+        " WHERE g.goal_id = s.goal_id AND s.enabled = 1 AND s.next_fire_at <= ?"
+        f" AND g.status = 'active' AND {d.in_list('g.agent')}"
+        f" AND NOT ({d.in_list('s.schedule_id')}) ORDER BY s.next_fire_at, s.schedule_id LIMIT ?",
+        (now, d.list_param(agents), d.list_param(skip), limit),
+    )
+    return [(_from_row(r[:-1]), str(r[-1])) for r in rows]
 
 
 def looks(c: Conn, now: float, agents: Sequence[str], limit: int) -> list[tuple[int, float, str]]:
@@ -57,38 +52,67 @@ def looks(c: Conn, now: float, agents: Sequence[str], limit: int) -> list[tuple[
     return [(int(g), float(t), str(a)) for g, t, a in rows]
 
 
+OFF_WHY = "check-ins are off for its agent"  # a parked look's reason (`park_off`)
+
+
 def unplanned(
     c: Conn, after: int, agents: Sequence[str], limit: int
-) -> tuple[list[tuple[int, str]], int, int]:
+) -> tuple[list[tuple[int, str]], int, int, list[int]]:
     """Active goals of `agents` with no next look yet, among the `limit` goals after goal
     `after` (the planning cursor: each goal is read once as it appears) and those whose cadence
     row has no look and no reason (a goal committed late or resumed; `cadences_unplanned`).
     Returns ((goal_id, agent) …, the cursor's next value, how many goal rows were read past the
-    cursor)."""
+    cursor, the active goals found so whose agent is not one of `agents`: check-ins off, to be
+    parked with a reason by `park_off`, so no later search reads past them)."""
     d = c.dialect
     rows = c.execute(
-        "SELECT g.goal_id, g.agent, g.status, k.next_at IS NULL AS unplanned FROM goals g"
+        "SELECT g.goal_id, g.agent, g.status, k.next_at IS NULL AS unplanned,"
+        " k.next_why IS NULL AS unsaid FROM goals g"
         " LEFT JOIN cadences k ON k.goal_id = g.goal_id WHERE g.goal_id > ?"
         " ORDER BY g.goal_id LIMIT ?",
         (after, limit),
     ).fetchall()
     wanted = set(agents)
     found = {
-        int(g): str(a) for g, a, s, u in rows if u and s == "active" and a in wanted
+        int(g): str(a) for g, a, s, u, _ in rows if u and s == "active" and a in wanted
     }  # fmt: skip
+    # An off agent's goal is parked unless it is already: empty rows, and looks planned before
+    # its check-ins were turned off (their time passes, and the due-look index would hold them).
+    off = {int(g) for g, a, s, u, n in rows if (n or not u) and s == "active" and a not in wanted}
     # SQLite's planner would take `cadences_due` (next_at IS NULL), whose NULLs include every
     # parked (paused or closed) goal's row: the partial index holds only the unplanned ones.
     k = "cadences k INDEXED BY cadences_unplanned" if d.sqlite else "cadences k"
+    # Every agent's: a goal of one whose check-ins are off is returned to be parked, not read
+    # past on every tick.
     reset = c.execute(
         f"SELECT g.goal_id, g.agent FROM {k} CROSS JOIN goals g"
         " WHERE g.goal_id = k.goal_id AND k.next_at IS NULL AND k.next_why IS NULL"
-        " AND g.status = 'active'"
-        f" AND k.goal_id <= ? AND {d.in_list('g.agent')} ORDER BY k.goal_id LIMIT ?",
-        (after, d.list_param(agents), limit),
+        " AND g.status = 'active' AND k.goal_id <= ? ORDER BY k.goal_id LIMIT ?",
+        (after, limit),
     )
-    found.update((int(g), str(a)) for g, a in reset)
+    for g, a in reset:
+        if a in wanted:
+            found[int(g)] = str(a)
+        else:
+            off.add(int(g))
     cursor = int(rows[-1][0]) if rows else after
-    return sorted(found.items()), cursor, len(rows)
+    return sorted(found.items()), cursor, len(rows), sorted(off)
+
+
+def park_off(c: Conn, goal_ids: Sequence[int], now: float) -> None:
+    """Goals whose agent's check-ins are off get no look and a reason (OFF_WHY): out of
+    `cadences_unplanned` and of the due-look index (a look planned before they were turned off
+    is dropped). A reload that turns them on sweeps every goal again and plans them."""
+    for goal_id in goal_ids:
+        c.execute(
+            "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (goal_id, now),
+        )
+        c.execute(
+            "UPDATE cadences SET next_at = NULL, next_why = ?, updated_at = ? WHERE goal_id = ?"
+            " AND (next_at IS NOT NULL OR next_why IS NULL)",
+            (OFF_WHY, now, goal_id),
+        )
 
 
 def active_goals_of(c: Conn, agents: Sequence[str]) -> list[tuple[int, str]]:

@@ -24,24 +24,52 @@ def open_inbox(c: Conn) -> dict[str, Any]:
     return out
 
 
-def soonest_goals(c: Conn, limit: int) -> list[int]:
-    """Active goals whose next check-in may be among the first: those with an open check-in
-    row, the `limit` soonest cadence looks and the `limit` soonest schedule fires (each read
-    from its index; the planner then places each one exactly)."""
-    found: dict[int, None] = {}
-    queries = (
-        "SELECT x.goal_id FROM checkins x CROSS JOIN goals g WHERE g.goal_id = x.goal_id"
-        " AND x.status IN ('due', 'deciding', 'decided') AND g.status = 'active'"
-        " ORDER BY x.due_at LIMIT ?",
-        "SELECT k.goal_id FROM cadences k CROSS JOIN goals g WHERE g.goal_id = k.goal_id"
-        " AND k.next_at IS NOT NULL AND g.status = 'active' ORDER BY k.next_at LIMIT ?",
-        "SELECT s.goal_id FROM schedules s CROSS JOIN goals g WHERE g.goal_id = s.goal_id"
-        " AND s.enabled = 1 AND s.next_fire_at IS NOT NULL AND g.status = 'active'"
-        " ORDER BY s.next_fire_at LIMIT ?",
+DUE_TIMES = (
+    "SELECT x.due_at, x.goal_id FROM checkins x CROSS JOIN goals g WHERE g.goal_id = x.goal_id"
+    " AND x.status IN ('due', 'deciding', 'decided') AND g.status = 'active'"
+    " ORDER BY x.due_at LIMIT ?",
+    "SELECT k.next_at, k.goal_id FROM cadences k CROSS JOIN goals g WHERE g.goal_id = k.goal_id"
+    " AND k.next_at IS NOT NULL AND g.status = 'active' ORDER BY k.next_at LIMIT ?",
+    "SELECT s.next_fire_at, s.goal_id FROM schedules s CROSS JOIN goals g"
+    " WHERE g.goal_id = s.goal_id AND s.enabled = 1 AND s.next_fire_at IS NOT NULL"
+    " AND g.status = 'active' ORDER BY s.next_fire_at LIMIT ?",
+)
+
+
+def due_times(c: Conn, limit: int) -> tuple[list[tuple[float, int]], float | None]:
+    """The recorded due times of active goals — open check-in rows, cadence looks, schedule
+    fires — the `limit` soonest of each index, merged soonest first as (time, goal_id), and
+    the time up to which the merge holds every such row (None: it holds them all). A goal's
+    check-in runs at or after its earliest due time here (the planner only moves times later:
+    quiet hours, snoozes, backoffs)."""
+    out: list[tuple[float, int]] = []
+    complete: float | None = None
+    for sql in DUE_TIMES:
+        rows = [(float(t), int(g)) for t, g in c.execute(sql, (limit,))]
+        out += rows
+        if len(rows) >= limit:
+            complete = rows[-1][0] if complete is None else min(complete, rows[-1][0])
+    out.sort()
+    return out, complete
+
+
+def quiet_overrides(c: Conn) -> list[tuple[str | None, str | None]]:
+    """The distinct (quiet, tz) goals set over their agent's (`cadences_quiet`: only theirs)."""
+    rows = c.execute(
+        "SELECT DISTINCT quiet, tz FROM cadences WHERE quiet IS NOT NULL OR tz IS NOT NULL"
     )
-    for sql in queries:
-        found.update((int(r[0]), None) for r in c.execute(sql, (limit,)))
-    return list(found)
+    return [(q, z) for q, z in rows]
+
+
+def own_quiet_goals(c: Conn, limit: int) -> list[int] | None:
+    """The active goals that set quiet hours or a zone of their own (`cadences_quiet`), or None
+    when there are more than `limit`."""
+    rows = c.execute(
+        "SELECT k.goal_id FROM cadences k CROSS JOIN goals g WHERE g.goal_id = k.goal_id"
+        " AND (k.quiet IS NOT NULL OR k.tz IS NOT NULL) AND g.status = 'active' LIMIT ?",
+        (limit + 1,),
+    ).fetchall()
+    return None if len(rows) > limit else [int(r[0]) for r in rows]
 
 
 def planning(c: Conn) -> dict[str, int] | None:

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from agentd.clock import SYSTEM
-from agentd.db import stamp
+from agentd.db import schedules, stamp
 from agentd.db.conn import Conn, new_id
 from agentd.db.rows import (
     GOAL_COLS,
@@ -102,15 +102,23 @@ def set_goal_status(c: Conn, goal_id: int, status: GoalStatus) -> Goal:
 
 def park(c: Conn, goal_id: int, status: GoalStatus) -> None:
     """A paused or closed goal's look leaves the due-look index (`next_at` NULL, `next_why`
-    saying why), so the outer loop's search for due looks never reads past it; a resumed goal
-    gets a new first look, planned by the loop (`cadences_unplanned`: no look, no reason)."""
+    saying why), and its schedules' next fires the due-schedule search's range (`next_fire_at`
+    NULL), so the outer loop's searches never read past them; a resumed goal gets a new first
+    look, planned by the loop (`cadences_unplanned`: no look, no reason), and its schedules are
+    due at once: the loop records what fell due meanwhile by each one's misfire policy, then
+    computes its next fire."""
     now = stamp.now(c)
     if status != GoalStatus.ACTIVE:
         c.execute(
             "UPDATE cadences SET next_at = NULL, next_why = ?, updated_at = ? WHERE goal_id = ?",
             (f"goal {status}", now, goal_id),
         )
+        c.execute(
+            "UPDATE schedules SET next_fire_at = NULL WHERE goal_id = ? AND enabled = 1",
+            (goal_id,),
+        )
         return
+    schedules.unpark(c, goal_id)
     c.execute(
         "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
         (goal_id, now),

@@ -129,11 +129,24 @@ def record_fires(
         ) is not None  # fmt: skip
     newest = max([*run, *(t for t, _ in missed)], default=None)
     latest = c.dialect.greatest("coalesce(last_fired_at, 0)", "coalesce(?, 0)")
-    c.execute(
-        f"UPDATE schedules SET last_fired_at = {latest}, next_fire_at = ? WHERE schedule_id = ?",
+    c.execute(  # a goal paused meanwhile keeps its schedules parked (queries.park)
+        f"UPDATE schedules SET last_fired_at = {latest}, next_fire_at = CASE WHEN EXISTS ("
+        " SELECT 1 FROM goals g WHERE g.goal_id = schedules.goal_id AND g.status = 'active')"
+        " THEN CAST(? AS DOUBLE PRECISION) END WHERE schedule_id = ?",
         (newest, next_fire_at, sched.schedule_id),
     )
     return new_due, written
+
+
+def unpark(c: Conn, goal_id: int) -> None:
+    """An active goal's parked schedules (`next_fire_at` NULL) are due at once, from the time
+    catch-up counts from (due by any clock, a simulated one too): the loop records what fell due
+    meanwhile by each one's misfire policy, then computes its next fire."""
+    c.execute(
+        "UPDATE schedules SET next_fire_at = coalesce(last_fired_at, created_at)"
+        " WHERE goal_id = ? AND enabled = 1 AND next_fire_at IS NULL",
+        (goal_id,),
+    )
 
 
 def set_next_fire(c: Conn, schedule_id: int, next_fire_at: float | None) -> None:

@@ -164,7 +164,8 @@ def add_schedule(store: SyncStore, cfg: Config, goal_id: int, new: NewSchedule) 
         schedule_id = qs.add(
             c, goal_id, kind=spec.kind, spec=spec.spec, tz=spec.tz, misfire=spec.misfire,
             misfire_cap=spec.misfire_cap, max_lateness_s=spec.max_lateness_s,
-            jitter_s=spec.jitter_s, now=now, next_fire_at=first,
+            jitter_s=spec.jitter_s, now=now,
+            next_fire_at=first if goal.status == GoalStatus.ACTIVE else None,  # paused: parked
         )  # fmt: skip
         return {"schedule_id": schedule_id, **_outlook(c, cfg, goal, now)}
 

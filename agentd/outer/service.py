@@ -62,6 +62,7 @@ class _Scan:
     """What one tick read (one read transaction)."""
 
     unplanned: list[int] = field(default_factory=list)  # goals with no next look yet
+    off: list[int] = field(default_factory=list)  # the same, their agent's check-ins off
     cursor: int = 0  # the planning cursor once these are planned
     read: int = 0  # goal rows read past the cursor
     full: bool = False  # a batch was full: more is due, tick again at once
@@ -218,7 +219,7 @@ class Outer:
             self._plan_total = await self.deps.store.read(qd.goals_total)
         scan = await self.deps.store.read(lambda c: self._scan(c, now))
         more = scan.full
-        if scan.read or scan.unplanned or not self._plan_done:
+        if scan.read or scan.unplanned or scan.off or not self._plan_done:
             progress = await self.deps.store.write(lambda c: self._plan(c, scan, now))
             if progress is not None:  # committed: the cursor moves past the goals read
                 self._plan_cursor, self._plan_read, self._plan_total, self._plan_done = progress
@@ -247,7 +248,9 @@ class Outer:
         invalid = sorted(self.fires.invalid)
         scan = _Scan(next_wake=qd.next_wake(c, agents, invalid), cursor=self._plan_cursor)
         if planning:
-            found, scan.cursor, scan.read = qd.unplanned(c, self._plan_cursor, agents, PLAN_BATCH)
+            found, scan.cursor, scan.read, scan.off = qd.unplanned(
+                c, self._plan_cursor, agents, PLAN_BATCH
+            )
             scan.unplanned = [g for g, _ in found]
             scan.full = scan.read >= PLAN_BATCH
         for sched, agent in qd.schedules(c, now, agents, invalid, FIRE_BATCH):
@@ -274,8 +277,13 @@ class Outer:
         """A new goal's first look: soon (at the goal's minimum interval), so a goal that lacks
         something to act on is asked about the same day — clamped and quiet-aware as any look.
         Returns the planning's progress (cursor, goals read, of how many, done), which the caller
-        keeps once this commits — so no goal is skipped — or None when it did not move."""
+        keeps once this commits — so no goal is skipped — or None when it did not move. Goals
+        whose agent's check-ins are off are parked with that reason (`due.park_off`)."""
+        qd.park_off(c, scan.off, now)
         for goal_id in scan.unplanned:
+            # A goal resumed by an agentd older than migration 12 / 8 (PostgreSQL's is not
+            # breaking: one may still run) left its schedules parked: due again.
+            qs.unpark(c, goal_id)
             goal = q.get_goal(c, goal_id)
             agent = self.deps.config.agents[goal.agent]
             row = qc.cadence_row(c, goal.goal_id)

@@ -39,6 +39,17 @@ def inbox_view(store: HomeStore, wanted: inbox.Filter) -> tuple[list[InboxItem],
     return kept, listing.goals_by_id(store, {i.goal_id for i in kept if i.goal_id is not None})
 
 
+def inbox_paged(
+    store: HomeStore, wanted: inbox.Filter, after: int | None, limit: int
+) -> tuple[listing.Around, dict[int, Goal]]:
+    """A page of the items `wanted` keeps (oldest first, after item `after`, at most `limit`),
+    placed in the list (the pager), and their goals by id — only theirs, for their titles."""
+    everything_open = wanted == inbox.Filter()  # then say what waits on other pages
+    around = listing.items_around(store, wanted, after, limit, waiting=everything_open)
+    goal_ids = {i.goal_id for i in around.page.rows if i.goal_id is not None}
+    return around, listing.goals_by_id(store, goal_ids)
+
+
 def held_line(store: HomeStore) -> str:
     """What quiet hours hold back and which pages will be late, as `agentd status` says it
     ("2 held by quiet hours until 08:00 CET (nudge 9, notice 12)"); "" when nothing is."""

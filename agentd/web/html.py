@@ -86,6 +86,11 @@ ol.tl{list-style:none;padding:0;margin:.3rem 0;border-left:2px solid #d0d0d8}
 .controls{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center}
 .controls form{margin:0;display:flex;gap:.3rem}
 .controls select{width:auto}
+.pager{display:grid;grid-template-columns:auto 1fr auto;gap:.5rem;align-items:center;margin:.6rem 0}
+.pager a{display:inline-flex;align-items:center;min-height:2.75rem;padding:.45rem .95rem;
+ border:1px solid #888;border-radius:.4rem;text-decoration:none;color:#1d1d1f;font-weight:600}
+.pager .off{min-width:1px} .pager .place{color:#5f6368;font-size:.88rem;text-align:center}
+a:focus-visible,button:focus-visible,summary:focus-visible{outline:3px solid #0b57d0;outline-offset:2px}
 @media(max-width:32rem){body{padding:0 .6rem 2rem} td,th{padding:.3rem .2rem} h1{font-size:1.15rem}}
 """
 

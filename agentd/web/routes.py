@@ -154,10 +154,14 @@ async def inbox_page(request: Request) -> Response:
         filters = inbox_view.Filters.parse(request.query_params)
     except AgentdError as e:  # a hand-edited address: said, and the open items shown
         filters, error = inbox_view.Filters(), f"Not shown as asked: {e}"
-    (items, goals, held), now = await site.call_at(
-        lambda s: (*data.inbox_view(s, filters.shared), data.held_line(s))
-    )
-    page = inbox_view.inbox_page(items, goals, filters, now, flash=done, error=error, held=held)
+    (around, goals, held), now = await site.call_at(
+        lambda s: (*data.inbox_paged(s, filters.shared, filters.after, filters.limit),
+                   data.held_line(s))
+    )  # fmt: skip
+    page = inbox_view.inbox_page(
+        around.page.rows, goals, filters, now, flash=done, error=error, held=held,
+        pager=inbox_view.Pager.of(around, filters),
+    )  # fmt: skip
     return HTMLResponse(page)
 
 
@@ -212,12 +216,13 @@ async def dismiss_many(request: Request) -> Response:
         if form.get("scope") != "all"
         else str(form.get("shown", "")).split(",")
     )
-    ids = [int(v) for v in map(str, picked) if v.strip().isdigit()]
+    ids = [int(v) for v in map(str.strip, map(str, picked)) if inbox_view.number(v)]
+    back = inbox_view.way_back(str(form.get("back", "/")))  # the page it was made on
     if not ids:
         site = _site(request)
         text = "Nothing dismissed: tick the notices to dismiss, or use Dismiss all."
-        return RedirectResponse(site.note("/", text, failed=True), status_code=303)
-    return await _done(request, "/", lambda s: data.dismiss_many(s, ids))
+        return RedirectResponse(site.note(back, text, failed=True), status_code=303)
+    return await _done(request, back, lambda s: data.dismiss_many(s, ids))
 
 
 async def goal_act(request: Request) -> Response:

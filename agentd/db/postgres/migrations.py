@@ -342,4 +342,18 @@ MIGRATIONS: list[Migration] = [
     CREATE INDEX inbox_nudges ON inbox(goal_id, item_id) WHERE rule = 'nudge';
     """,
     ),
+    Migration(
+        "inbox pages by status and id; paused and closed goals' schedules parked"
+        " (SQLite's version 12)",
+        """
+    CREATE INDEX inbox_by_status_id ON inbox(status, item_id);
+    CREATE INDEX inbox_waiting ON inbox(kind) WHERE status = 'open' AND kind IN ('approval', 'question');
+    CREATE INDEX cadences_quiet ON cadences(quiet, tz) WHERE quiet IS NOT NULL OR tz IS NOT NULL;
+    UPDATE schedules SET next_fire_at = coalesce(last_fired_at, created_at)
+        WHERE enabled = 1 AND next_fire_at IS NULL
+        AND goal_id IN (SELECT goal_id FROM goals WHERE status = 'active');
+    UPDATE schedules SET next_fire_at = NULL
+        WHERE enabled = 1 AND goal_id IN (SELECT goal_id FROM goals WHERE status <> 'active');
+    """,
+    ),
 ]

@@ -345,6 +345,22 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX inbox_nudges ON inbox(goal_id, item_id) WHERE rule = 'nudge';
     """,
+    # 12: a status's inbox items page in id order through an index (the web inbox, `inbox list
+    # --after`, /api/inbox), and the web inbox counts the open approvals and questions of other
+    # pages from an index of only those; a paused or closed goal's schedules are parked (`next_fire_at` NULL:
+    # out of the due search's range; resuming makes them due at once, the misfire policy then
+    # deciding), and a schedule whose next fire was never computed is due at once; `status`
+    # reads the quiet hours goals set for themselves from an index of only those.
+    """
+    CREATE INDEX inbox_by_status_id ON inbox(status, item_id);
+    CREATE INDEX inbox_waiting ON inbox(kind) WHERE status = 'open' AND kind IN ('approval', 'question');
+    CREATE INDEX cadences_quiet ON cadences(quiet, tz) WHERE quiet IS NOT NULL OR tz IS NOT NULL;
+    UPDATE schedules SET next_fire_at = coalesce(last_fired_at, created_at)
+        WHERE enabled = 1 AND next_fire_at IS NULL
+        AND goal_id IN (SELECT goal_id FROM goals WHERE status = 'active');
+    UPDATE schedules SET next_fire_at = NULL
+        WHERE enabled = 1 AND goal_id IN (SELECT goal_id FROM goals WHERE status <> 'active');
+    """,
 ]
 
 
