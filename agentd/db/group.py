@@ -165,9 +165,11 @@ class GroupWriter:
         except _RequestFailed:
             # A connection lost under the batch (a restart, a reset) is no request's fault: it
             # is opened again first (failing that is the outage's, said once), never redone on
-            # the dead one. Nothing was committed: a failure here fails every caller.
+            # the dead one. Nothing was committed: a failure here fails every caller. The redo
+            # is timed on the connection it runs on (the batch's deadline timed the old one).
             self._reopen_if_broken()
-            return [self._transaction([w], isolate=True)[0] for w, _ in batch]
+            with self._deadline():
+                return [self._transaction([w], isolate=True)[0] for w, _ in batch]
 
     def _transaction(
         self, works: list[Work[Any] | Insert], *, isolate: bool
