@@ -24,7 +24,7 @@ async def retention(deps: Deps, stop: asyncio.Event) -> None:
         try:
             horizon = await deps.store.read(stamp.now) - keep_s
             pruned = await deps.store.write_chunks(
-                functools.partial(meta.prune, older_than=horizon)
+                functools.partial(meta.prune, older_than=horizon), until=stop
             )
         except StateError as e:  # a lock held too long: prune at the next hour
             # During a database outage (said once: db.unreachable) not an error of its own

@@ -235,13 +235,14 @@ class Store:
         self._writer.submit(work, fut)
         return await fut
 
-    async def write_chunks(self, work: Work[int]) -> int:
+    async def write_chunks(self, work: Work[int], until: asyncio.Event | None = None) -> int:
         """`work` — one bounded chunk of a long delete, returning the rows it did — committed in
         a transaction of its own, again and again until a chunk does nothing (retention): no
         statement outlasts the statement timeout, and writers queue behind one chunk at most.
-        Returns the rows done."""
+        Ends early, between chunks, once `until` is set (the daemon's stop: a large backlog
+        never holds a stop up; the rest is pruned next time). Returns the rows done."""
         done = 0
-        while n := await self.write(work):
+        while not (until is not None and until.is_set()) and (n := await self.write(work)):
             done += n
         return done
 
