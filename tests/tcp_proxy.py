@@ -40,6 +40,7 @@ class Proxy:
         self.port = int(self._listener.getsockname()[1])
         self._pairs: list[tuple[socket.socket, socket.socket | None]] = []
         self._lock = threading.Lock()
+        self._resets = 0  # reset() calls: a connection accepted before one is reset by it
         self._closed = False
 
     def start(self) -> Proxy:
@@ -52,6 +53,7 @@ class Proxy:
     def reset(self) -> None:
         with self._lock:
             self.mode = "reset"
+            self._resets += 1
             pairs, self._pairs = self._pairs, []
         for client, server in pairs:
             _rst(client)
@@ -76,24 +78,42 @@ class Proxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            if self.mode == "reset":
-                _rst(client)
-                continue
-            if self.mode == "blackhole":
-                with self._lock:
-                    self._pairs.append((client, None))  # held open, never answered
-                continue
-            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                server.connect(str(self.target))
-            except OSError:
-                _rst(client)
-                server.close()
-                continue
             with self._lock:
-                self._pairs.append((client, server))
+                mode, resets = self.mode, self._resets
+            if mode == "reset":
+                _rst(client)
+                continue
+            server = None
+            if mode != "blackhole":  # blackholed: held open, never answered
+                try:
+                    server = self._dial()
+                except OSError:
+                    _rst(client)
+                    continue
+            with self._lock:
+                # A reset() since the accept took the pairs before this one: it is reset too,
+                # never left open with no pump (silent, as if blackholed).
+                kept = self._resets == resets
+                if kept:
+                    self._pairs.append((client, server))
+            if not kept:
+                _rst(client)
+                if server is not None:
+                    _rst(server)
+                continue
+            if server is None:
+                continue
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _dial(self) -> socket.socket:
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            server.connect(str(self.target))
+        except OSError:
+            server.close()
+            raise
+        return server
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         while True:

@@ -24,10 +24,12 @@ async def retention(deps: Deps, stop: asyncio.Event) -> None:
         try:
             horizon = await deps.store.read(stamp.now) - keep_s
             pruned = await deps.store.write_chunks(
-                functools.partial(meta.prune, older_than=horizon)
+                functools.partial(meta.prune, older_than=horizon), until=stop
             )
         except StateError as e:  # a lock held too long: prune at the next hour
-            log.error("journal.prune_failed", error=str(e))
+            # During a database outage (said once: db.unreachable) not an error of its own
+            quiet = deps.store.outage is not None
+            (log.debug if quiet else log.error)("journal.prune_failed", error=str(e))
             pruned = 0
         if pruned:
             log.info("journal.pruned", rows=pruned)

@@ -171,17 +171,23 @@ class GroupWriter:
         functions only touch the database, so re-running them after a rollback is safe.
         """
         works = [w for w, _ in batch]
+        try:
+            return self._transaction(works, isolate=False)
+        except _RequestFailed as failed:
+            cut = failed.at
+        # A connection lost under the batch (a restart, a reset) is no request's fault: it is
+        # opened again first (failing that is the outage's, said once), never redone on the dead
+        # one. The redo is timed on the connection it runs on (the batch's deadline timed the
+        # old one).
+        self._reopen_if_broken()
+        with self._deadline():
+            return self._redo(works, cut)
+
+    def _redo(self, works: list[Work[Any] | Insert], cut: slice) -> list[tuple[bool, Any]]:
+        """Redo a batch around its failed request `cut`: those before it as one transaction,
+        it alone, then the rest as a batch again (around its next failure the same way)."""
         outcomes: list[tuple[bool, Any]] = []
-        while works:
-            try:
-                outcomes += self._transaction(works, isolate=False)
-                break
-            except _RequestFailed as failed:
-                cut = failed.at
-            # A connection lost under the batch (a restart, a reset) is no request's fault: it is
-            # opened again first (failing that is the outage's, said once), never redone on the
-            # dead one.
-            self._reopen_if_broken()
+        while True:
             before, at = works[: cut.start], works[cut]
             try:
                 outcomes += self._transaction(before, isolate=False) if before else []
@@ -189,7 +195,12 @@ class GroupWriter:
                 outcomes += [self._transaction([w], isolate=True)[0] for w in before]
             outcomes += [self._transaction([w], isolate=True)[0] for w in at]
             works = works[cut.stop :]
-        return outcomes
+            if not works:
+                return outcomes
+            try:
+                return outcomes + self._transaction(works, isolate=False)
+            except _RequestFailed as failed:
+                cut = failed.at
 
     def _transaction(
         self, works: list[Work[Any] | Insert], *, isolate: bool

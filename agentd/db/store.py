@@ -41,6 +41,7 @@ class SyncStore:
         migrate_schema: bool = True,
         poke: bool = True,
         backend: Backend | None = None,
+        bounded: bool = False,
     ) -> None:
         self.path = path
         self.backend = backend or open_backend(path)
@@ -52,10 +53,12 @@ class SyncStore:
             self.conn = self.backend.open_migrated()
             self._pending = self._first_write = False
             return
-        # No statement timeout on its reads (a long listing, an export): a read holds no lock a
-        # daemon waits on. Its writes keep the lease's (docs/scale-out.md).
+        # The CLI's: no statement timeout on its reads (a long listing, an export): a read holds
+        # no lock a daemon waits on; its writes keep the lease's (docs/scale-out.md). `bounded`
+        # (one inside the daemon: the web inbox's, the API's): its reads keep it too, or a slow
+        # read would hold a request's thread for ever.
         self.conn = self.backend.connect(
-            readonly=self.read_only is not None, wal=False, bounded=False
+            readonly=self.read_only is not None, wal=False, bounded=bounded
         )
         self._pending = migrate_schema  # migrated by the first write
         self._first_write = True
@@ -232,13 +235,14 @@ class Store:
         self._writer.submit(work, fut)
         return await fut
 
-    async def write_chunks(self, work: Work[int]) -> int:
+    async def write_chunks(self, work: Work[int], until: asyncio.Event | None = None) -> int:
         """`work` — one bounded chunk of a long delete, returning the rows it did — committed in
         a transaction of its own, again and again until a chunk does nothing (retention): no
         statement outlasts the statement timeout, and writers queue behind one chunk at most.
-        Returns the rows done."""
+        Ends early, between chunks, once `until` is set (the daemon's stop: a large backlog
+        never holds a stop up; the rest is pruned next time). Returns the rows done."""
         done = 0
-        while n := await self.write(work):
+        while not (until is not None and until.is_set()) and (n := await self.write(work)):
             done += n
         return done
 

@@ -134,6 +134,7 @@ class Agentd:
         self.watched: set[str] = set()  # runs and artifacts a client read or subscribed to
         self.sessions: dict[str, set[ServerSession]] = {}  # resources/subscribe (before 2026)
         self.version: int | None = None
+        self.bounded = False  # the daemon's /mcp: its reads keep the statement timeout (`build`)
 
     @property
     def cfg(self) -> Config:
@@ -149,7 +150,7 @@ class Agentd:
             # A home whose [store] names a PostgreSQL database has no file here.
             if home_store_url(self.paths.home) is None and not self.paths.db.exists():
                 raise StateError(f"{self.paths.db}: no database here; run `agentd init`")
-            self._store = home.open_store(self.paths.db)
+            self._store = home.open_store(self.paths.db, bounded=self.bounded)
         return self._store
 
     def close(self) -> None:
@@ -284,6 +285,7 @@ def build(
     commits all the time)."""
     in_force = cfg if callable(cfg) else ConfigFile(paths.config, cfg)
     agentd = Agentd(paths, in_force, poll_interval_s)
+    agentd.bounded = not watch  # served by the daemon: its reads bounded as the daemon's are
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Agentd]:

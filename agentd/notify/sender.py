@@ -62,7 +62,7 @@ class Sender:
                 if now - pruned_at > 3600:
                     horizon = now - RETENTION_S
                     prune = functools.partial(outbox.prune, older_than=horizon)
-                    await self.deps.store.write_chunks(prune)
+                    await self.deps.store.write_chunks(prune, until=stop)
                     pruned_at = now
             except StateError as e:  # a busy or failing database: look again shortly
                 quiet = self.deps.store.outage  # said once already (db.unreachable)

@@ -17,10 +17,13 @@ MIN_TOKEN_CHARS = poke.MIN_TOKEN_CHARS
 strong_token = poke.strong_token
 
 
-def open_store(path: Path, *, poke: bool = True) -> HomeStore:
+def open_store(path: Path, *, poke: bool = True, bounded: bool | None = None) -> HomeStore:
     """The store of the database at `path`. `poke=False` inside the daemon, whose writers tell it
-    of their commits directly instead of over its own socket."""
-    return SyncStore(path, poke=poke)
+    of their commits directly instead of over its own socket. `bounded` (by default: inside the
+    daemon, `poke=False`): its reads keep the lease's statement timeout on PostgreSQL, as the
+    daemon's own do — a slow read never holds a web or API request's thread for ever; the CLI's
+    reads have none (db/store.py SyncStore)."""
+    return SyncStore(path, poke=poke, bounded=not poke if bounded is None else bounded)
 
 
 def now_s(store: HomeStore) -> float:

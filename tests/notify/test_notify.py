@@ -510,15 +510,18 @@ def test_notify_readme_example_is_a_valid_config(home: Home) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(240)
 def test_notify_reminders_on_a_scaled_daemon_clock_stop_when_answered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receiver: Receiver
 ) -> None:
-    """`agentd serve --clock-speed 3600`: a simulated hour per second, reminders at 2 h and 6 h."""
+    """`agentd serve --clock-speed 3600`: a simulated hour per second, reminders at 2 h and 24 h.
+    The item answered between them must be answered before its 24 h reminder is due: 22 s of wall
+    time, a window no load closes (at 6 h, 4 s, a loaded machine missed it). The waits are
+    bounded generously: the pace of a loaded machine is not what is tested."""
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text(
-        config_text(receiver.url, agent='remind_after = ["2h", "6h"]')
+        config_text(receiver.url, agent='remind_after = ["2h", "24h"]')
     )
     monkeypatch.setenv("AGENTD_TEST_WHSEC", SECRET)
     store = SyncStore(config.Paths(home).db)
@@ -540,7 +543,7 @@ def test_notify_reminders_on_a_scaled_daemon_clock_stop_when_answered(
                 (g["json"]["data"]["item_id"], g["json"]["data"]["stage"]) for g in receiver.got
             }
 
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 150
         while {(answered, 1), (ignored, 1)} - stages():  # the 2 h reminders, ~2 s in
             assert time.monotonic() < deadline, (
                 stages(),
@@ -548,7 +551,7 @@ def test_notify_reminders_on_a_scaled_daemon_clock_stop_when_answered(
             )
             time.sleep(0.05)
         store.write(lambda c: qi.resolve(c, answered, InboxStatus.APPROVED))
-        while (ignored, 2) not in stages():  # the 6 h reminder, ~4 s later
+        while (ignored, 2) not in stages():  # the 24 h reminder, ~22 s later
             assert time.monotonic() < deadline, stages()
             time.sleep(0.05)
         time.sleep(1.5)
