@@ -39,7 +39,8 @@ demo: $(STAMP)
 
 # Parallel workers: most tests wait on subprocesses and sockets, so 4 workers fit 2 cores.
 # `--dist loadgroup` deals the tests out one at a time, the longest modules first by the last
-# run's times (tests/ordering.py); each worker starts its real servers once (tests/servers.py).
+# run's times (tests/ordering.py), a module marked `xdist_group` whole to one worker (its module
+# fixture built once; tests/xdist_groups.py); each worker starts its real servers once (tests/servers.py).
 # `make test WORKERS=0` runs them in one process. The slowest 25 are listed at the end: the
 # suite should stay under ~6 min of pytest on a quiet 2-core machine.
 WORKERS ?= 4

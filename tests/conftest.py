@@ -45,6 +45,7 @@ from agentd.models import RunStatus
 # Daemon processes (`daemons`): `agentd serve` started, waited on and killed at teardown.
 pytest_plugins = [
     "tests.servers",  # the real servers' common plumbing and their skip banners
+    "tests.xdist_groups",  # `xdist_group` marks group again under pytest 9.2 (xdist #1386)
     "tests.ordering",  # the longest modules first (the last run's times)
     "tests.browser_support",
     "tests.postgres",

@@ -59,9 +59,11 @@ def test_the_top_level_holds_only_the_ground() -> None:
 # The suite's own suites: tests/<folder>/ for each folder of agentd/; at the root, the shared
 # fixtures and the tests of the whole product (the README, the house rules, input limits, secrets).
 TESTS = Path(__file__).resolve().parent
-# …and the tests of the test suite's own plumbing (tests/browser_support.py, servers.py, ordering.py).
+# …and the tests of the test suite's own plumbing (tests/browser_support.py, servers.py, ordering.py,
+# xdist_groups.py).
 WHOLE_PRODUCT = {"test_modules.py", "test_readme.py", "test_input_limits.py", "test_secret_reach.py",
-                 "test_browser_support.py", "test_servers.py", "test_ordering.py"}  # fmt: skip
+                 "test_browser_support.py", "test_servers.py", "test_ordering.py",
+                 "test_xdist_groups.py"}  # fmt: skip
 
 
 def test_tests_mirror_the_package() -> None:

@@ -30,11 +30,11 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentd.api import connections, control, decide, metrics, openfiles
+from agentd.api.mcp_mount import LazyMcp
 from agentd.config import Paths
 from agentd.errors import NotFound
 from agentd.hooks import receiver as hooks_receiver
 from agentd.hooks.receiver import Receiver
-from agentd.mcp import server as mcp_server
 from agentd.operator import home, sessions
 from agentd.runs.deps import Deps
 from agentd.text import to_json
@@ -125,8 +125,9 @@ class ApiServer:
         self.pokes = 0
         self.on_poke: Callable[[], None] = lambda: None  # the check-in service looks too
         self.control = control.Control(paths, lambda: self.deps.config)  # sees, reload
-        # MCP over streamable HTTP at /mcp, behind the Bearer token (built in `app()`).
-        self.mcp: Any = None
+        # MCP over streamable HTTP at /mcp, behind the Bearer token: the SDK's server is built
+        # at the first request (agentd/api/mcp_mount.py); `mcp.mcp` is it, once built.
+        self.mcp = LazyMcp(paths, lambda: self.deps.config)
         self._server: _Embedded | None = None  # uvicorn's, while `run` serves
         self.hooks: Receiver | None = None  # POST /hooks/NAME (built in `app()`)
 
@@ -193,16 +194,11 @@ class ApiServer:
 
     def app(self) -> Starlette:
         # The config in force at each request (a reload swaps `deps.config`), never a copy.
-        self.mcp = mcp_server.build(self.paths, lambda: self.deps.config, watch=False)
-        mcp_app = self.mcp.streamable_http_app(streamable_http_path=MCP_PATH)
-        mcp_routes = [
-            Route(MCP_PATH, bodies.Limited(r.endpoint, MCP_MAX_BODY_BYTES), methods=r.methods)
-            for r in mcp_app.routes
-            if isinstance(r, Route) and r.path == MCP_PATH
-        ]  # the SDK reads a whole body: bounded here
+        mcp = Route(MCP_PATH, bodies.Limited(self.mcp, MCP_MAX_BODY_BYTES))  # every method, as
+        # the SDK's own route: the SDK reads a whole body, bounded here
         app = Starlette(
             routes=[
-                *mcp_routes,
+                mcp,
                 Route("/poke", self._poke, methods=["POST"]),
                 Route("/events", self._events, methods=["GET"]),
                 Route("/api/daemon", self._api_daemon, methods=["GET"]),
@@ -251,9 +247,9 @@ class ApiServer:
         log.info("api.listening", socket=str(self.paths.api_sock) if self.unix else None,
                  port=self.port, max_connections=limits.port.limit)  # fmt: skip
         try:
-            # The MCP endpoint's sessions live as long as the server (their task group).
+            # The MCP endpoint's sessions, once started, live as long as the server.
             with openfiles.accept_failures_logged(asyncio.get_running_loop()):
-                async with self.mcp.session_manager.run(), asyncio.TaskGroup() as tg:
+                async with self.mcp.serving(), asyncio.TaskGroup() as tg:
                     tg.create_task(self._watch(stop))
                     await server.serve(sockets=self.sockets)
                     self.changes.close()  # SSE streams end: the server's shutdown is not held

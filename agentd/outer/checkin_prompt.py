@@ -118,7 +118,11 @@ def reply_model(suggested: Any, only: str | None = None) -> type[BaseModel]:
     )
 
 
-CHECKIN_SCHEMA: JSON = reply_model(Suggested).model_json_schema()
+@functools.cache  # built at first use: pydantic's schema costs ~150 ms, every import paid it
+def checkin_schema() -> JSON:
+    """The generic reply schema (a suggestion as any {action, args}); requests carry an agent's
+    own, `schema_for(menu)`."""
+    return reply_model(Suggested).model_json_schema()
 
 
 def schema_for(menu: Menu) -> JSON:
