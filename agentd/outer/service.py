@@ -223,6 +223,8 @@ class Outer:
             progress = await self.deps.store.write(lambda c: self._plan(c, scan, now))
             if progress is not None:  # committed: the cursor moves past the goals read
                 self._plan_cursor, self._plan_read, self._plan_total, self._plan_done = progress
+            elif scan.unplanned:  # another daemon plans them now: again in a poll, not at once
+                self._dirty, more = True, FIRE_BATCH in (len(scan.schedules), len(scan.looks))
         if scan.schedules or scan.looks:
             # A fire found late at start was missed while down, unless other daemons share the
             # database: one of them was up, and a fire a moment late is just on time.
@@ -278,6 +280,8 @@ class Outer:
         keeps once this commits — so no goal is skipped — or None when it did not move (also
         while another daemon plans: what it planned is skipped at the next try, not planned
         twice, each daemon waiting on the other's locks)."""
+        if scan.unplanned and not c.dialect.try_singleton(c, "planning"):
+            return None
         for goal_id in scan.unplanned:
             row = qc.cadence_row(c, goal_id)
             if row is not None and row["next_at"] is not None:

@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
 from agentd import config
+from agentd.clock import ManualClock
 from agentd.daemon import serve as daemon
+from agentd.db.store import Store
+from agentd.outer.service import Outer
 from tests.conftest import Home
 
 pytestmark = pytest.mark.backends
@@ -81,3 +84,47 @@ async def test_the_daemon_is_ready_before_planning_and_plans_every_goal_after(
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
+
+
+@pytest.fixture
+async def outer(home: Home) -> AsyncIterator[Outer]:
+    setup(home)
+    store = Store(home.paths.db, backend=home.backend())
+    await store.open()
+    deps = daemon.build_deps(config.load(home.paths.config), store, owner="test:1")
+    deps.clock = ManualClock(time.time())
+    o = Outer(deps, lambda run_id, epoch: None)
+    yield o
+    await o.stop(1)
+    await store.close()
+
+
+async def test_a_daemon_leaves_the_batch_another_daemon_is_planning(
+    home: Home, outer: Outer, backend: str
+) -> None:
+    if backend == "sqlite":
+        pytest.skip("one daemon per SQLite home: nobody else plans")
+    other = home.backend().connect()  # another daemon's writer, in its planning transaction
+    other.execute("SET idle_in_transaction_session_timeout = 0")  # idle here: not cut off
+    try:
+        other.execute("BEGIN")
+        assert other.dialect.try_singleton(other, "planning")
+        other.execute("COMMIT")  # (a first try inserts the lock's row: then waited for, once)
+        other.execute("BEGIN")
+        assert other.dialect.try_singleton(other, "planning")
+        await outer.start()  # the first batch (all 30) is another daemon's: left to it, unread
+        assert planned(home) == 0
+        assert outer._plan_cursor == 0 and outer._dirty  # tried again in a poll, not skipped
+        mine = home.backend().connect()
+        try:
+            mine.execute("BEGIN")
+            assert not mine.dialect.try_singleton(mine, "planning")  # not waited for
+            mine.execute("ROLLBACK")
+        finally:
+            mine.close()
+        other.execute("ROLLBACK")  # that daemon is gone without planning: nothing is lost
+        await outer.tick()
+        assert planned(home) == GOALS
+    finally:
+        other.close()
+    assert outer._plan_cursor > 0
