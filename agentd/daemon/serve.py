@@ -231,7 +231,8 @@ async def _serve_locked(
         if api.bind():  # the CLI pokes after each write: the database scan is a safety net
             scheduler.safety_scan_s = cfg.api.safety_scan_s
             outer.safety_scan_s = cfg.api.safety_scan_s
-        await outer.start()  # check-ins missed while down: recorded, caught up by policy
+        await outer.start(plan=False)  # what fell due while down: recorded, caught up by policy
+        # (new goals are planned after READY, in batches)
         if cfg.store.listen:  # other daemons' and remote CLIs' commits wake us at once
             listener = store.backend.listener(
                 lambda: _soon(loop, scheduler.nudge, outer.wake), log, url=cfg.store.listen_url

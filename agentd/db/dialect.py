@@ -51,6 +51,21 @@ class Dialect:
             )
             c.execute(locked, (key,))
 
+    def try_singleton(self, c: Any, name: str) -> bool:
+        """`singleton`, not waited for: False when another transaction holds `name` now (it
+        is doing that work; the caller leaves it to it instead of waiting behind it)."""
+        if self.sqlite:
+            return True
+        key = singleton_key(name)
+        locked = "SELECT lock_key FROM agentd_locks WHERE lock_key = ? FOR UPDATE SKIP LOCKED"
+        if c.execute(locked, (key,)).fetchone() is not None:
+            return True
+        if c.execute("SELECT 1 FROM agentd_locks WHERE lock_key = ?", (key,)).fetchone():
+            return False  # another transaction holds it
+        # Never taken yet: its row is inserted (another's first insert is waited for, once ever).
+        c.execute("INSERT INTO agentd_locks (lock_key) VALUES (?) ON CONFLICT DO NOTHING", (key,))
+        return c.execute(locked, (key,)).fetchone() is not None
+
     def jtext(self, col: str, path: str) -> str:
         """The JSON value at `path` (dotted: "nudge.topic") in the column `col`, as SQL text on
         PostgreSQL (SQLite's `->>` gives the value's own type: compare with `jnum` for numbers)."""

@@ -251,6 +251,20 @@ def last_event_id(c: Conn) -> int:
     return int(c.execute("SELECT coalesce(max(event_id), 0) FROM events").fetchone()[0])
 
 
+def events_since(c: Conn, since: int | None, limit: int) -> tuple[int, list[Event]]:
+    """What a run's look sees of the events: the id it has now seen up to, and the events after
+    `since` (the previous look's; None: the run's first look, which lists none), at most `limit`.
+
+    The last id is read first (one read, not two, when none arrived). On PostgreSQL an event may
+    commit between the two reads: it is listed, and the id seen up to covers it — shown once,
+    not again at the next look."""
+    seen = last_event_id(c)
+    if since is None or seen <= since:
+        return seen, []
+    new = events_after(c, since, limit=limit)
+    return max([seen, *(e.event_id for e in new)]), new
+
+
 def events_by_source(c: Conn) -> dict[str, tuple[int, Any]]:
     """Per inbound hook (`hook:NAME`): its events recorded, and when the last one was."""
     rows = c.execute(

@@ -120,9 +120,10 @@ class Outer:
 
     # ── lifecycle ─────────────────────────────────────────────────────────────────────────────
 
-    async def start(self) -> None:
+    async def start(self, *, plan: bool = True) -> None:
         """Catch up on what fell due while the daemon was down (recorded, by each schedule's
-        misfire policy), plan new goals, and build the wake-up jobs from the tables."""
+        misfire policy), plan new goals (a batch; none with `plan=False`, the daemon's before
+        READY: `run`'s first tick plans at once), and build the wake-up jobs from the tables."""
         self.jobs = AsyncIOScheduler(
             timezone=UTC,
             jobstores={"default": MemoryJobStore()},
@@ -133,7 +134,7 @@ class Outer:
             owner = self.deps.owner
             # On SQLite this daemon is the only one: an earlier daemon's claims are let go now.
             await self.deps.store.write(lambda c: qc.release_others(c, owner))
-            await self.tick(starting=True)
+            await self.tick(starting=True, plan=plan)
         except StateError as e:  # a locked database: the loop's first tick catches up instead
             log.error("outer.catch_up_failed", error=str(e))
         except Exception:  # a bug in the outer loop must never keep the daemon from serving
@@ -201,7 +202,7 @@ class Outer:
 
     # ── one tick ──────────────────────────────────────────────────────────────────────────────
 
-    async def tick(self, *, starting: bool = False) -> None:
+    async def tick(self, *, starting: bool = False, plan: bool = True) -> None:
         now = self.deps.clock.now()
         version = await self.deps.store.data_version()
         self._seen = version
@@ -217,12 +218,14 @@ class Outer:
             self._plan_cursor = self._plan_read = 0
             self._plan_done = False
             self._plan_total = await self.deps.store.read(qd.goals_total)
-        scan = await self.deps.store.read(lambda c: self._scan(c, now))
+        scan = await self.deps.store.read(lambda c: self._scan(c, now, planning=plan))
         more = scan.full
-        if scan.read or scan.unplanned or scan.off or not self._plan_done:
+        if plan and (scan.read or scan.unplanned or scan.off or not self._plan_done):
             progress = await self.deps.store.write(lambda c: self._plan(c, scan, now))
             if progress is not None:  # committed: the cursor moves past the goals read
                 self._plan_cursor, self._plan_read, self._plan_total, self._plan_done = progress
+            elif scan.unplanned:  # another daemon plans them now: again in a poll, not at once
+                self._dirty, more = True, FIRE_BATCH in (len(scan.schedules), len(scan.looks))
         if scan.schedules or scan.looks:
             # A fire found late at start was missed while down, unless other daemons share the
             # database: one of them was up, and a fire a moment late is just on time.
@@ -230,7 +233,7 @@ class Outer:
             fired = await self.deps.store.write(lambda c: self._fire(c, scan, now, after_down))
             if fired:
                 scan = await self.deps.store.read(lambda c: self._scan(c, now, planning=False))
-        self._more = more
+        self._more = more or not (plan or self._plan_done)  # planning: at the next tick
         self._catching_up = self._catching_up and more
         self._due_at = scan.next_wake
         await self._start_checkins(scan, now)
@@ -277,18 +280,22 @@ class Outer:
         """A new goal's first look: soon (at the goal's minimum interval), so a goal that lacks
         something to act on is asked about the same day — clamped and quiet-aware as any look.
         Returns the planning's progress (cursor, goals read, of how many, done), which the caller
-        keeps once this commits — so no goal is skipped — or None when it did not move. Goals
-        whose agent's check-ins are off are parked with that reason (`due.park_off`)."""
+        keeps once this commits — so no goal is skipped — or None when it did not move (also
+        while another daemon plans: what it planned is skipped at the next try, not planned
+        twice, each daemon waiting on the other's locks). Goals whose agent's check-ins are off
+        are parked with that reason (`due.park_off`)."""
+        if (scan.unplanned or scan.off) and not c.dialect.try_singleton(c, "planning"):
+            return None
         qd.park_off(c, scan.off, now)
         for goal_id in scan.unplanned:
+            row = qc.cadence_row(c, goal_id)
+            if row is not None and row["next_at"] is not None:
+                continue  # planned meanwhile (a check-in ended, another daemon planned it)
             # A goal resumed by an agentd older than migration 12 / 8 (PostgreSQL's is not
             # breaking: one may still run) left its schedules parked: due again.
             qs.unpark(c, goal_id)
             goal = q.get_goal(c, goal_id)
             agent = self.deps.config.agents[goal.agent]
-            row = qc.cadence_row(c, goal.goal_id)
-            if row is not None and row["next_at"] is not None:
-                continue  # planned meanwhile (a check-in ended)
             t, why = checkin.next_look(c, agent, goal, now, agent.checkin.min_s)
             proposed = f"model proposed {cadence.format_duration(agent.checkin.min_s)}"
             why = why.replace(proposed, "first look at a new goal", 1)

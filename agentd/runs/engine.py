@@ -288,15 +288,8 @@ class RunDriver(Deciding, Recovery):
                 c, self.agent_name, self.run_id, raw, self.deps.clock.now()
             )
             # Events since the previous look are part of what the run sees: an event that
-            # arrived between an action and this look must not be waited for in vain. The last
-            # id is read first (one read, not two, when none arrived): one committed between
-            # the two reads is shown again at the next look rather than never.
-            seen = qi.last_event_id(c)
-            new = (
-                qi.events_after(c, since, limit=MAX_EVENTS_SHOWN)
-                if since is not None and seen > since
-                else []
-            )
+            # arrived between an action and this look must not be waited for in vain.
+            seen, new = qi.events_since(c, since, MAX_EVENTS_SHOWN)
             data = {
                 "snapshot_id": snapshot_id,
                 "changes": diff,
