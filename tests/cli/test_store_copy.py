@@ -24,7 +24,11 @@ from agentd.db.store import SyncStore
 from tests.db.test_store_copy import fill_home
 from tests.demo.test_service_watch import AGENTD
 
-pytestmark = pytest.mark.timeout(120)
+# A guard against a hang, proportional to the work: the module's set-up runs the demo (`filled`:
+# 9 s at load 6, 39 s in a full-suite run at load 14-50), which lands in whichever test comes
+# first, and the demo copy runs 23 fresh CLI processes (8 s at load 6, 86 s there). Each process
+# has its own 60 s bound, which says which command hung.
+pytestmark = pytest.mark.timeout(360)
 ENV = {**os.environ, "TZ": "UTC", "COLUMNS": "140"}
 SAME_TEXT = [  # the done-when, and more of what an operator reads
     ("goal", "list"),
