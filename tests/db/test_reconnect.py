@@ -15,17 +15,23 @@ from agentd.db.store import Store
 from agentd.errors import StateError
 
 
-def terminate_others(url: str) -> int:
-    """End every other session of the database; returns how many."""
+def terminate_others(url: str) -> set[int]:
+    """End every other client session of the database; returns their server pids. Only client
+    sessions: an autovacuum worker also lists the database while it tidies the test's rows."""
     admin = connect(url)
     try:
         rows = admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid != pg_backend_pid()"
+            " AND backend_type = 'client backend'"
         ).fetchall()
-        return len(rows)
+        return {int(row[0]) for row in rows}
     finally:
         admin.close()
+
+
+def backend_pid(c: object) -> int:
+    return int(c.execute("SELECT pg_backend_pid()").fetchone()[0])  # type: ignore[attr-defined]
 
 
 async def test_store_opens_a_new_connection_after_the_server_closed_it(
@@ -39,7 +45,9 @@ async def test_store_opens_a_new_connection_after_the_server_closed_it(
             return q.add_goal(c, title="t", why="w", agent="a", criteria=[], deadline=None)  # type: ignore[arg-type]
 
         first = await store.write(add)
-        assert terminate_others(pg_url) == 2  # the writer's and the reader's
+        sessions = {await store.write(backend_pid), await store.read(backend_pid)}
+        assert len(sessions) == 2  # the writer's and the reader's: all the store holds
+        assert terminate_others(pg_url) == sessions
         with pytest.raises(StateError):  # the write in flight meets the closed connection
             await store.write(add)
         second = await store.write(add)  # a new connection

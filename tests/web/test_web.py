@@ -31,7 +31,12 @@ SAME = {"Origin": "http://localhost:8765", "Sec-Fetch-Site": "same-origin"}
 
 
 def web(home: Home) -> httpx.AsyncClient:
-    transport = httpx.AsyncHTTPTransport(uds=str(home.paths.api_sock))
+    # A new connection per request. The server rightly closes a connection idle for its keep-alive
+    # timeout (5 s); a client that sends on it as the server closes it (the test's loop stalled
+    # across those 5 s on a loaded machine) gets no answer. A browser resends then (a reused
+    # connection that closed unanswered); httpx does not, and a test would fail for HTTP/1.1's race.
+    keep_none = httpx.Limits(max_keepalive_connections=0)
+    transport = httpx.AsyncHTTPTransport(uds=str(home.paths.api_sock), limits=keep_none)
     return httpx.AsyncClient(transport=transport, base_url="http://localhost:8765")
 
 
