@@ -39,6 +39,7 @@ from agentd.operator import home, sessions
 from agentd.runs.deps import Deps
 from agentd.text import to_json
 from agentd.web import auth, bodies, data, html, routes
+from agentd.web import inbox_page as inbox_view
 from agentd.web.guard import MCP_PATH, guard
 from agentd.web.routes import Site
 
@@ -97,9 +98,12 @@ def _paging(request: Request) -> tuple[int | None, int | None] | None:
         return None
     out: dict[str, int | None] = {}
     for key, value in got.items():
-        if value is not None and not (value.isdigit() and (key == "after" or int(value) > 0)):
-            raise ValueError(f"{key}={value[:20]!r}: give a whole number (limit at least 1), "
-                             "e.g. ?limit=50&after=120")  # fmt: skip
+        # inbox_view.number: ASCII digits the store's integer holds ('²' and 30 digits were a 500)
+        if value is not None and not (
+            inbox_view.number(value) and (key == "after" or int(value) > 0)
+        ):
+            raise ValueError(f"{key}={value[:20]!r}: give a whole number of at most 18 digits "
+                             "(limit at least 1), e.g. ?limit=50&after=120")  # fmt: skip
         out[key] = None if value is None else int(value)
     return out["after"], out["limit"]
 

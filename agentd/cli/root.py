@@ -273,11 +273,20 @@ JsonFlag = Annotated[
 GoalId = Annotated[int, typer.Argument(metavar="GOAL_ID", help="A goal id (`agentd goal list`).")]
 RunId = Annotated[int, typer.Argument(metavar="RUN_ID", help="A run id (`agentd runs list`).")]
 ItemId = Annotated[int, typer.Argument(metavar="ID", help="An item id (`agentd inbox list`).")]
-Limit = Annotated[int, Opt("--limit", min=1, help="At most this many, newest first.")]
-PageLimit = Annotated[int | None, Opt("--limit", min=1, help="At most this many (a page).")]
+MAX_ID = 10**18 - 1  # ids and counts the store's signed 64-bit integer holds (18 digits)
+Limit = Annotated[int, Opt("--limit", min=1, max=MAX_ID, help="At most this many, newest first.")]
+PageLimit = Annotated[
+    int | None, Opt("--limit", min=1, max=MAX_ID, help="At most this many (a page).")
+]
 After = Annotated[
     int | None,
-    Opt("--after", metavar="ID", help="The page after this id (a page's last line names it)."),
+    Opt(
+        "--after",
+        metavar="ID",
+        min=0,
+        max=MAX_ID,
+        help="The page after this id (a page's last line names it).",
+    ),
 ]
 
 
