@@ -102,8 +102,15 @@ def unplanned(
 def park_off(c: Conn, goal_ids: Sequence[int], now: float) -> None:
     """Goals whose agent's check-ins are off get no look and a reason (OFF_WHY): out of
     `cadences_unplanned` and of the due-look index (a look planned before they were turned off
-    is dropped). A reload that turns them on sweeps every goal again and plans them."""
+    is dropped); their schedules' next fires leave the due-schedule search's range
+    (`next_fire_at` NULL, as a paused goal's: db/queries.py `park`). A reload that turns them on
+    sweeps every goal again and plans them; planning unparks their schedules (`qs.unpark`:
+    catch-up by each one's misfire policy, from its last fire)."""
     for goal_id in goal_ids:
+        c.execute(
+            "UPDATE schedules SET next_fire_at = NULL WHERE goal_id = ? AND enabled = 1",
+            (goal_id,),
+        )
         c.execute(
             "INSERT INTO cadences (goal_id, updated_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
             (goal_id, now),
