@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentd.db import meta
 from agentd.db.conn import Conn
 
 PLANNING_KEY = "outer_planning"  # meta: "<goals read> <of goals> <1: done>", the outer loop's
@@ -80,6 +81,25 @@ def planning(c: Conn) -> dict[str, int] | None:
     if len(parts) != 3 or parts[2] == "1" or not all(p.isdigit() for p in parts):
         return None
     return {"read": int(parts[0]), "of": int(parts[1])}
+
+
+def note_planning(c: Conn, read: int, total: int, done: bool) -> None:
+    """Write a daemon's planning progress to the `outer_planning` row unless the row is ahead:
+    each daemon sweeps with a cursor of its own (two on PostgreSQL), and `status` shows the
+    furthest — done stays done for as many goals, a total never shrinks but by a done sweep
+    (goals pruned), goals read never go back for the same total. Locked (FOR UPDATE on
+    PostgreSQL) so two daemons' writes do not cross."""
+    row = c.execute(
+        f"SELECT value FROM meta WHERE key = ?{'' if c.dialect.sqlite else ' FOR UPDATE'}",
+        (PLANNING_KEY,),
+    ).fetchone()
+    parts = str(row[0]).split() if row is not None else []
+    if len(parts) == 3 and all(p.isdigit() for p in parts):
+        r0, t0, d0 = int(parts[0]), int(parts[1]), parts[2] == "1"
+        # done: only a sweep over more goals shows again
+        if not (total > t0 or (not d0 and (done or (total == t0 and read > r0)))):
+            return
+    meta.set_meta(c, PLANNING_KEY, f"{read} {total} {int(done)}")
 
 
 def goals_with_failures(c: Conn) -> list[int]:

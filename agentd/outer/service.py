@@ -35,10 +35,9 @@ from agentd.clock import SystemClock
 from agentd.config import AgentConfig
 from agentd.db import checkins as qc
 from agentd.db import due as qd
-from agentd.db import meta
+from agentd.db import glance
 from agentd.db import queries as q
 from agentd.db import schedules as qs
-from agentd.db.glance import PLANNING_KEY
 from agentd.errors import StateError
 from agentd.outer import cadence, checkin
 from agentd.outer.fires import Fires, when
@@ -307,7 +306,7 @@ class Outer:
             return None
         read = self._plan_read + scan.read
         total = max(self._plan_total, read)
-        meta.set_meta(c, PLANNING_KEY, f"{read} {total} {int(done)}")
+        glance.note_planning(c, read, total, done)  # the furthest of the daemons' progress
         if scan.read >= PLAN_BATCH or len(scan.unplanned) > 10:
             log.info("outer.planning", goals_read=read, goals=total, planned=len(scan.unplanned),
                      done=done)  # fmt: skip

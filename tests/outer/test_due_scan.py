@@ -18,7 +18,7 @@ from agentd.clock import ManualClock
 from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
 from agentd.db import due as qd
-from agentd.db import meta
+from agentd.db import glance, meta
 from agentd.db import queries as q
 from agentd.db import schedules as qs
 from agentd.db.store import Store
@@ -179,10 +179,10 @@ async def test_first_start_plans_in_batches_and_says_how_far(
         "SELECT count(*) FROM goals g LEFT JOIN cadences k USING (goal_id) WHERE k.next_at IS NULL"
     ).fetchone()[0])  # fmt: skip
     assert unplanned == 120
-    assert home.store.read(lambda c: meta.get_meta(c, service.PLANNING_KEY)) == "40 160 0"
+    assert home.store.read(lambda c: meta.get_meta(c, glance.PLANNING_KEY)) == "40 160 0"
     for _ in range(10):
         await o.tick()
-    assert home.store.read(lambda c: meta.get_meta(c, service.PLANNING_KEY)) == "160 160 1"
+    assert home.store.read(lambda c: meta.get_meta(c, glance.PLANNING_KEY)) == "160 160 1"
     looks = home.store.read(lambda c: [qc.cadence_row(c, g) for g in range(1, 161)])
     assert all(r is not None and r["next_at"] == T0 + HOUR for r in looks)
 
