@@ -29,7 +29,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agentd.api import connections, control, decide, metrics, openfiles
+from agentd.api import connections, control, decide, metrics, openfiles, params
 from agentd.api.mcp_mount import LazyMcp
 from agentd.config import Paths
 from agentd.errors import NotFound
@@ -39,7 +39,6 @@ from agentd.operator import home, sessions
 from agentd.runs.deps import Deps
 from agentd.text import to_json
 from agentd.web import auth, bodies, data, html, routes
-from agentd.web import inbox_page as inbox_view
 from agentd.web.guard import MCP_PATH, guard
 from agentd.web.routes import Site
 
@@ -88,24 +87,6 @@ class _Embedded(uvicorn.Server):
     async def main_loop(self) -> None:
         await self.on_tick(0)  # sets the default headers once
         await self._stop.wait()
-
-
-def _paging(request: Request) -> tuple[int | None, int | None] | None:
-    """(after, limit) from `?after=ID&limit=N` (None: neither given, the whole list as before);
-    ValueError saying which is wrong."""
-    got = {k: request.query_params.get(k) for k in ("after", "limit")}
-    if got["after"] is None and got["limit"] is None:
-        return None
-    out: dict[str, int | None] = {}
-    for key, value in got.items():
-        # inbox_view.number: ASCII digits the store's integer holds ('²' and 30 digits were a 500)
-        if value is not None and not (
-            inbox_view.number(value) and (key == "after" or int(value) > 0)
-        ):
-            raise ValueError(f"{key}={value[:20]!r}: give a whole number of at most 18 digits "
-                             "(limit at least 1), e.g. ?limit=50&after=120")  # fmt: skip
-        out[key] = None if value is None else int(value)
-    return out["after"], out["limit"]
 
 
 def _json(value: Any, status: int = 200) -> Response:
@@ -209,11 +190,11 @@ class ApiServer:
                 Route("/api/hooks", self._api_hooks, methods=["GET"]),
                 *self.control.routes(),
                 Route("/api/inbox", self._api_inbox, methods=["GET"]),
-                Route("/api/inbox/{item_id:int}", self._api_item, methods=["GET"]),
-                Route("/api/inbox/{item_id:int}/{verb}", decide.decide, methods=["POST"]),
+                Route("/api/inbox/{item_id:id}", self._api_item, methods=["GET"]),
+                Route("/api/inbox/{item_id:id}/{verb}", decide.decide, methods=["POST"]),
                 Route("/api/goals", self._api_goals, methods=["GET"]),
-                Route("/api/goals/{goal_id:int}", self._api_goal, methods=["GET"]),
-                Route("/api/runs/{run_id:int}", self._api_run, methods=["GET"]),
+                Route("/api/goals/{goal_id:id}", self._api_goal, methods=["GET"]),
+                Route("/api/runs/{run_id:id}", self._api_run, methods=["GET"]),
                 *routes.ROUTES,
             ],
             exception_handlers={
@@ -378,7 +359,7 @@ class ApiServer:
         show_all = request.query_params.get("all") in ("1", "true")
         site = self._site(request)
         try:
-            paged = _paging(request)
+            paged = params.paging(request)
         except ValueError as e:
             return _json({"error": str(e)}, 400)
         if paged is not None:  # ?limit=N&after=ID: a page, with the total and the next `after`
@@ -393,7 +374,7 @@ class ApiServer:
 
     async def _api_goals(self, request: Request) -> Response:
         try:
-            paged = _paging(request)
+            paged = params.paging(request)
         except ValueError as e:
             return _json({"error": str(e)}, 400)
         if paged is not None:

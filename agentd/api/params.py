@@ -1,0 +1,38 @@
+"""The `/api` routes' parameters: ids in paths (`{name:id}`, registered on import) and the lists'
+`?after=ID&limit=N`, each ASCII digits of a size the store's signed 64-bit integer holds (the web
+inbox's parser, `inbox_page.number`): '²' (which `isdigit` accepts and `int` refuses) and 30
+digits were a 500 from the store."""
+
+from __future__ import annotations
+
+from starlette.convertors import IntegerConvertor, register_url_convertor
+from starlette.requests import Request
+
+from agentd.web import inbox_page as inbox_view
+
+
+class _Id(IntegerConvertor):
+    """`{name:id}`: an id of at most 18 digits, what the store's signed 64-bit integer holds; a
+    longer one matches no route (a JSON 404), not the store's overflow (a 500)."""
+
+    regex = "[0-9]{1,18}"
+
+
+register_url_convertor("id", _Id())
+
+
+def paging(request: Request) -> tuple[int | None, int | None] | None:
+    """(after, limit) from `?after=ID&limit=N` (None: neither given, the whole list as before);
+    ValueError saying which is wrong."""
+    got = {k: request.query_params.get(k) for k in ("after", "limit")}
+    if got["after"] is None and got["limit"] is None:
+        return None
+    out: dict[str, int | None] = {}
+    for key, value in got.items():
+        if value is not None and not (
+            inbox_view.number(value) and (key == "after" or int(value) > 0)
+        ):
+            raise ValueError(f"{key}={value[:20]!r}: give a whole number of at most 18 digits "
+                             "(limit at least 1), e.g. ?limit=50&after=120")  # fmt: skip
+        out[key] = None if value is None else int(value)
+    return out["after"], out["limit"]
