@@ -1,24 +1,13 @@
-"""The `/api` routes' parameters: ids in paths (`{name:id}`, registered on import) and the lists'
-`?after=ID&limit=N`, each ASCII digits of a size the store's signed 64-bit integer holds (the web
-inbox's parser, `inbox_page.number`): '²' (which `isdigit` accepts and `int` refuses) and 30
-digits were a 500 from the store."""
+"""The `/api` lists' `?after=ID&limit=N`: ASCII digits of a size the store's signed 64-bit
+integer holds (the web inbox's parser, `inbox_page.number`) — '²' (which `isdigit` accepts and
+`int` refuses) and 30 digits were a 500 from the store. Ids in paths: `{name:id}`
+(agentd/web/inbox_page.py)."""
 
 from __future__ import annotations
 
-from starlette.convertors import IntegerConvertor, register_url_convertor
 from starlette.requests import Request
 
 from agentd.web import inbox_page as inbox_view
-
-
-class _Id(IntegerConvertor):
-    """`{name:id}`: an id of at most 18 digits, what the store's signed 64-bit integer holds; a
-    longer one matches no route (a JSON 404), not the store's overflow (a 500)."""
-
-    regex = "[0-9]{1,18}"
-
-
-register_url_convertor("id", _Id())
 
 
 def paging(request: Request) -> tuple[int | None, int | None] | None:

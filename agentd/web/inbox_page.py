@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, urlencode
 
+from starlette.convertors import IntegerConvertor, register_url_convertor
+
 from agentd.errors import UsageError
 from agentd.models import Goal, InboxItem, InboxKind
 from agentd.operator import inbox, listing
@@ -100,6 +102,16 @@ def number(text: str) -> bool:
     """ASCII digits of an id the store holds (a signed 64-bit integer): `isdigit` alone also
     says yes to '²', which `int` refuses, and to '٣', which it reads."""
     return text.isascii() and text.isdigit() and len(text) < 19
+
+
+class _Id(IntegerConvertor):
+    """`{name:id}` in a route's path (the pages' and `/api`'s): an id `number` takes — a longer
+    one matches no route (not found), not the store's integer overflow (a 500)."""
+
+    regex = "[0-9]{1,18}"
+
+
+register_url_convertor("id", _Id())  # before agentd/web/routes.py's routes compile their paths
 
 
 @dataclass(frozen=True)
