@@ -75,6 +75,11 @@ def test_a_checkin_goals_run_finishes_on_the_other_daemon_after_a_kill(
 
         run = wait_for(the_run, "the check-in's run", *daemons)
         wait_for(lambda: in_flight(store, run.run_id), "its command in flight", *daemons)
+        # The taker's run of the command need not wait (the holder's is past its check): were
+        # `fast` touched only after the takeover, the taker could spawn it first and sleep its
+        # 60 s, past the test's wait (as in test_multi_daemon's takeover tests).
+        wait_for(lambda: (shared / "holding").exists(), "its command held", *daemons)
+        (shared / "fast").touch()
         holder = next(d for d in daemons if d.owns(store.read(lambda c: q.get_run(c, run.run_id))))
         other = daemons[1 - daemons.index(holder)]
         os.killpg(holder.pid, signal.SIGKILL)
@@ -83,7 +88,6 @@ def test_a_checkin_goals_run_finishes_on_the_other_daemon_after_a_kill(
         wait_for(
             lambda: other.owns(store.read(lambda c: q.get_run(c, run.run_id))), "takeover", other
         )
-        (shared / "fast").touch()
         wait_for(
             lambda: store.read(lambda c: q.get_run(c, run.run_id)).status == RunStatus.SUCCEEDED,
             "the run finishes",

@@ -21,21 +21,22 @@ from agentd.models import GoalStatus
 pytestmark = pytest.mark.backends
 
 
-def _old(tmp_path: Path, store_url: str | None) -> tuple[Any, Any]:
-    """A connection to a store at the previous schema, and how to migrate it the rest of the way."""
-    if store_url is None:
+def _old(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> tuple[Any, Any]:
+    """A connection to a store at the previous schema, and how to migrate it the rest of the way
+    (on PostgreSQL an empty database, `pg_url`: `store_url`'s is migrated already)."""
+    if backend == "sqlite":
         conn: Any = sqlite_connect(tmp_path / "agentd.db")
         sqlite_schema.migrate(conn, sqlite_schema.MIGRATIONS[:-1])
         return conn, lambda: sqlite_schema.migrate(conn)
-    conn = pg_connect(store_url)
+    conn = pg_connect(str(request.getfixturevalue("pg_url")))
     pg_schema.migrate(conn, pg_schema.MIGRATIONS[:-1])
     return conn, lambda: pg_schema.migrate(conn)
 
 
 def test_the_upgrade_parks_paused_and_closed_goals_schedules(
-    tmp_path: Path, store_url: str | None
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    conn, migrate = _old(tmp_path, store_url)
+    conn, migrate = _old(tmp_path, backend, request)
     try:
         fires = {}
         for name, status, next_fire, last in (
@@ -60,7 +61,7 @@ def test_the_upgrade_parks_paused_and_closed_goals_schedules(
         q.set_goal_status(conn, paused_goal, GoalStatus.ACTIVE)  # resumed: due from its last fire
         assert qs.get(conn, paused).next_fire_at == 900.0
         indexes = {"inbox_by_status_id", "inbox_waiting", "cadences_quiet"}
-        if store_url is None:
+        if backend == "sqlite":
             sql = "SELECT name FROM sqlite_master WHERE type = 'index'"
         else:
             sql = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
