@@ -4,7 +4,10 @@ and watched states into runs.
 It polls `PRAGMA data_version` (cheap) so a CLI commit is noticed within `poll_interval_s`;
 timers and expiries are checked every tick. With the control API up (`safety_scan_s` set), every
 commit of another process pokes the daemon (agentd/db/poke.py), so the scan becomes a slow safety
-net: the loop sleeps until a poke, a nudge, the next timer or expiry, or `safety_scan_s`.
+net: the loop sleeps until a poke, a nudge, the next timer or expiry, or `safety_scan_s`. On
+PostgreSQL with the LISTEN connection up (`listening`), commits arrive as NOTIFY nudges and the
+change poll is not read at all (on PostgreSQL it moves at any write of the cluster — a lease
+renewal — so it would rescan at every look); when the listener is lost, it is read again.
 It only writes rows (a WAKE step, a new run) and hands runs to the engine through `launch`;
 it never runs a model loop itself.
 
@@ -27,7 +30,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from agentd.clock import SystemClock
-from agentd.daemon import watching
+from agentd.daemon import waking, watching
 from agentd.db import due as qd
 from agentd.db import items as qi
 from agentd.db import leases, meta, stamp
@@ -64,6 +67,8 @@ class Scheduler:
         self.ticks = 0
         # Set by the daemon when pokes arrive (the API's socket is up): seconds between scans.
         self.safety_scan_s: float | None = None
+        # Set by the daemon with a LISTEN connection (PostgreSQL): True while it is up.
+        self.listening: Callable[[], bool] = lambda: False
         # Agents polled by this process: only their snapshots are fresh enough to start runs on
         # (at start, the last snapshot may be from before a long stop).
         self._polled: set[str] = set()
@@ -183,7 +188,8 @@ class Scheduler:
         self._sync_pollers()
         nudged = self._nudged.is_set()
         self._nudged.clear()
-        version = await self.deps.store.data_version()
+        # With NOTIFY up, commits come as nudges: no change poll (the paced full scan stays).
+        version = self._seen_version if self.listening() else await self.deps.store.data_version()
         now = self.deps.clock.now()  # timers and expiries are on the injected clock
         # Expire first: an item past its time is closed before anything wakes on it (at start,
         # an approval given while the daemon was down is checked against its expiry first).
@@ -286,7 +292,7 @@ class Scheduler:
             # this daemon saw fail) and be waiting for a newer item.
             wait = q.get_run(c, run_id).wait or {}
             item = qi.get_item(c, item_id)
-            why = _inbox_wake(wait, item)
+            why = waking.inbox_wake(wait, item)
             if wait.get("item_id") != item_id or item.status == InboxStatus.OPEN:
                 return why, None
             return why, qt.wake(c, run_id, owner, why, lease_s, expect=wait)
@@ -302,7 +308,7 @@ class Scheduler:
         for run_id, wait, event_id, name, data in await self.deps.store.read(
             qw.runs_waiting_on_events
         ):
-            if run_id in woken or not _matches(wait.get("match", {}), data):
+            if run_id in woken or not waking.matches(wait.get("match", {}), data):
                 continue
             woken.add(run_id)
             why = {
@@ -430,21 +436,3 @@ class Scheduler:
         # An expired approval is a denial, never an execution; reminders end after a few.
         qi.resolve(c, item.item_id, InboxStatus.EXPIRED, answer="expired: no answer in time")
         return True
-
-
-def _inbox_wake(wait: JSON, item: InboxItem) -> JSON:
-    return {
-        "woke_by": "inbox",
-        "why": wait.get("why"),
-        "item_id": item.item_id,
-        "item_kind": str(item.kind),
-        "status": str(item.status),
-        "answer": item.answer,
-        "action": item.action,
-        "args": item.args,
-        "edited": bool(item.data.get("original_args")),
-    }
-
-
-def _matches(match: JSON, data: JSON) -> bool:
-    return all(data.get(k) == v for k, v in match.items())

@@ -237,6 +237,8 @@ async def _serve_locked(
             listener = store.backend.listener(
                 lambda: _soon(loop, scheduler.nudge, outer.wake), log, url=cfg.store.listen_url
             )
+            if listener is not None:  # no change poll while it is up (SQLite has none)
+                scheduler.listening = listener.connected.is_set
         counts = await store.read(q.count_runs)
         log.info(
             "daemon.ready",
