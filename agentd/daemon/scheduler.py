@@ -7,7 +7,8 @@ commit of another process pokes the daemon (agentd/db/poke.py), so the scan beco
 net: the loop sleeps until a poke, a nudge, the next timer or expiry, or `safety_scan_s`. On
 PostgreSQL with the LISTEN connection up (`listening`), commits arrive as NOTIFY nudges and the
 change poll is not read at all (on PostgreSQL it moves at any write of the cluster — a lease
-renewal — so it would rescan at every look); when the listener is lost, it is read again.
+renewal — so it would rescan at every look) and the loop sleeps up to FULL_SCAN_S; when the
+listener is lost, both come back.
 It only writes rows (a WAKE step, a new run) and hands runs to the engine through `launch`;
 it never runs a model loop itself.
 
@@ -159,11 +160,18 @@ class Scheduler:
             stopper = asyncio.ensure_future(stop.wait())
             slept = time.monotonic()
             try:
-                done, _ = await asyncio.wait(
-                    {waiter, stopper}, timeout=pause, return_when="FIRST_COMPLETED"
-                )
-                if not done:  # woke by the timer: how late the loop let this tick start
-                    self.deps.meter.tick_lag(time.monotonic() - slept - pause)
+                # A long listening pause is slept in safety_scan_s steps: a lost listener brings
+                # the change poll back within one, not at the end of FULL_SCAN_S.
+                done: set[Any] = set()
+                while (left := slept + pause - time.monotonic()) > 0:
+                    step = min(left, self.safety_scan_s or left) if self.listening() else left
+                    done, _ = await asyncio.wait(
+                        {waiter, stopper}, timeout=step, return_when="FIRST_COMPLETED"
+                    )
+                    if done or not self.listening():
+                        break
+                if not done and (late := time.monotonic() - slept - pause) >= 0:
+                    self.deps.meter.tick_lag(late)  # woke by the timer: how late this tick is
             finally:
                 waiter.cancel()
                 stopper.cancel()
@@ -175,7 +183,8 @@ class Scheduler:
         if self.safety_scan_s is None or not isinstance(self.deps.clock, SystemClock):
             return interval
         due = await self.deps.store.read(lambda c: (qw.next_timer(c), qi.next_expiry(c)))
-        pause = self.safety_scan_s
+        # NOTIFY up: commits nudge, so the safety net is the paced full scan's.
+        pause = FULL_SCAN_S if self.listening() else self.safety_scan_s
         for at in due:
             if at is not None:
                 pause = min(pause, at - self.deps.clock.now())

@@ -38,9 +38,12 @@ async def until(what: str, check: Callable[[], bool], timeout_s: float = 30.0) -
         await asyncio.sleep(0.01)
 
 
+@pytest.mark.parametrize("safety_scan_s", [None, 0.2], ids=["polling", "poked"])
 async def test_no_change_poll_while_listening_and_polling_again_when_the_listener_is_lost(
-    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, safety_scan_s: float | None
 ) -> None:
+    """`poked`: the API is up, so a listening loop sleeps up to FULL_SCAN_S (60 s): a lost
+    listener still brings the poll back within a `safety_scan_s` step, well before that."""
     (tmp_path / "config.toml").write_text(CONFIG)
     backend = PostgresBackend(pg_url, tmp_path)
     store = Store(tmp_path / "agentd.db", backend=backend)
@@ -49,6 +52,7 @@ async def test_no_change_poll_while_listening_and_polling_again_when_the_listene
     deps = Deps(config=config.load(tmp_path / "config.toml"), store=store, models={},
                 executors={}, sources={}, owner="me")  # fmt: skip
     scheduler = Scheduler(deps, lambda r, e: None)
+    scheduler.safety_scan_s = safety_scan_s
     polls = 0
     read_version = store.data_version
 
@@ -74,19 +78,20 @@ async def test_no_change_poll_while_listening_and_polling_again_when_the_listene
     running = asyncio.create_task(scheduler.run(stop))
     try:
         await until("the listener connects", listener.connected.is_set)
-        await until("a few ticks", lambda: scheduler.ticks >= 3)
+        await until("the look after connecting", lambda: scans >= 2)
         before, ticks = polls, scheduler.ticks
-        await until("twenty idle ticks", lambda: scheduler.ticks >= ticks + 20)
-        assert polls == before, "the change poll ran while the listener was up"
+        if safety_scan_s is None:  # ticks every poll_interval_s
+            await until("twenty idle ticks", lambda: scheduler.ticks >= ticks + 20)
+            assert polls == before, "the change poll ran while the listener was up"
         # A CLI commit is still noticed: its notification nudges the scheduler into a scan.
         seen = scans
         cli.write(lambda c: None)
-        await until("the commit's scan", lambda: scans > seen)
-        assert polls == before
+        await until("the commit's scan", lambda: scans > seen and scheduler.ticks > ticks)
+        assert polls == before, "the change poll ran while the listener was up"
         # The listener lost: the poll resumes.
         await asyncio.to_thread(listener.stop)
         assert not listener.connected.is_set()
-        await until("polling again", lambda: polls >= before + 5)
+        await until("polling again", lambda: polls >= before + 3)
     finally:
         stop.set()
         await running
