@@ -4,7 +4,11 @@ and watched states into runs.
 It polls `PRAGMA data_version` (cheap) so a CLI commit is noticed within `poll_interval_s`;
 timers and expiries are checked every tick. With the control API up (`safety_scan_s` set), every
 commit of another process pokes the daemon (agentd/db/poke.py), so the scan becomes a slow safety
-net: the loop sleeps until a poke, a nudge, the next timer or expiry, or `safety_scan_s`.
+net: the loop sleeps until a poke, a nudge, the next timer or expiry, or `safety_scan_s`. On
+PostgreSQL with the LISTEN connection up (`listening`), commits arrive as NOTIFY nudges and the
+change poll is not read at all (on PostgreSQL it moves at any write of the cluster — a lease
+renewal — so it would rescan at every look) and the loop sleeps up to FULL_SCAN_S; when the
+listener is lost, both come back.
 It only writes rows (a WAKE step, a new run) and hands runs to the engine through `launch`;
 it never runs a model loop itself.
 
@@ -27,7 +31,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from agentd.clock import SystemClock
-from agentd.daemon import watching
+from agentd.daemon import waking, watching
 from agentd.db import due as qd
 from agentd.db import items as qi
 from agentd.db import leases, meta, stamp
@@ -64,6 +68,8 @@ class Scheduler:
         self.ticks = 0
         # Set by the daemon when pokes arrive (the API's socket is up): seconds between scans.
         self.safety_scan_s: float | None = None
+        # Set by the daemon with a LISTEN connection (PostgreSQL): True while it is up.
+        self.listening: Callable[[], bool] = lambda: False
         # Agents polled by this process: only their snapshots are fresh enough to start runs on
         # (at start, the last snapshot may be from before a long stop).
         self._polled: set[str] = set()
@@ -154,11 +160,18 @@ class Scheduler:
             stopper = asyncio.ensure_future(stop.wait())
             slept = time.monotonic()
             try:
-                done, _ = await asyncio.wait(
-                    {waiter, stopper}, timeout=pause, return_when="FIRST_COMPLETED"
-                )
-                if not done:  # woke by the timer: how late the loop let this tick start
-                    self.deps.meter.tick_lag(time.monotonic() - slept - pause)
+                # A long listening pause is slept in safety_scan_s steps: a lost listener brings
+                # the change poll back within one, not at the end of FULL_SCAN_S.
+                done: set[Any] = set()
+                while (left := slept + pause - time.monotonic()) > 0:
+                    step = min(left, self.safety_scan_s or left) if self.listening() else left
+                    done, _ = await asyncio.wait(
+                        {waiter, stopper}, timeout=step, return_when="FIRST_COMPLETED"
+                    )
+                    if done or not self.listening():
+                        break
+                if not done and (late := time.monotonic() - slept - pause) >= 0:
+                    self.deps.meter.tick_lag(late)  # woke by the timer: how late this tick is
             finally:
                 waiter.cancel()
                 stopper.cancel()
@@ -170,7 +183,8 @@ class Scheduler:
         if self.safety_scan_s is None or not isinstance(self.deps.clock, SystemClock):
             return interval
         due = await self.deps.store.read(lambda c: (qw.next_timer(c), qi.next_expiry(c)))
-        pause = self.safety_scan_s
+        # NOTIFY up: commits nudge, so the safety net is the paced full scan's.
+        pause = FULL_SCAN_S if self.listening() else self.safety_scan_s
         for at in due:
             if at is not None:
                 pause = min(pause, at - self.deps.clock.now())
@@ -183,7 +197,8 @@ class Scheduler:
         self._sync_pollers()
         nudged = self._nudged.is_set()
         self._nudged.clear()
-        version = await self.deps.store.data_version()
+        # With NOTIFY up, commits come as nudges: no change poll (the paced full scan stays).
+        version = self._seen_version if self.listening() else await self.deps.store.data_version()
         now = self.deps.clock.now()  # timers and expiries are on the injected clock
         # Expire first: an item past its time is closed before anything wakes on it (at start,
         # an approval given while the daemon was down is checked against its expiry first).
@@ -286,7 +301,7 @@ class Scheduler:
             # this daemon saw fail) and be waiting for a newer item.
             wait = q.get_run(c, run_id).wait or {}
             item = qi.get_item(c, item_id)
-            why = _inbox_wake(wait, item)
+            why = waking.inbox_wake(wait, item)
             if wait.get("item_id") != item_id or item.status == InboxStatus.OPEN:
                 return why, None
             return why, qt.wake(c, run_id, owner, why, lease_s, expect=wait)
@@ -302,7 +317,7 @@ class Scheduler:
         for run_id, wait, event_id, name, data in await self.deps.store.read(
             qw.runs_waiting_on_events
         ):
-            if run_id in woken or not _matches(wait.get("match", {}), data):
+            if run_id in woken or not waking.matches(wait.get("match", {}), data):
                 continue
             woken.add(run_id)
             why = {
@@ -430,21 +445,3 @@ class Scheduler:
         # An expired approval is a denial, never an execution; reminders end after a few.
         qi.resolve(c, item.item_id, InboxStatus.EXPIRED, answer="expired: no answer in time")
         return True
-
-
-def _inbox_wake(wait: JSON, item: InboxItem) -> JSON:
-    return {
-        "woke_by": "inbox",
-        "why": wait.get("why"),
-        "item_id": item.item_id,
-        "item_kind": str(item.kind),
-        "status": str(item.status),
-        "answer": item.answer,
-        "action": item.action,
-        "args": item.args,
-        "edited": bool(item.data.get("original_args")),
-    }
-
-
-def _matches(match: JSON, data: JSON) -> bool:
-    return all(data.get(k) == v for k, v in match.items())

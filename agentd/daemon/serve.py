@@ -215,7 +215,7 @@ async def _serve_locked(
         outer = Outer(deps, engine.launch)  # its pace follows the clock
         api.on_poke = outer.wake
         reloading = asyncio.Lock()
-        api.control.on_reload = lambda: reload_told(paths, deps, models, reloading)
+        api.control.on_reload = lambda: reload_told(paths, deps, models, reloading, scheduler.nudge)
         keeper = LeaseKeeper(deps, engine, shared=store.backend.shared)
         metering.watch(deps, engine, keeper, lambda: listener)  # GET /metrics reads them
         resumed = await keeper.start()
@@ -237,6 +237,8 @@ async def _serve_locked(
             listener = store.backend.listener(
                 lambda: _soon(loop, scheduler.nudge, outer.wake), log, url=cfg.store.listen_url
             )
+            if listener is not None:  # no change poll while it is up (SQLite has none)
+                scheduler.listening = listener.connected.is_set
         counts = await store.read(q.count_runs)
         log.info(
             "daemon.ready",
@@ -252,7 +254,9 @@ async def _serve_locked(
             tg.create_task(scheduler.run(stop), name="scheduler")
             tg.create_task(outer.run(stop), name="outer")
             tg.create_task(watchdog(deps, stop, failures), name="watchdog")
-            tg.create_task(_reloader(paths, deps, models, hup, stop, reloading), name="reload")
+            tg.create_task(
+                _reloader(paths, deps, models, hup, stop, reloading, scheduler.nudge), name="reload"
+            )
             tg.create_task(retention(deps, stop), name="retention")
             tg.create_task(api.run(stop), name="api")
             tg.create_task(Sender(deps).run(stop), name="notify")  # the outbox: agentd/notify/
@@ -333,6 +337,7 @@ async def _reloader(
     hup: asyncio.Event,
     stop: asyncio.Event,
     reloading: asyncio.Lock,
+    after: Callable[[], None],
 ) -> None:
     """On SIGHUP: load and validate the config; apply it, or log why not and keep the old one."""
     while True:
@@ -345,20 +350,26 @@ async def _reloader(
         if stop.is_set():
             return
         hup.clear()
-        await reload_told(paths, deps, models, reloading)
+        await reload_told(paths, deps, models, reloading, after)
 
 
 async def reload_told(
-    paths: Paths, deps: Deps, models: dict[str, Model], reloading: asyncio.Lock
+    paths: Paths,
+    deps: Deps,
+    models: dict[str, Model],
+    reloading: asyncio.Lock,
+    after: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """One reload at a time (a SIGHUP and `agentd reload` may cross), told to systemd; returns
-    the verdict `agentd reload` prints (`{"applied", "error", "restart", "sha256", "pid"}`)."""
+    the verdict `agentd reload` prints (`{"applied", "error", "restart", "sha256", "pid"}`).
+    `after` (the scheduler's nudge) applies its poll jobs now, not at its next paced look."""
     async with reloading:
         sdnotify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
         try:
             verdict = await reload_verdict(paths, deps, models)
         finally:
             sdnotify.notify("READY=1\nSTATUS=serving")
+            after()
     return {**verdict, "pid": os.getpid()}
 
 

@@ -8,11 +8,16 @@ notifications are still read, so the server's queue never backs up). Nothing dep
 daemon's timers and safety scan go on. A broken connection — the server restarted, the backend
 was terminated, a pooler in the way — is reopened with a growing pause, and every (re)connect
 calls `on_wake` once, because what was sent while nobody listened is gone. A liveness probe every
-few seconds finds a connection that died silently.
+few seconds finds a connection that died silently. Between them the thread sleeps in one select()
+on the connection's socket and a wake-up socket `stop` writes to: psycopg's own wait wakes ten
+times a second, which was most of an idle daemon's CPU on PostgreSQL (issue 35).
 """
 
 from __future__ import annotations
 
+import contextlib
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +29,6 @@ from agentd.db.postgres.connection import NETWORK_SETTINGS, label, redact
 from agentd.db.wake import CHANNEL
 
 PROBE_S = 5.0  # a quiet connection is probed this often (SELECT 1)
-WAIT_S = 0.25  # one wait for notifications: how soon `stop` is heard (a daemon's stop waits it)
 MAX_BACKOFF_S = 30.0
 WAKE_GAP_S = 0.1  # at most one wake in this long, however many notifications arrive
 DRAIN = 10_000  # notifications read in one go before the loop looks at its clock again
@@ -52,6 +56,7 @@ class Listener:
         self.last_error = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._stopping, self._told = socket.socketpair()  # `stop` wakes the select() at once
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._main, name="agentd-listener", daemon=True)
@@ -59,8 +64,13 @@ class Listener:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
+        with contextlib.suppress(OSError):  # closed: stopped already
+            self._told.send(b"x")
         if self._thread is not None:
             self._thread.join(timeout_s)
+        if self._thread is None or not self._thread.is_alive():
+            self._stopping.close()
+            self._told.close()
 
     def _main(self) -> None:
         backoff_s = 0.5
@@ -98,10 +108,15 @@ class Listener:
         owed = False  # notifications arrived that no wake has answered yet
         while not self._stop.is_set():
             now = time.monotonic()
-            wait_s = min(WAIT_S, max(0.0, woke + WAKE_GAP_S - now)) if owed else WAIT_S
-            got = sum(1 for _ in conn.notifies(timeout=wait_s, stop_after=1))
+            wait_s = max(0.0, probed + PROBE_S - now)
+            if owed:
+                wait_s = min(wait_s, max(0.0, woke + WAKE_GAP_S - now))
+            select.select([conn.fileno(), self._stopping.fileno()], [], [], wait_s)
+            if self._stop.is_set():
+                return
+            # What arrived (also what a probe's round trip read into psycopg's backlog).
+            got = sum(1 for _ in conn.notifies(timeout=0.0, stop_after=DRAIN))
             if got:
-                got += sum(1 for _ in conn.notifies(timeout=0.0, stop_after=DRAIN))  # the burst
                 self.notifications += got
                 owed, probed = True, time.monotonic()
             now = time.monotonic()
