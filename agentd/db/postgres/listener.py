@@ -8,15 +8,15 @@ notifications are still read, so the server's queue never backs up). Nothing dep
 daemon's timers and safety scan go on. A broken connection — the server restarted, the backend
 was terminated, a pooler in the way — is reopened with a growing pause, and every (re)connect
 calls `on_wake` once, because what was sent while nobody listened is gone. A liveness probe every
-few seconds finds a connection that died silently. Between them the thread sleeps in one select()
-on the connection's socket and a wake-up socket `stop` writes to: psycopg's own wait wakes ten
+few seconds finds a connection that died silently. Between them the thread sleeps in one epoll
+wait on the connection's socket and a wake-up socket `stop` writes to: psycopg's own wait wakes ten
 times a second, which was most of an idle daemon's CPU on PostgreSQL (issue 35).
 """
 
 from __future__ import annotations
 
 import contextlib
-import select
+import selectors
 import socket
 import threading
 import time
@@ -91,7 +91,7 @@ class Listener:
                     self.on_wake()  # what was notified while nobody listened is gone: look now
                     backoff_s, said = 0.5, False
                     self._listen(conn)
-            except psycopg.Error as e:
+            except Exception as e:  # the thread never dies: the scheduler trusts `connected`
                 self.connected.clear()
                 self.last_error = redact(
                     (str(e).strip().splitlines() or [type(e).__name__])[0], self.url
@@ -104,14 +104,23 @@ class Listener:
         self.connected.clear()
 
     def _listen(self, conn: psycopg.Connection[Any]) -> None:
+        with selectors.DefaultSelector() as sel:  # epoll: any fd number (select() stops at 1024)
+            sel.register(conn.fileno(), selectors.EVENT_READ)
+            sel.register(self._stopping.fileno(), selectors.EVENT_READ)
+            self._wait(conn, sel)
+
+    def _wait(self, conn: psycopg.Connection[Any], sel: selectors.BaseSelector) -> None:
         probed = woke = time.monotonic()
         owed = False  # notifications arrived that no wake has answered yet
+        backlog = False  # a probe's round trip may have read notifications into psycopg's backlog
         while not self._stop.is_set():
             now = time.monotonic()
             wait_s = max(0.0, probed + PROBE_S - now)
             if owed:
                 wait_s = min(wait_s, max(0.0, woke + WAKE_GAP_S - now))
-            select.select([conn.fileno(), self._stopping.fileno()], [], [], wait_s)
+            if backlog:  # the socket may be empty while psycopg holds some: no wait
+                wait_s, backlog = 0.0, False
+            sel.select(wait_s)
             if self._stop.is_set():
                 return
             # What arrived (also what a probe's round trip read into psycopg's backlog).
@@ -125,7 +134,7 @@ class Listener:
                 woke, owed = now, False
             elif not got and now - probed >= PROBE_S:
                 conn.execute("SELECT 1")  # raises on a connection that died without a word
-                probed = time.monotonic()
+                probed, backlog = time.monotonic(), True
 
 
 class _Quiet:
