@@ -5,10 +5,12 @@ that fails with the database up (a lock held too long) is still an error."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from agentd.daemon.retention import retention
@@ -23,6 +25,15 @@ def deps_failing(outage: str | None, stop: asyncio.Event) -> Any:
 
     config = SimpleNamespace(daemon=SimpleNamespace(journal_retention_days=30))
     return SimpleNamespace(config=config, store=SimpleNamespace(read=read, outage=outage))
+
+
+@pytest.fixture(autouse=True)
+def every_level() -> Iterator[None]:
+    """Debug lines reach capture_logs whatever an earlier test of this worker configured (a
+    daemon's `log.configure("info")` filters debug out before any processor sees it)."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.mark.parametrize("down", [True, False])
