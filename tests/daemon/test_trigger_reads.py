@@ -14,7 +14,7 @@ from agentd.db import queries as q
 from agentd.db.store import Store
 from agentd.models import GoalStatus
 from tests.conftest import Home
-from tests.outer.test_due_scan import Traced
+from tests.outer.support import Traced
 
 CONFIG = """
 [models.default]

@@ -5,21 +5,15 @@ a real SQLite file, SQLite's virtual machine steps counted as tests/outer/test_d
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
-from agentd.clock import ManualClock
-from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
 from agentd.db import due as qd
-from agentd.db import queries as q
-from agentd.db.store import Store
-from agentd.outer.service import Outer
 from tests.conftest import Home
-from tests.outer.test_planning_holes import CONFIG, HOUR, NOTHING, T0
+from tests.outer.support import CONFIG, HOUR, T0, Outers, add, steps_of_a_tick
 
 OFF = (
     CONFIG
@@ -39,31 +33,15 @@ min_s = 3600
 
 @pytest.fixture
 async def outer(home: Home) -> AsyncIterator[Callable[[], Any]]:
-    made: list[tuple[Store, Outer]] = []
-
-    async def build() -> Outer:
-        from tests.outer.test_due_scan import Traced
-
-        cfg = home.write_config(OFF.format(enabled="false"), [{"action": {"kind": "finish"}}])
-        (home.root / "checkins.json").write_text(json.dumps([NOTHING] * 50))
-        home.store  # noqa: B018  # migrate before the async store opens
-        store = Store(home.paths.db)
-        await store.open()
-        deps = daemon.build_deps(cfg, store, owner="test:1")
-        deps.clock = ManualClock(T0)
-        deps.store = Traced(store)
-        made.append((store, Outer(deps, lambda run_id, epoch: None)))
-        return made[-1][1]
-
-    yield build
-    for store, o in made:
-        await o.stop(1)
-        await store.close()
+    outers = Outers(home)
+    yield lambda: outers.build(
+        OFF.format(enabled="false"), [{"action": {"kind": "finish"}}], backend=False, traced=True
+    )
+    await outers.close()
 
 
 def add_off(c: Any, n: int) -> list[int]:
-    return [q.add_goal(c, title=f"off {i}", why="tests", agent="off", criteria=[], deadline=None)
-            for i in range(n)]  # fmt: skip
+    return [add(c, f"off {i}", agent="off") for i in range(n)]
 
 
 async def test_a_tick_does_not_read_past_goals_whose_checkins_are_off(
@@ -75,13 +53,7 @@ async def test_a_tick_does_not_read_past_goals_whose_checkins_are_off(
     steps = []
     for n in (50, 2000):
         home.store.write(lambda c, n=n: add_off(c, n))
-        for _ in range(10):  # the planning cursor passes the new ids
-            o.wake()
-            await o.tick()
-        traced.steps = 0
-        o.wake()
-        await o.tick()
-        steps.append(traced.steps)
+        steps.append(await steps_of_a_tick(o, traced))
     assert steps[1] <= steps[0] * 1.5 + 5, steps  # 40 times the goals, the same work
     rows = home.store.read(lambda c: [qc.cadence_row(c, g) for g in range(1, 2051)])
     assert {(r["next_at"], r["next_why"]) for r in rows if r} == {(None, qd.OFF_WHY)}

@@ -16,9 +16,8 @@ from agentd.db import checkins as qc
 from agentd.db import due as qd
 from agentd.db import schedules as qs
 from tests.conftest import Home
+from tests.outer.support import HOUR, T0, scheduled, ticks
 from tests.outer.test_checkins_off_rows import OFF, add_off, outer  # noqa: F401
-from tests.outer.test_parked_schedules import scheduled
-from tests.outer.test_planning_holes import HOUR, T0
 
 
 async def test_schedules_of_goals_whose_checkins_are_off_are_parked(
@@ -30,14 +29,9 @@ async def test_schedules_of_goals_whose_checkins_are_off_are_parked(
     o.deps.config = home.write_config(OFF.format(enabled="true"), [])
     await o.start()
 
-    async def ticks(n: int) -> None:
-        for _ in range(n):
-            o.wake()
-            await o.tick()
-
-    await ticks(2)
+    await ticks(o, 2)
     traced.steps = 0
-    await ticks(1)
+    await ticks(o, 1)
     empty = traced.steps  # a tick with nothing due and no goals
 
     def fill(c: Any) -> list[int]:
@@ -46,17 +40,17 @@ async def test_schedules_of_goals_whose_checkins_are_off_are_parked(
 
     o.deps.config = home.write_config(OFF.format(enabled="false"), [])  # a reload: off
     schedules = home.store.write(fill)
-    await ticks(12)  # the planning sweep reads (and parks) the new goals
+    await ticks(o, 12)  # the planning sweep reads (and parks) the new goals
     o.deps.clock.set(T0 + 3 * HOUR)  # their schedules' fire has passed
-    await ticks(1)
+    await ticks(o, 1)
     traced.steps = 0
-    await ticks(1)
+    await ticks(o, 1)
     assert traced.steps <= empty * 1.5 + 50, (traced.steps, empty)  # nothing read past
     parked = home.store.read(lambda c: {qs.get(c, s).next_fire_at for s in schedules[:5]})
     assert parked == {None}
     assert home.store.read(lambda c: qc.list_checkins(c, limit=10)) == []
     o.deps.config = home.write_config(OFF.format(enabled="true"), [])  # on again: caught up
-    await ticks(12)
+    await ticks(o, 12)
     fired = home.store.read(lambda c: qc.list_checkins(c, limit=10_000))
     assert {r.schedule_id for r in fired} == set(schedules)  # each once, by its policy
     later = home.store.read(lambda c: {qs.get(c, s).next_fire_at for s in schedules})

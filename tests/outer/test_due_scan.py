@@ -6,83 +6,23 @@ check-in. On a manual clock and a real SQLite file (the query plans are SQLite's
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from agentd.clock import ManualClock
-from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
 from agentd.db import due as qd
 from agentd.db import glance, meta
 from agentd.db import queries as q
 from agentd.db import schedules as qs
-from agentd.db.store import Store
 from agentd.outer import schedule, service
-from agentd.outer.service import Outer
 from tests.conftest import Home
+from tests.outer.support import HOUR, T0, Outers
 
-T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC).timestamp()  # a Monday, 12:00 UTC
-HOUR = 3600.0
-CONFIG = """
-[models.default]
-provider = "scripted"
-replies = "replies.json"
-
-[models.checker]
-provider = "scripted"
-replies = "checkins.json"
-
-[agents.default]
-actions = ["notify", "finish"]
-
-[agents.default.checkin]
-model = "checker"
-tz = "UTC"
-jitter_s = 0
-min_s = 3600
-"""
-NOTHING = {"reason": "quiet", "next_look_in_s": None, "verdict": {"kind": "nothing"}}
 WHOLE_TABLE = ("SCAN goals", "SCAN g", "SCAN cadences", "SCAN k", "SCAN schedules", "SCAN s",
                "SCAN checkins", "SCAN x")  # fmt: skip
-
-
-class Traced:
-    """The daemon's store, each read and write traced: the statements run, and SQLite's virtual
-    machine steps (a progress handler every 100 instructions) — the work a query does, rows
-    read included, whatever the machine's speed."""
-
-    def __init__(self, store: Store) -> None:
-        self.store, self.sql, self.steps = store, list[str](), 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
-
-    def _wrap(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        def traced(c: sqlite3.Connection) -> Any:
-            def step() -> int:
-                self.steps += 1
-                return 0
-
-            c.set_trace_callback(self.sql.append)
-            c.set_progress_handler(step, 100)
-            try:
-                return fn(c)
-            finally:
-                c.set_trace_callback(None)
-                c.set_progress_handler(None, 0)
-
-        return traced
-
-    async def read(self, fn: Callable[[Any], Any]) -> Any:
-        return await self.store.read(self._wrap(fn))
-
-    async def write(self, fn: Callable[[Any], Any]) -> Any:
-        return await self.store.write(self._wrap(fn))
 
 
 def add_goals(home: Home, n: int, *, planned_at: float | None) -> list[int]:
@@ -106,26 +46,9 @@ Make = Callable[[], Any]
 
 @pytest.fixture
 async def outer(home: Home) -> AsyncIterator[Make]:
-    made: list[tuple[Store, Outer]] = []
-
-    async def build() -> Outer:
-        cfg = home.write_config(
-            CONFIG, [{"action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}]
-        )
-        (home.root / "checkins.json").write_text(json.dumps([NOTHING] * 2000))
-        home.store  # noqa: B018  # migrate before the async store opens
-        store = Store(home.paths.db)
-        await store.open()
-        deps = daemon.build_deps(cfg, store, owner="test:1")
-        deps.clock = ManualClock(T0)
-        deps.store = Traced(store)
-        made.append((store, Outer(deps, lambda run_id, epoch: None)))
-        return made[-1][1]
-
-    yield build
-    for store, o in made:
-        await o.stop(1)
-        await store.close()
+    outers = Outers(home)
+    yield lambda: outers.build(looks=2000, backend=False, traced=True)
+    await outers.close()
 
 
 def plans(store: sqlite3.Connection, statements: list[str]) -> list[str]:

@@ -14,25 +14,25 @@ from agentd.db import queries as q
 from agentd.db import schedules as qs
 from agentd.models import GoalStatus
 from agentd.operator import goals as operator_goals
-from agentd.outer import schedule
 from tests.conftest import Home
-from tests.outer.test_planning_holes import HOUR, T0, add, outer  # noqa: F401
-
-SPEC = schedule.parse_spec("interval", "7200", "UTC")  # every two hours
-
-
-def scheduled(c: Any, goal_id: int, next_fire_at: float) -> int:
-    return qs.add(c, goal_id, kind=SPEC.kind, spec=SPEC.spec, tz="UTC", misfire="once",
-                  misfire_cap=SPEC.misfire_cap, max_lateness_s=SPEC.max_lateness_s, jitter_s=0,
-                  now=T0 - 4 * HOUR, next_fire_at=next_fire_at)  # fmt: skip
+from tests.outer.support import (
+    CONFIG,
+    HOUR,
+    T0,
+    Traced,
+    add,
+    paused_with_a_schedule,
+    scheduled,
+    steps_of_a_tick,
+    ticks,
+)
+from tests.outer.test_planning_holes import outer  # noqa: F401
 
 
 async def test_a_tick_does_not_read_past_paused_goals_schedules(
     home: Home,
     outer: Any,  # noqa: F811
 ) -> None:
-    from tests.outer.test_due_scan import Traced
-
     home.root.mkdir(parents=True)
     o = await outer()
     traced = Traced(o.deps.store)
@@ -49,13 +49,7 @@ async def test_a_tick_does_not_read_past_paused_goals_schedules(
                 q.set_goal_status(c, g, GoalStatus.PAUSED)
 
         home.store.write(pause)
-        for _ in range(10):  # the planning cursor passes the new ids
-            o.wake()
-            await o.tick()
-        traced.steps = 0
-        o.wake()
-        await o.tick()
-        steps.append(traced.steps)
+        steps.append(await steps_of_a_tick(o, traced))
     assert steps[1] <= steps[0] * 1.5 + 5, steps  # 40 times the paused goals, the same work
     fired = home.store.read(lambda c: qc.list_checkins(c, limit=10_000))
     assert fired == []  # and none of them fired
@@ -66,22 +60,17 @@ async def test_a_resumed_goals_schedule_fires_by_its_policy_then_on_time(
     home: Home,
     outer: Any,  # noqa: F811
 ) -> None:
-    home.root.mkdir(parents=True)
-    goal = home.store.write(lambda c: add(c, "backups"))
-    sched = home.store.write(lambda c: scheduled(c, goal, T0 - 2 * HOUR))
-    home.store.write(lambda c: q.set_goal_status(c, goal, GoalStatus.PAUSED))
+    goal, sched = paused_with_a_schedule(home)
     assert home.store.read(lambda c: qs.get(c, sched)).next_fire_at is None  # parked
     o = await outer()
     clock: Any = o.deps.clock
     await o.start()
     clock.set(T0 + 5 * HOUR)  # fires at T0-2h, T0, T0+2h and T0+4h fall due while it is paused
-    o.wake()
-    await o.tick()
+    await ticks(o)
     assert home.store.read(lambda c: qc.list_checkins(c, limit=100)) == []
     home.store.write(lambda c: q.set_goal_status(c, goal, GoalStatus.ACTIVE))
     assert home.store.read(lambda c: qs.get(c, sched)).next_fire_at == T0 - 4 * HOUR  # due now
-    o.wake()
-    await o.tick()
+    await ticks(o)
     rows = home.store.read(lambda c: qc.list_checkins(c, limit=100))
     by_status = sorted((r.status, r.due_at) for r in rows if r.schedule_id == sched)
     # misfire = once: the latest fire runs, those before it are recorded missed
@@ -93,7 +82,6 @@ async def test_a_resumed_goals_schedule_fires_by_its_policy_then_on_time(
 @pytest.mark.backends
 def test_a_schedule_added_to_a_paused_goal_is_parked_until_it_resumes(home: Home) -> None:
     from agentd.operator import schedules as plan
-    from tests.outer.test_planning_holes import CONFIG
 
     cfg = home.write_config(CONFIG, [])
     goal = home.store.write(lambda c: add(c, "backups"))

@@ -8,7 +8,6 @@ planning right then leaves it (no wait, its cursor kept) and finds those goals p
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -20,35 +19,15 @@ from agentd.daemon import serve as daemon
 from agentd.db.store import Store
 from agentd.outer.service import Outer
 from tests.conftest import Home
+from tests.outer.support import write_home
 
 pytestmark = pytest.mark.backends
 
-CONFIG = """
-[models.default]
-provider = "scripted"
-replies = "replies.json"
-
-[models.checker]
-provider = "scripted"
-replies = "checkins.json"
-
-[agents.default]
-actions = ["notify", "finish"]
-
-[agents.default.checkin]
-model = "checker"
-tz = "UTC"
-jitter_s = 0
-min_s = 3600
-"""
 GOALS = 30
-NOTHING = {"reason": "quiet", "next_look_in_s": None, "verdict": {"kind": "nothing"}}
-FINISH = {"action": {"kind": "finish", "outcome": "succeeded", "summary": "ok"}}
 
 
 def setup(home: Home) -> None:
-    home.write_config(CONFIG, [FINISH])
-    (home.root / "checkins.json").write_text(json.dumps([NOTHING]))
+    write_home(home)
     for i in range(GOALS):
         home.add_goal(title=f"goal {i}")
 

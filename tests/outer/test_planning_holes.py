@@ -5,67 +5,23 @@ resumed goal is planned again."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from agentd.clock import ManualClock
-from agentd.daemon import serve as daemon
 from agentd.db import checkins as qc
 from agentd.db import queries as q
-from agentd.db.store import Store, SyncStore
-from agentd.outer.service import Outer
+from agentd.db.store import SyncStore
 from tests.conftest import Home
-
-T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC).timestamp()
-HOUR = 3600.0
-CONFIG = """
-[models.default]
-provider = "scripted"
-replies = "replies.json"
-
-[models.checker]
-provider = "scripted"
-replies = "checkins.json"
-
-[agents.default]
-actions = ["notify", "finish"]
-
-[agents.default.checkin]
-model = "checker"
-tz = "UTC"
-jitter_s = 0
-min_s = 3600
-"""
-NOTHING = {"reason": "quiet", "next_look_in_s": None, "verdict": {"kind": "nothing"}}
-
-
-def add(c: Any, title: str) -> int:
-    return q.add_goal(c, title=title, why="tests", agent="default", criteria=[], deadline=None)
+from tests.outer.support import HOUR, T0, Outers, Traced, add, steps_of_a_tick
 
 
 @pytest.fixture
 async def outer(home: Home) -> AsyncIterator[Callable[[], Any]]:
-    made: list[tuple[Store, Outer]] = []
-
-    async def build() -> Outer:
-        cfg = home.write_config(CONFIG, [{"action": {"kind": "finish"}}])
-        (home.root / "checkins.json").write_text(json.dumps([NOTHING] * 50))
-        home.store  # noqa: B018  # migrate before the async store opens
-        store = Store(home.paths.db, backend=home.backend())
-        await store.open()
-        deps = daemon.build_deps(cfg, store, owner="test:1")
-        deps.clock = ManualClock(T0)
-        made.append((store, Outer(deps, lambda run_id, epoch: None)))
-        return made[-1][1]
-
-    yield build
-    for store, o in made:
-        await o.stop(1)
-        await store.close()
+    outers = Outers(home)
+    yield lambda: outers.build([{"action": {"kind": "finish"}}])
+    await outers.close()
 
 
 def look(home: Home, goal_id: int) -> float | None:
@@ -120,7 +76,6 @@ async def test_a_paused_goal_leaves_the_due_looks_and_is_planned_again_when_resu
 
 async def test_a_tick_does_not_read_past_closed_goals(home: Home, outer: Callable[[], Any]) -> None:
     from agentd.models import GoalStatus
-    from tests.outer.test_due_scan import Traced
 
     o = await outer()
     traced = Traced(o.deps.store)
@@ -136,13 +91,7 @@ async def test_a_tick_does_not_read_past_closed_goals(home: Home, outer: Callabl
                 q.set_goal_status(c, g, GoalStatus.ACHIEVED)
 
         home.store.write(close)
-        for _ in range(10):  # the planning cursor passes the new ids
-            o.wake()
-            await o.tick()
-        traced.steps = 0
-        o.wake()
-        await o.tick()
-        steps.append(traced.steps)
+        steps.append(await steps_of_a_tick(o, traced))
     assert steps[1] <= steps[0] * 1.5 + 5, steps  # 40 times the closed goals, the same work
 
 

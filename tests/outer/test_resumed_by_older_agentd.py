@@ -10,12 +10,10 @@ from typing import Any
 import pytest
 
 from agentd.db import checkins as qc
-from agentd.db import queries as q
 from agentd.db import schedules as qs
-from agentd.models import GoalStatus
 from tests.conftest import Home
-from tests.outer.test_parked_schedules import scheduled
-from tests.outer.test_planning_holes import HOUR, T0, add, outer  # noqa: F401
+from tests.outer.support import HOUR, T0, paused_with_a_schedule, ticks
+from tests.outer.test_planning_holes import outer  # noqa: F401
 
 
 def resume_as_older_agentd_did(c: Any, goal_id: int) -> None:
@@ -29,21 +27,15 @@ async def test_schedules_of_a_goal_an_older_agentd_resumed_fire_again(
     home: Home,
     outer: Any,  # noqa: F811
 ) -> None:
-    home.root.mkdir(parents=True)
-    goal = home.store.write(lambda c: add(c, "backups"))
-    sched = home.store.write(lambda c: scheduled(c, goal, T0 - 2 * HOUR))
-    home.store.write(lambda c: q.set_goal_status(c, goal, GoalStatus.PAUSED))
+    goal, sched = paused_with_a_schedule(home)
     o = await outer()
     clock: Any = o.deps.clock
     await o.start()
     clock.set(T0 + 5 * HOUR)
-    o.wake()
-    await o.tick()
+    await ticks(o)
     home.store.write(lambda c: resume_as_older_agentd_did(c, goal))
     assert home.store.read(lambda c: qs.get(c, sched)).next_fire_at is None
-    for _ in range(3):
-        o.wake()
-        await o.tick()
+    await ticks(o, 3)
     rows = home.store.read(lambda c: qc.list_checkins(c, limit=100))
     ran = {r.due_at: r.status != "missed" for r in rows if r.schedule_id == sched}
     assert ran == {T0 - 2 * HOUR: False, T0: False, T0 + 2 * HOUR: False, T0 + 4 * HOUR: True}
