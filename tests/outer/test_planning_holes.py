@@ -20,7 +20,7 @@ from tests.outer.support import HOUR, T0, Outers, Traced, add, steps_of_a_tick
 @pytest.fixture
 async def outer(home: Home) -> AsyncIterator[Callable[[], Any]]:
     outers = Outers(home)
-    yield lambda: outers.build([{"action": {"kind": "finish"}}])
+    yield lambda: outers.build(replies=[{"action": {"kind": "finish"}}])
     await outers.close()
 
 
