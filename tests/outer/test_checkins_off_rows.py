@@ -12,6 +12,7 @@ import pytest
 
 from agentd.db import checkins as qc
 from agentd.db import due as qd
+from agentd.outer.service import Outer
 from tests.conftest import Home
 from tests.outer.support import CONFIG, HOUR, T0, Outers, add, steps_of_a_tick
 
@@ -82,3 +83,11 @@ async def test_goals_of_an_agent_whose_checkins_come_on_are_planned(
         await o.tick()
     looks = home.store.read(lambda c: [qc.cadence_row(c, g)["next_at"] for g in [*goals, late]])
     assert looks == [T0 + HOUR] * 4
+
+
+async def started_with_checkins_on(home: Home, outer: Callable[[], Any]) -> tuple[Outer, Any]:
+    """An outer loop started with the `off` agent's check-ins on, and its traced store."""
+    o = await outer()
+    o.deps.config = home.write_config(OFF.format(enabled="true"), [])
+    await o.start()
+    return o, o.deps.store

@@ -17,17 +17,19 @@ from agentd.db import due as qd
 from agentd.db import schedules as qs
 from tests.conftest import Home
 from tests.outer.support import HOUR, T0, scheduled, ticks
-from tests.outer.test_checkins_off_rows import OFF, add_off, outer  # noqa: F401
+from tests.outer.test_checkins_off_rows import (  # noqa: F401
+    OFF,
+    add_off,
+    outer,
+    started_with_checkins_on,
+)
 
 
 async def test_schedules_of_goals_whose_checkins_are_off_are_parked(
     home: Home,
     outer: Callable[[], Any],  # noqa: F811
 ) -> None:
-    o = await outer()
-    traced: Any = o.deps.store
-    o.deps.config = home.write_config(OFF.format(enabled="true"), [])
-    await o.start()
+    o, traced = await started_with_checkins_on(home, outer)
 
     await ticks(o, 2)
     traced.steps = 0

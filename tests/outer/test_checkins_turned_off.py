@@ -15,17 +15,19 @@ from agentd.db import checkins as qc
 from agentd.db import due as qd
 from tests.conftest import Home
 from tests.outer.support import HOUR, T0, ticks
-from tests.outer.test_checkins_off_rows import OFF, add_off, outer  # noqa: F401
+from tests.outer.test_checkins_off_rows import (  # noqa: F401
+    OFF,
+    add_off,
+    outer,
+    started_with_checkins_on,
+)
 
 
 async def test_looks_planned_before_checkins_were_turned_off_are_parked(
     home: Home,
     outer: Callable[[], Any],  # noqa: F811
 ) -> None:
-    o = await outer()
-    traced: Any = o.deps.store
-    o.deps.config = home.write_config(OFF.format(enabled="true"), [])
-    await o.start()
+    o, traced = await started_with_checkins_on(home, outer)
 
     goals = home.store.write(lambda c: add_off(c, 2000))
     await ticks(o, 12)  # planned: a first look an hour on
