@@ -8,7 +8,7 @@ drops nothing."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -47,62 +47,59 @@ def arrange(c: Conn) -> list[int]:
     return old
 
 
-async def test_a_large_prune_completes_in_bounded_chunks(
-    tmp_path: Path, backend_at: Callable[[Path], Backend]
-) -> None:
+@pytest.fixture
+async def store(tmp_path: Path, backend_at: Callable[[Path], Backend]) -> AsyncIterator[Store]:
     path = tmp_path / "agentd.db"
-    store = Store(path, backend=backend_at(path))
-    await store.open()
-    try:
-        old = await store.write(arrange)
-        steps = sum([len(await store.read(functools.partial(q.list_steps, run_id=r))) for r in old])
-        assert steps >= RUNS * STEPS_PER_RUN
-        chunks: list[int] = []
+    opened = Store(path, backend=backend_at(path))
+    await opened.open()
+    yield opened
+    await opened.close(5)
 
-        def chunk(c: Conn) -> int:
-            chunks.append(meta.prune(c, older_than=2000, limit=LIMIT))
-            return chunks[-1]
 
-        batches = store.batches
-        pruned = await store.write_chunks(chunk)
-        assert pruned == sum(chunks) == steps + EVENTS
-        assert chunks[-1] == 0 and all(chunks[:-1])  # until one dropped nothing
-        # Each chunk at most LIMIT rows of a table: the steps of LIMIT runs, LIMIT events.
-        assert max(chunks) <= LIMIT * STEPS_PER_RUN + LIMIT
-        assert len(chunks) >= RUNS // LIMIT + 1
-        assert store.batches - batches == len(chunks)  # each its own transaction
-        for run in old:
-            assert await store.read(functools.partial(q.list_steps, run_id=run)) == []
-        left = await store.read(lambda c: c.execute("SELECT count(*) FROM events").fetchone()[0])
-        assert left == 1
-    finally:
-        await store.close(5)
+async def test_a_large_prune_completes_in_bounded_chunks(
+    store: Store,
+) -> None:
+    old = await store.write(arrange)
+    steps = sum([len(await store.read(functools.partial(q.list_steps, run_id=r))) for r in old])
+    assert steps >= RUNS * STEPS_PER_RUN
+    chunks: list[int] = []
+
+    def chunk(c: Conn) -> int:
+        chunks.append(meta.prune(c, older_than=2000, limit=LIMIT))
+        return chunks[-1]
+
+    batches = store.batches
+    pruned = await store.write_chunks(chunk)
+    assert pruned == sum(chunks) == steps + EVENTS
+    assert chunks[-1] == 0 and all(chunks[:-1])  # until one dropped nothing
+    # Each chunk at most LIMIT rows of a table: the steps of LIMIT runs, LIMIT events.
+    assert max(chunks) <= LIMIT * STEPS_PER_RUN + LIMIT
+    assert len(chunks) >= RUNS // LIMIT + 1
+    assert store.batches - batches == len(chunks)  # each its own transaction
+    for run in old:
+        assert await store.read(functools.partial(q.list_steps, run_id=run)) == []
+    left = await store.read(lambda c: c.execute("SELECT count(*) FROM events").fetchone()[0])
+    assert left == 1
 
 
 async def test_the_outbox_prunes_in_chunks_too(
-    tmp_path: Path, backend_at: Callable[[Path], Backend]
+    store: Store,
 ) -> None:
-    path = tmp_path / "agentd.db"
-    store = Store(path, backend=backend_at(path))
-    await store.open()
-    try:
 
-        def sent(c: Conn) -> None:
-            for i in range(25):
-                c.execute(
-                    "INSERT INTO outbox (dedupe_key, channel, message, status, next_attempt_at,"
-                    " created_at) VALUES (?, 'mail', '{}', 'sent', 1000, 1000)",
-                    (f"k{i}",),
-                )
+    def sent(c: Conn) -> None:
+        for i in range(25):
+            c.execute(
+                "INSERT INTO outbox (dedupe_key, channel, message, status, next_attempt_at,"
+                " created_at) VALUES (?, 'mail', '{}', 'sent', 1000, 1000)",
+                (f"k{i}",),
+            )
 
-        await store.write(sent)
-        chunks: list[int] = []
+    await store.write(sent)
+    chunks: list[int] = []
 
-        def chunk(c: Conn) -> int:
-            chunks.append(outbox.prune(c, older_than=2000, limit=LIMIT))
-            return chunks[-1]
+    def chunk(c: Conn) -> int:
+        chunks.append(outbox.prune(c, older_than=2000, limit=LIMIT))
+        return chunks[-1]
 
-        assert await store.write_chunks(chunk) == 25
-        assert chunks == [10, 10, 5, 0]
-    finally:
-        await store.close(5)
+    assert await store.write_chunks(chunk) == 25
+    assert chunks == [10, 10, 5, 0]
