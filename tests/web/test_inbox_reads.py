@@ -4,7 +4,8 @@ machine steps counted (as tests/outer/test_due_scan.py does) at 20 and 2,000 clo
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from agentd.db import items as qi
 from agentd.models import InboxKind
@@ -12,6 +13,7 @@ from agentd.web import data
 from agentd.web.inbox_page import Filters
 from tests.conftest import Home
 
+T = TypeVar("T")
 CONFIG = """
 [models.default]
 provider = "scripted"
@@ -20,6 +22,22 @@ replies = "replies.json"
 [agents.default]
 actions = ["notify", "finish"]
 """
+
+
+def counted(conn: Any, read: Callable[[], T]) -> tuple[T, int]:
+    """What `read` returns, and the SQLite virtual machine steps (a progress handler every 100
+    instructions) it took on `conn`."""
+    count = [0]
+
+    def step() -> int:
+        count[0] += 1
+        return 0
+
+    conn.set_progress_handler(step, 100)
+    try:
+        return read(), count[0]
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 def post(home: Home, n: int, closed: bool) -> None:
@@ -39,19 +57,9 @@ def test_the_default_inbox_view_reads_only_open_items(home: Home) -> None:
     steps = []
     for closed in (20, 2000):
         post(home, closed, closed=True)
-        count = [0]
-
-        def step(count: list[int] = count) -> int:
-            count[0] += 1
-            return 0
-
-        conn.set_progress_handler(step, 100)
-        try:
-            items, _ = data.inbox_view(home.store, Filters().shared)
-        finally:
-            conn.set_progress_handler(None, 0)
+        (items, _), n = counted(conn, lambda: data.inbox_view(home.store, Filters().shared))
         assert [i.title for i in items] == ["notice 0", "notice 1"]
-        steps.append(count[0])
+        steps.append(n)
     assert steps[1] <= steps[0] * 1.5 + 5, steps  # 100 times the closed items, the same work
     shown, _ = data.inbox_view(home.store, Filters(status="all").shared)
     assert len(shown) == 2022  # asked for every item: every item

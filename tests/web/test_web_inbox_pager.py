@@ -18,6 +18,7 @@ from agentd.web import data
 from agentd.web.inbox_page import PAGE, Filters
 from tests.configs import FINISH, scripted_home, with_web
 from tests.conftest import Home
+from tests.web.test_inbox_reads import counted
 from tests.web.test_web import SAME, login, web
 
 ITEM = re.compile(r'id="item-(\d+)"')
@@ -139,19 +140,11 @@ def test_closed_items_past_a_status_page_are_not_read(home: Home) -> None:
     steps = []
     for closed in (100, 5000):
         notices(home, closed, status=InboxStatus.DISMISSED.value)
-        count = [0]
-
-        def step(count: list[int] = count) -> int:
-            count[0] += 1
-            return 0
-
-        conn.set_progress_handler(step, 100)
-        try:
-            around, _ = data.inbox_paged(home.store, Filters().shared, None, PAGE)
-        finally:
-            conn.set_progress_handler(None, 0)
+        (around, _), n = counted(
+            conn, lambda: data.inbox_paged(home.store, Filters().shared, None, PAGE)
+        )
         assert around.page.total == 60 and around.page.next_after is not None
-        steps.append(count[0])
+        steps.append(n)
     assert steps[1] <= steps[0] * 1.5 + 5, steps
 
 
