@@ -11,18 +11,14 @@ from typing import Any
 import pytest
 
 from agentd.web.inbox_page import PAGE
-from tests.configs import FINISH, scripted_home, with_web
 from tests.conftest import Home
-from tests.web.test_web import SAME, login, web
-from tests.web.test_web_inbox_pager import notices
+from tests.web.test_web import SAME
+from tests.web.test_web_inbox_pager import inbox_home, signed_in
 
 
 async def test_a_bulk_dismissal_returns_to_its_page(home: Home, serve: Any) -> None:
-    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
-    ids = notices(home, 2 * PAGE + 10)
-    await serve()
-    async with web(home) as c:
-        await login(c, home)
+    ids = inbox_home(home, 2 * PAGE + 10)
+    async with signed_in(home, serve) as c:
         here = f"/?kind=notice&limit=20&after={ids[19]}"
         page = (await c.get(here)).text
         back = re.search(r'name="back" value="([^"]*)"', page)
@@ -45,11 +41,8 @@ async def test_a_bulk_dismissal_returns_to_its_page(home: Home, serve: Any) -> N
              "/\r\nSet-Cookie: a=1", "/?kind=notice&x=%22%3E%3Cscript%3E", "", "javascript:x"],
 )  # fmt: skip
 async def test_a_way_back_elsewhere_is_the_first_page(home: Home, serve: Any, back: str) -> None:
-    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
-    ids = notices(home, 2)
-    await serve()
-    async with web(home) as c:
-        await login(c, home)
+    ids = inbox_home(home, 2)
+    async with signed_in(home, serve) as c:
         r = await c.post("/dismiss", headers=SAME,
                          data={"scope": "selected", "item": str(ids[0]), "back": back})  # fmt: skip
         assert r.status_code == 303
@@ -61,11 +54,8 @@ async def test_a_way_back_elsewhere_is_the_first_page(home: Home, serve: Any, ba
 async def test_a_ticked_box_that_is_not_a_number_is_not_a_server_error(
     home: Home, serve: Any
 ) -> None:
-    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
-    notices(home, 1)
-    await serve()
-    async with web(home) as c:
-        await login(c, home)
+    inbox_home(home, 1)
+    async with signed_in(home, serve) as c:
         for picked in (
             {"scope": "selected", "item": "²"},
             {"scope": "all", "shown": "1,²"},

@@ -7,6 +7,8 @@ as tests/web/test_inbox_reads.py counts them)."""
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -37,6 +39,21 @@ def notices(home: Home, n: int, *, status: str = "open") -> list[int]:
     return list(home.store.write(work))
 
 
+def inbox_home(home: Home, n: int, *, status: str = "open") -> list[int]:
+    """A home with the web on and `n` notices in its inbox, their ids."""
+    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
+    return notices(home, n, status=status)
+
+
+@asynccontextmanager
+async def signed_in(home: Home, serve: Any) -> AsyncIterator[Any]:
+    """The daemon served, a web client on it, logged in."""
+    await serve()
+    async with web(home) as c:
+        await login(c, home)
+        yield c
+
+
 def links(page: str) -> dict[str, str]:
     return {rel: href.replace("&amp;", "&") for href, rel in LINK.findall(page)}
 
@@ -53,11 +70,8 @@ def test_filters_read_the_page_and_keep_it_in_their_links() -> None:
 
 
 async def test_inbox_pages_walk_the_list_once_each_way(home: Home, serve: Any) -> None:
-    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
-    ids = notices(home, 2 * PAGE + 20)
-    await serve()
-    async with web(home) as c:
-        await login(c, home)
+    ids = inbox_home(home, 2 * PAGE + 20)
+    async with signed_in(home, serve) as c:
         seen: list[int] = []
         path, places, backs = "/", [], []
         while True:
@@ -94,11 +108,8 @@ async def test_inbox_pages_walk_the_list_once_each_way(home: Home, serve: Any) -
 
 
 async def test_a_page_past_the_end_says_so_and_links_back(home: Home, serve: Any) -> None:
-    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
-    ids = notices(home, 3)
-    await serve()
-    async with web(home) as c:
-        await login(c, home)
+    ids = inbox_home(home, 3)
+    async with signed_in(home, serve) as c:
         page = (await c.get(f"/?after={ids[-1] + 10}&limit=2")).text
         assert "Nothing on this page." in page and not ITEM.findall(page)
         assert links(page) == {"prev": f"/?limit=2&after={ids[0]}"}
@@ -109,8 +120,7 @@ async def test_a_page_past_the_end_says_so_and_links_back(home: Home, serve: Any
 def test_a_page_reads_its_rows_through_an_index_in_their_order(home: Home) -> None:
     """At 100,000 open items a page must not sort them all to show 50: each statement a page
     runs searches an index, in the page's order (no temporary sort), whatever the filter."""
-    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
-    ids = notices(home, 300)
+    ids = inbox_home(home, 300)
     conn: Any = home.store.conn
     for f in (
         Filters(),
@@ -134,8 +144,7 @@ def test_a_page_reads_its_rows_through_an_index_in_their_order(home: Home) -> No
 
 def test_closed_items_past_a_status_page_are_not_read(home: Home) -> None:
     """A status's pages read its items through an index: closed items do not add to a page."""
-    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
-    notices(home, 60)
+    inbox_home(home, 60)
     conn: Any = home.store.conn
     steps = []
     for closed in (100, 5000):
@@ -155,8 +164,7 @@ def test_the_first_page_says_what_waits_for_a_decision_on_later_pages(home: Home
 
     from agentd.web.inbox_page import Pager, inbox_page
 
-    home.write_config(with_web(scripted_home(["finish"])), [FINISH])
-    ids = notices(home, 60)
+    ids = inbox_home(home, 60)
     home.store.write(lambda c: qi.post(c, InboxKind.QUESTION, title="which region?"))
     now = datetime.now(UTC)
 
