@@ -16,24 +16,16 @@ from agentd.db import queries as q
 from agentd.db import schedules as qs
 from agentd.operator import overview
 from agentd.operator import schedules as plan
+from tests.configs import scripted_home
 from tests.conftest import Home
 
 NIGHT = datetime(2026, 3, 2, 23, 0, tzinfo=UTC).timestamp()  # 23:00 UTC, inside 22:00-08:00
 MORNING = datetime(2026, 3, 3, 8, 0, tzinfo=UTC).timestamp()
-CONFIG = """
-[models.default]
-provider = "scripted"
-replies = "replies.json"
-
-[agents.default]
-actions = ["notify", "finish"]
-
-[agents.default.checkin]
-tz = "UTC"
-quiet = "22:00-08:00"
-jitter_s = 0
-min_s = 3600
-"""
+CONFIG = scripted_home(
+    ["notify", "finish"],
+    agent_tables='[agents.default.checkin]\ntz = "UTC"\nquiet = "22:00-08:00"\njitter_s = 0\n'
+    "min_s = 3600\n",
+)
 
 
 def goals(home: Home, looks: list[float], quiet: dict[int, str] | None = None) -> list[int]:
