@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, urlencode
 
-from starlette.convertors import IntegerConvertor, register_url_convertor
-
 from agentd.errors import UsageError
 from agentd.models import Goal, InboxItem, InboxKind
 from agentd.operator import inbox, listing
 from agentd.text import one_line
 from agentd.views.times import relative
 from agentd.web.html import badge, expiry, h, page
+from agentd.web.ids import number
 from agentd.web.item_page import kind_word
 
 KINDS, STATUSES = inbox.KINDS, inbox.STATUSES  # the same filters as `agentd inbox list`
@@ -96,22 +95,6 @@ def way_back(given: str) -> str:
     except UsageError:
         return "/"
     return f.href(f.after)
-
-
-def number(text: str) -> bool:
-    """ASCII digits of an id the store holds (a signed 64-bit integer): `isdigit` alone also
-    says yes to '²', which `int` refuses, and to '٣', which it reads."""
-    return text.isascii() and text.isdigit() and len(text) < 19
-
-
-class _Id(IntegerConvertor):
-    """`{name:id}` in a route's path (the pages' and `/api`'s): an id `number` takes — a longer
-    one matches no route (not found), not the store's integer overflow (a 500)."""
-
-    regex = "[0-9]{1,18}"
-
-
-register_url_convertor("id", _Id())  # before agentd/web/routes.py's routes compile their paths
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from agentd.web import goal_page as goal_view
 from agentd.web import inbox_page as inbox_view
 from agentd.web import item_page as item_view
 from agentd.web import run_page as run_view
+from agentd.web.ids import number as is_id
 
 T = TypeVar("T")
 # Login and logout answers carry the token or the key: never kept by a cache or the history.
@@ -216,7 +217,7 @@ async def dismiss_many(request: Request) -> Response:
         if form.get("scope") != "all"
         else str(form.get("shown", "")).split(",")
     )
-    ids = [int(v) for v in map(str.strip, map(str, picked)) if inbox_view.number(v)]
+    ids = [int(v) for v in map(str.strip, map(str, picked)) if is_id(v)]
     back = inbox_view.way_back(str(form.get("back", "/")))  # the page it was made on
     if not ids:
         site = _site(request)

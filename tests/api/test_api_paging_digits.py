@@ -1,6 +1,6 @@
 """A hand-written `?after=` or `?limit=` the store's integer cannot hold — 30 digits, or '²'
 (`str.isdigit` says yes, `int` refuses) — is a 400 with a one-sentence JSON error, not a 500 from
-the store (the web inbox's parser, `inbox_page.number`, decides), on SQLite and PostgreSQL."""
+the store (agentd/web/ids.py's `number`, the web pages' parser, decides), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
