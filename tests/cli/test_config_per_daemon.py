@@ -59,6 +59,13 @@ def test_doctor_vouches_when_this_hosts_daemon_runs_the_file(home: Home) -> None
     home.write_config(CONFIG, [])
     on_disk = hashlib.sha256(home.paths.config.read_bytes()).hexdigest()
     two_daemons(home, mine=on_disk, theirs=OLD)
+    # The other host's started earlier: on SQLite, where one daemon serves a home and its newest
+    # start is the one shown, this host's is that one whatever the clock read between the two.
+    home.store.write(
+        lambda c: c.execute(
+            "UPDATE daemons SET started_at = started_at - 60 WHERE owner = ?", ("other:77:b",)
+        )
+    )
     found = check_loaded_config(home.paths, 4242, shared=home.store_url is not None)
     assert found is not None and found.ok, found
 
